@@ -1,0 +1,41 @@
+"""Where heurlens keeps what it downloads or trains, and how it writes there safely."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+CACHE_ENV_VAR = "HEURLENS_CACHE"
+
+
+def cache_dir() -> Path:
+    """The cache root: ``$HEURLENS_CACHE``, else ``$XDG_CACHE_HOME/heurlens``, else ``~/.cache/heurlens``."""
+    if os.environ.get(CACHE_ENV_VAR):
+        root = Path(os.environ[CACHE_ENV_VAR])
+    else:
+        root = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "heurlens"
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` so that a reader sees the old file or the new one, never half of one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_json(path: Path, obj: Any) -> None:
+    """``atomic_write_bytes`` for a JSON document (indented, keys in insertion order)."""
+    atomic_write_bytes(path, (json.dumps(obj, indent=2) + "\n").encode())
