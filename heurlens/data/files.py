@@ -1,0 +1,44 @@
+"""Premise/hypothesis/label pairs from a user's local file (.jsonl, .json, .csv, .tsv)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import datasets
+
+from heurlens.data.snli import NLI_LABELS
+from heurlens.errors import HeurlensError
+
+_BUILDERS = {".jsonl": "json", ".json": "json", ".csv": "csv", ".tsv": "csv"}
+
+
+def load_pair_file(path: str | Path, label_names: tuple[str, ...] = NLI_LABELS) -> datasets.Dataset:
+    """Read pairs with columns premise, hypothesis, label (a label name or its index in ``label_names``)."""
+    path = Path(path)
+    if not path.is_file():
+        raise HeurlensError(f"data file {path} does not exist; give a .jsonl/.csv/.tsv file with premise, hypothesis, label")
+    if path.suffix not in _BUILDERS:
+        raise HeurlensError(f"cannot read {path}: use a .jsonl, .json, .csv or .tsv file")
+    try:
+        extra = {"delimiter": "\t"} if path.suffix == ".tsv" else {}
+        raw = datasets.load_dataset(_BUILDERS[path.suffix], data_files=str(path), split="train", **extra)
+    except Exception as error:
+        raise HeurlensError(f"cannot read {path} ({type(error).__name__}: {str(error).splitlines()[0][:200]})") from error
+    missing = {"premise", "hypothesis", "label"} - set(raw.column_names)
+    if missing:
+        raise HeurlensError(f"{path} lacks column(s) {', '.join(sorted(missing))}; found {', '.join(raw.column_names)}")
+
+    def encode(row):
+        label = row["label"]
+        if isinstance(label, str) and not label.isdigit():
+            if label not in label_names:
+                raise HeurlensError(f"{path}: label {label!r} is not one of {', '.join(label_names)}")
+            return {"label": label_names.index(label)}
+        if not 0 <= int(label) < len(label_names):
+            raise HeurlensError(f"{path}: label {label} is out of range 0-{len(label_names) - 1}")
+        return {"label": int(label)}
+
+    features = datasets.Features({"premise": datasets.Value("string"), "hypothesis": datasets.Value("string"),
+                                  "label": datasets.ClassLabel(names=list(label_names))})
+    return raw.map(encode, features=features, remove_columns=[c for c in raw.column_names
+                                                               if c not in ("premise", "hypothesis", "label")])
