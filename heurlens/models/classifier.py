@@ -1,0 +1,118 @@
+"""A TransformerLens ``TransformerBridge`` with a classification head on its final hidden states.
+
+TransformerLens 4 bridges BERT only as a masked LM (``BertForSequenceClassification`` is not an
+adapter it accepts), so heurlens runs the bridge up to the encoder's output and applies the
+classifier there: HF's BERT pooler + linear layer on [CLS] for encoders, a linear "score" on the
+last non-padding token for GPT-2-style decoders. Every hook point of the bridge
+(``blocks.{L}.attn.hook_z``, ``blocks.{L}.hook_mlp_out``, ``hook_pattern``...) stays live, and the
+output equals the plain HF classifier's on the same weights.
+
+A next-token model (no head) is scored on the last non-padding position of its vocabulary logits.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Literal
+
+import torch
+from jaxtyping import Float, Int
+from torch import Tensor, nn
+from transformer_lens.model_bridge import TransformerBridge
+from transformer_lens.model_bridge.exceptions import StopAtLayerException
+
+Pooling = Literal["first", "last"]
+
+
+def _stop_here(activation: Tensor, hook) -> None:
+    """Hook that ends the bridge's forward pass and hands back ``activation``.
+
+    TransformerLens' own ``stop_at_layer`` uses the same exception, which the bridge catches
+    and turns into its return value. Used to skip the masked-LM head of a bridged BERT.
+    """
+    raise StopAtLayerException(activation)
+
+
+class HookedClassifier(nn.Module):
+    """``bridge`` (hook points) -> hidden states -> ``head`` -> logits over ``labels``.
+
+    Args:
+        bridge: the TransformerLens model; its hook points are the ones heurlens ablates.
+        head: maps pooled hidden states ``[batch, d_model]`` to ``[batch, n_labels]``;
+            None for a next-token model, whose own logits at the pooled position are used.
+        pooling: "first" ([CLS], encoders) or "last" (last non-padding token, decoders).
+        hidden_hook: hook point whose activation is the hidden state the head reads; the
+            forward pass stops there. None when the head is None.
+        labels: label names, in the order of the logits (None for a next-token model).
+        model_id: how the model was loaded (a path, a hub name, "default", "native").
+    """
+
+    def __init__(self, bridge: TransformerBridge, head: nn.Module | None, pooling: Pooling,
+                 hidden_hook: str | None, labels: tuple[str, ...] | None, model_id: str):
+        super().__init__()
+        self.bridge = bridge
+        self.head = head
+        self.pooling = pooling
+        self.labels = labels
+        self.model_id = model_id
+        if hidden_hook is not None:
+            bridge.add_hook(hidden_hook, _stop_here, is_permanent=True)
+        self.eval()
+
+    @property
+    def n_layers(self) -> int:
+        return self.bridge.cfg.n_layers
+
+    @property
+    def n_heads(self) -> int:
+        return self.bridge.cfg.n_heads
+
+    @property
+    def d_head(self) -> int:
+        return self.bridge.cfg.d_head
+
+    @property
+    def tokenizer(self):
+        return self.bridge.tokenizer
+
+    def forward(self, input_ids: Int[Tensor, "batch pos"], attention_mask: Int[Tensor, "batch pos"] | None = None,
+                token_type_ids: Int[Tensor, "batch pos"] | None = None) -> Float[Tensor, "batch label"]:
+        if attention_mask is None:
+            attention_mask = torch.ones_like(input_ids)
+        extra = {} if token_type_ids is None else {"token_type_ids": token_type_ids}
+        out = self.bridge(input_ids, attention_mask=attention_mask, **extra)
+        if self.pooling == "first":
+            pooled = out[:, 0]
+        else:  # right padding: the last real token sits at (number of real tokens - 1)
+            last = attention_mask.sum(dim=-1) - 1
+            pooled = out[torch.arange(out.shape[0], device=out.device), last]
+        return pooled if self.head is None else self.head(pooled)
+
+    @contextmanager
+    def hooks(self, fwd_hooks: list) -> Iterator["HookedClassifier"]:
+        """Run forward passes inside with ``fwd_hooks`` ([(hook name, fn)]) on the bridge's hook points."""
+        with self.bridge.hooks(fwd_hooks=fwd_hooks):
+            yield self
+
+    def fingerprint(self) -> str:
+        """sha256 (first 16 hex digits) of every weight, in name order: identifies these exact weights."""
+        digest = hashlib.sha256(self.model_id.encode())
+        for name, tensor in sorted(self.state_dict().items()):
+            digest.update(name.encode())
+            digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+        return digest.hexdigest()[:16]
+
+
+class BertPoolerHead(nn.Module):
+    """HF ``BertForSequenceClassification``'s head: tanh(W_p h_[CLS] + b_p), dropout, then W_c . + b_c."""
+
+    def __init__(self, pooler: nn.Module, dropout: nn.Module, classifier: nn.Linear):
+        super().__init__()
+        self.dense = pooler.dense
+        self.dropout = dropout
+        self.classifier = classifier
+
+    def forward(self, cls_hidden: Float[Tensor, "batch d_model"]) -> Float[Tensor, "batch label"]:
+        return self.classifier(self.dropout(torch.tanh(self.dense(cls_hidden))))

