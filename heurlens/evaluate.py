@@ -1,0 +1,96 @@
+"""Running a model over an evaluation set: logits, accuracy, and KL divergence to another run.
+
+An ``EvalSet`` is a named, pre-tokenised list of batches, so the same tokens serve the full
+model and every ablated variant. Text pair data (premise, hypothesis, label) becomes one with
+``tokenize_pairs``; a test can build one straight from tensors.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import datasets
+import torch
+import torch.nn.functional as F
+from jaxtyping import Float, Int
+from torch import Tensor
+
+from heurlens.errors import HeurlensError
+from heurlens.models.classifier import HookedClassifier
+
+Batch = dict[str, Tensor]  # input_ids, attention_mask and (BERT) token_type_ids
+
+
+@dataclass
+class EvalSet:
+    """Tokenised examples in batches, their labels, and the names of those labels."""
+
+    name: str
+    batches: list[Batch]
+    labels: Int[Tensor, "example"]
+    label_names: tuple[str, ...]
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+
+def tokenize_pairs(name: str, data: datasets.Dataset, tokenizer, batch_size: int = 64,
+                   max_length: int = 128) -> EvalSet:
+    """Tokenise premise/hypothesis pairs (as the model's tokenizer pairs them: [SEP], token types)."""
+    if tokenizer is None:
+        raise HeurlensError(f"cannot tokenise {name}: this model has no tokenizer; build an EvalSet from token ids")
+    batches = []
+    for begin in range(0, len(data), batch_size):
+        rows = data[begin:begin + batch_size]
+        encoded = tokenizer(rows["premise"], rows["hypothesis"], truncation=True, max_length=max_length,
+                            padding=True, return_tensors="pt")
+        batches.append({k: v for k, v in encoded.items() if k in ("input_ids", "attention_mask", "token_type_ids")})
+    return EvalSet(name, batches, torch.tensor(data["label"]), tuple(data.features["label"].names))
+
+
+@torch.no_grad()
+def predict_logits(model: HookedClassifier, eval_set: EvalSet, fwd_hooks: list | None = None,
+                   on_batch=None) -> Float[Tensor, "example label"]:
+    """The model's logits on every example, with optional hooks ([(hook name, fn)]) active.
+
+    ``on_batch(batch)`` is called before each batch's forward pass (hooks that need the batch's
+    attention mask read it there).
+    """
+    outputs = []
+    with model.hooks(fwd_hooks or []):
+        for batch in eval_set.batches:
+            if on_batch is not None:
+                on_batch(batch)
+            outputs.append(model(**batch).float())
+    return torch.cat(outputs)
+
+
+def label_map(model_labels: tuple[str, ...] | None, data_labels: tuple[str, ...]) -> Int[Tensor, "model_label"]:
+    """For each model label, the index of the data label it predicts.
+
+    Same names map by name; a 3-way NLI model on 2-way HANS-style data maps neutral and
+    contradiction to non-entailment; models with generic names (label_0...) map by position.
+    """
+    if model_labels is None or tuple(model_labels) == tuple(data_labels):
+        return torch.arange(len(data_labels) if model_labels is None else len(model_labels))
+    if set(model_labels) <= set(data_labels):
+        return torch.tensor([data_labels.index(label) for label in model_labels])
+    if "non-entailment" in data_labels and "entailment" in model_labels:
+        return torch.tensor([data_labels.index("entailment" if label == "entailment" else "non-entailment")
+                             for label in model_labels])
+    if all(label.startswith("label_") for label in model_labels) and len(model_labels) == len(data_labels):
+        return torch.arange(len(model_labels))
+    raise HeurlensError(f"the model's labels {list(model_labels)} do not match the data's labels {list(data_labels)}")
+
+
+def accuracy(logits: Float[Tensor, "example label"], eval_set: EvalSet, model_labels: tuple[str, ...] | None) -> float:
+    """Fraction of examples whose top label, mapped to the data's labels, is the gold label."""
+    predicted = label_map(model_labels, eval_set.label_names)[logits.argmax(dim=-1)]
+    return (predicted == eval_set.labels).float().mean().item()
+
+
+def mean_kl(reference_logits: Float[Tensor, "example label"], logits: Float[Tensor, "example label"]) -> float:
+    """Mean over examples of KL(p_reference || p), the pruning objective of seed 001 (nats)."""
+    reference = F.log_softmax(reference_logits, dim=-1)
+    other = F.log_softmax(logits, dim=-1)
+    return (reference.exp() * (reference - other)).sum(dim=-1).mean().item()

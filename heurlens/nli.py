@@ -1,0 +1,44 @@
+"""The standard NLI set-up of seed 001 with offline data: an in-domain set plus HANS-style subcases,
+and unit means over SNLI training pairs (cached on disk per model fingerprint)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from heurlens.ablation import UnitMeans, compute_means
+from heurlens.cache import cache_dir
+from heurlens.data.files import load_pair_file
+from heurlens.data.hans import generate_hans, resolve_subcases
+from heurlens.data.snli import load_snli
+from heurlens.evaluate import EvalSet, tokenize_pairs
+from heurlens.models.classifier import HookedClassifier
+
+
+def nli_eval_sets(model: HookedClassifier, in_domain: str | Path = "snli", in_domain_examples: int | None = 2000,
+                  per_subcase: int = 1000, subcases: list[str] | None = None, seed: int = 0,
+                  batch_size: int = 64) -> list[EvalSet]:
+    """The in-domain set (SNLI test, or a local pair file) followed by one set per HANS-style subcase."""
+    if str(in_domain) == "snli":
+        data, name = load_snli("test", limit=in_domain_examples, seed=seed), "snli-test"
+    else:
+        data, name = load_pair_file(in_domain), Path(in_domain).name
+        if in_domain_examples is not None and in_domain_examples < len(data):
+            data = data.shuffle(seed=seed).select(range(in_domain_examples))
+    sets = [tokenize_pairs(name, data, model.tokenizer, batch_size)]
+    for subcase in resolve_subcases(subcases):
+        pairs = generate_hans(per_subcase, [subcase], seed=seed)
+        sets.append(tokenize_pairs(f"hans/{subcase}", pairs, model.tokenizer, batch_size))
+    return sets
+
+
+def snli_reference_means(model: HookedClassifier, examples: int = 2000, seed: int = 0,
+                         batch_size: int = 64) -> UnitMeans:
+    """Unit means over ``examples`` SNLI training pairs; computed once per model and cached."""
+    path = cache_dir() / "means" / f"{model.fingerprint()}-snli-train-{examples}-s{seed}.safetensors"
+    if path.exists():
+        return UnitMeans.load(path)
+    reference = tokenize_pairs("snli-train", load_snli("train", limit=examples, seed=seed), model.tokenizer, batch_size)
+    means = compute_means(model, reference)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    means.save(path)
+    return means
