@@ -1,0 +1,13 @@
+"""heurlens: find, compare, ablate and transfer subnetworks of trained models, on TransformerLens."""
+
+from heurlens.ablation import UnitMeans, ablate, ablation_hooks, compute_means
+from heurlens.data import generate_hans, load_pair_file, load_pair_task, load_snli
+from heurlens.errors import HeurlensError
+from heurlens.evaluate import EvalSet, accuracy, mean_kl, predict_logits, tokenize_pairs
+from heurlens.models import HookedClassifier, load_model
+from heurlens.units import Unit, all_units, format_units, parse_units
+
+__all__ = ["EvalSet", "HeurlensError", "HookedClassifier", "Unit", "UnitMeans", "ablate", "ablation_hooks",
+           "accuracy", "all_units", "compute_means", "format_units", "generate_hans", "load_model",
+           "load_pair_file", "load_pair_task", "load_snli", "mean_kl", "parse_units", "predict_logits",
+           "tokenize_pairs"]
