@@ -1,0 +1,175 @@
+"""Ablation against answers derived by hand and against an independent plain-torch computation."""
+
+import pandas as pd
+import pytest
+import torch
+
+from heurlens.ablation import UnitMeans, ablate, ablation_hooks, compute_means
+from heurlens.errors import HeurlensError
+from heurlens.evaluate import EvalSet, predict_logits, tokenize_pairs
+from heurlens.models import load_model, load_native
+from heurlens.units import Unit, parse_units
+
+# Token embeddings (rows) of the hand-set model below, in a 2-d residual stream.
+EMBED = torch.tensor([[1.0, 0.0], [0.0, 1.0], [2.0, 0.0], [0.0, 3.0]])
+MLP_BIAS = torch.tensor([0.5, -0.25])
+
+
+@pytest.fixture
+def hand_model():
+    """One layer, two heads with d_head 1, no LayerNorm, no positional signal.
+
+    W_Q = W_K = 0, so each head attends uniformly to positions <= the query (causal). Head 0 reads
+    and writes residual dim 0, head 1 dim 1 (W_V = W_O = I). The MLP outputs the constant MLP_BIAS.
+    The unembedding is the identity on dims 0, 1. So at the last of n positions,
+        logits = x_last + (mean_t x_t[0], mean_t x_t[1]) + MLP_BIAS.
+    """
+    model = load_native(dict(n_layers=1, d_model=2, n_heads=2, d_head=1, d_mlp=4, d_vocab=4, n_ctx=8,
+                             act_fn="relu", normalization_type=None), seed=0)
+    params = dict(model.bridge.original_model.named_parameters())
+    with torch.no_grad():
+        for name, p in params.items():
+            p.zero_()
+            if name.startswith("tok_embed"):
+                p.copy_(EMBED)
+            elif ".v._original_component.weight" in name or ".o._original_component.weight" in name:
+                p.copy_(torch.eye(2))
+            elif "fc_out._original_component.bias" in name:
+                p.copy_(MLP_BIAS)
+            elif name.startswith("head"):
+                p[:2].copy_(torch.eye(2))
+    return model
+
+
+def one_sequence(tokens):
+    ids = torch.tensor([tokens])
+    return EvalSet("hand", [{"input_ids": ids, "attention_mask": torch.ones_like(ids)}],
+                   torch.tensor([0]), ("label_0", "label_1", "label_2", "label_3"))
+
+
+def test_hand_model_full_output(hand_model):
+    # tokens 0, 2, 3 embed to (1,0), (2,0), (0,3): head means (1, 1); last x (0, 3); MLP (.5, -.25)
+    logits = predict_logits(hand_model, one_sequence([0, 2, 3]))
+    assert torch.allclose(logits[0], torch.tensor([1.5, 3.75, 0.0, 0.0]))
+
+
+def test_zero_ablating_a_head_removes_exactly_its_contribution(hand_model):
+    data = one_sequence([0, 2, 3])
+    head0 = predict_logits(hand_model, data, ablation_hooks([Unit(0, 0)], "zero"))
+    assert torch.allclose(head0[0], torch.tensor([0.5, 3.75, 0.0, 0.0]))  # loses mean x[0] = 1
+    both = predict_logits(hand_model, data, ablation_hooks(parse_units("L0.*,L0.MLP", 1, 2), "zero"))
+    assert torch.allclose(both[0], torch.tensor([0.0, 3.0, 0.0, 0.0]))  # only x_last is left
+
+
+def test_mean_ablation_uses_the_mean_over_reference_tokens(hand_model):
+    reference = one_sequence([0, 2, 3])
+    means = compute_means(hand_model, reference)
+    # head 0 output per position: 1, (1+2)/2, (1+2+0)/3 -> mean 7/6; head 1: 0, 0, 1 -> mean 1/3
+    assert torch.allclose(means.heads[0].flatten(), torch.tensor([7 / 6, 1 / 3]))
+    assert torch.allclose(means.mlps[0], MLP_BIAS)
+    ablated = predict_logits(hand_model, one_sequence([1, 1]), ablation_hooks([Unit(0, 1)], "mean", means))
+    # x_last (0,1); head 0 over [(0,1),(0,1)] -> 0; head 1 replaced by 1/3; MLP (.5, -.25)
+    assert torch.allclose(ablated[0], torch.tensor([0.5, 1 + 1 / 3 - 0.25, 0.0, 0.0]))
+    mlp = predict_logits(hand_model, one_sequence([1, 1]), ablation_hooks([Unit(0)], "mean", means))
+    assert torch.allclose(mlp, predict_logits(hand_model, one_sequence([1, 1])))  # constant MLP: no change
+
+
+def test_means_ignore_padding(hand_model):
+    ids = torch.tensor([[0, 2, 3], [1, 0, 0]])
+    mask = torch.tensor([[1, 1, 1], [1, 0, 0]])
+    padded = EvalSet("pad", [{"input_ids": ids, "attention_mask": mask}], torch.tensor([0, 0]), ("a", "b", "c", "d"))
+    means = compute_means(hand_model, padded)
+    # real tokens only: head 0 outputs 1, 1.5, 1 and 0 -> 3.5/4
+    assert torch.allclose(means.heads[0].flatten(), torch.tensor([3.5 / 4, (0 + 0 + 1 + 1) / 4]))
+
+
+def test_means_save_and_load(hand_model, tmp_path):
+    means = compute_means(hand_model, one_sequence([0, 2, 3]))
+    means.save(tmp_path / "m.safetensors")
+    loaded = UnitMeans.load(tmp_path / "m.safetensors")
+    assert loaded.source == means.source
+    assert torch.equal(loaded.heads[0], means.heads[0]) and torch.equal(loaded.mlps[0], means.mlps[0])
+
+
+def test_mean_ablation_matches_plain_torch_hooks(tiny_bert_dir):
+    """Means and ablated logits computed independently with forward hooks on the HF modules."""
+    from transformers import BertForSequenceClassification
+
+    from heurlens.data.hans import generate_hans
+
+    model = load_model(tiny_bert_dir)
+    data = generate_hans(4, ["SO-Swap", "Embed-If", "sn_NP/Z"], seed=0)
+    eval_set = tokenize_pairs("hans", data, model.tokenizer, batch_size=5)  # uneven batches, padding
+    means = compute_means(model, eval_set)
+    units = [Unit(0, 1), Unit(1, 3), Unit(1, 0), Unit(0)]
+    ours = predict_logits(model, eval_set, ablation_hooks(units, "mean", means))
+
+    hf = BertForSequenceClassification.from_pretrained(tiny_bert_dir).eval()
+    d_head = 32 // 4
+    context_sum = {layer: torch.zeros(32) for layer in range(2)}
+    mlp_sum = {layer: torch.zeros(32) for layer in range(2)}
+    tokens = 0
+    handles = []
+
+    def add_to(total, output_index=None):
+        def hook(module, inputs, output):  # returns None: observes, changes nothing
+            out = output if output_index is None else output[output_index]
+            total.add_((out * mask[..., None]).sum((0, 1)))
+        return hook
+
+    for layer in range(2):
+        block = hf.bert.encoder.layer[layer]
+        handles.append(block.attention.self.register_forward_hook(add_to(context_sum[layer], 0)))
+        handles.append(block.output.dense.register_forward_hook(add_to(mlp_sum[layer])))
+    with torch.no_grad():
+        for batch in eval_set.batches:
+            mask = batch["attention_mask"].float()
+            tokens += mask.sum()
+            hf(**batch)
+    for h in handles:
+        h.remove()
+    head_mean = {L: (context_sum[L] / tokens).view(4, d_head) for L in range(2)}
+    assert torch.allclose(head_mean[1], means.heads[1].reshape(4, d_head), atol=1e-5)
+
+    def replace_heads(layer, heads):
+        def hook(m, i, o):
+            ctx = o[0].clone()
+            for h in heads:
+                ctx[..., h * d_head:(h + 1) * d_head] = head_mean[layer][h]
+            return (ctx, *o[1:])
+        return hook
+
+    handles = [hf.bert.encoder.layer[0].attention.self.register_forward_hook(replace_heads(0, [1])),
+               hf.bert.encoder.layer[1].attention.self.register_forward_hook(replace_heads(1, [3, 0])),
+               hf.bert.encoder.layer[0].output.dense.register_forward_hook(
+                   lambda m, i, o: (mlp_sum[0] / tokens).expand_as(o))]
+    with torch.no_grad():
+        theirs = torch.cat([hf(**batch).logits for batch in eval_set.batches])
+    for h in handles:
+        h.remove()
+    assert (ours - theirs).abs().max() < 1e-4
+    assert (ours - predict_logits(model, eval_set)).abs().max() > 1e-3  # the ablation did something
+
+
+def test_ablate_table_reports_accuracy_delta_and_kl(tiny_bert_dir):
+    from heurlens.data.hans import generate_hans
+
+    model = load_model(tiny_bert_dir)
+    sets = [tokenize_pairs(name, generate_hans(20, [name], seed=0), model.tokenizer) for name in ("SO-Swap", "le_passive")]
+    table = ablate(model, [Unit(1, 2)], sets, "zero")
+    assert isinstance(table, pd.DataFrame)
+    assert list(table["eval_set"]) == ["SO-Swap", "le_passive"]
+    full = predict_logits(model, sets[0])
+    gold_non_entailment = (full.argmax(-1) != 0).float().mean().item()  # 3-way -> 2-way mapping
+    assert table["full_accuracy"][0] == pytest.approx(gold_non_entailment)
+    assert (table["delta"] == table["ablated_accuracy"] - table["full_accuracy"]).all()
+    assert (table["kl"] > 0).all()
+    nothing = ablate(model, [], sets, "zero")
+    assert (nothing["kl"].abs() < 1e-9).all() and (nothing["delta"] == 0).all()
+
+
+def test_mean_ablation_without_means_is_a_clear_error():
+    with pytest.raises(HeurlensError, match="compute_means"):
+        ablation_hooks([Unit(0, 0)], "mean", None)
+    with pytest.raises(HeurlensError, match="unknown ablation method"):
+        ablation_hooks([Unit(0, 0)], "resample")

@@ -1,0 +1,75 @@
+"""The command line, run as a user runs it: a real subprocess, its exit code, stdout and stderr."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+
+def heurlens(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "heurlens", *args], capture_output=True, text=True, env=env)
+
+
+def assert_one_line_error(result, fragment):
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert lines[-1].startswith("heurlens: error:") and fragment in lines[-1], result.stderr
+
+
+@pytest.fixture(scope="module")
+def pairs_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("data") / "pairs.jsonl"
+    rows = [{"premise": "A man is playing a guitar.", "hypothesis": "A man plays music.", "label": "entailment"},
+            {"premise": "A dog runs in the park.", "hypothesis": "A cat sleeps.", "label": "contradiction"},
+            {"premise": "Two women talk.", "hypothesis": "Two women talk about work.", "label": 1}]
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    return path
+
+
+def test_help_lists_every_command():
+    result = heurlens("--help")
+    assert result.returncode == 0
+    for command in ("ablate", "finetune"):
+        assert command in result.stdout
+
+
+def test_out_of_range_head_is_one_line_error(tiny_bert_dir):
+    assert_one_line_error(heurlens("ablate", "--heads", "L99.H0", "--model", str(tiny_bert_dir)),
+                          "layer 99 is out of range; this model has layers L0-L1 and heads H0-H3")
+
+
+def test_malformed_head_spec(tiny_bert_dir):
+    assert_one_line_error(heurlens("ablate", "--heads", "L1.X", "--model", str(tiny_bert_dir)), "cannot read 'L1.X'")
+
+
+def test_unknown_model_and_unreadable_data(tiny_bert_dir, tmp_path):
+    assert_one_line_error(heurlens("ablate", "--heads", "L0.H0", "--model", str(tmp_path / "none")),
+                          "cannot load model")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"premise": "x", "hypothesis": "y"}\n')
+    assert_one_line_error(heurlens("ablate", "--heads", "L0.H0", "--model", str(tiny_bert_dir), "--data", str(bad)),
+                          "lacks column(s) label")
+    assert_one_line_error(heurlens("ablate", "--heads", "L0.H0", "--model", str(tiny_bert_dir),
+                                   "--data", str(tmp_path / "missing.csv")), "does not exist")
+
+
+def test_ablate_json_and_csv(tiny_bert_dir, pairs_file):
+    args = ["ablate", "--heads", "L1.H0,L0.MLP", "--model", str(tiny_bert_dir), "--data", str(pairs_file),
+            "--subcases", "SO-Swap,Embed-If", "--per-subcase", "10", "--reference-examples", "40"]
+    result = heurlens(*args, "--json")
+    assert result.returncode == 0, result.stderr
+    rows = json.loads(result.stdout)
+    assert [r["eval_set"] for r in rows] == ["pairs.jsonl", "hans/ln_subject/object_swap", "hans/cn_embedded_under_if"]
+    assert [r["examples"] for r in rows] == [3, 10, 10]
+    for row in rows:
+        assert row["ablated"] == "L1.H0,L0.MLP"
+        assert row["delta"] == pytest.approx(row["ablated_accuracy"] - row["full_accuracy"])
+        assert row["kl"] >= 0
+    csv = heurlens(*args, "--csv", "--method", "zero")
+    assert csv.returncode == 0, csv.stderr
+    assert csv.stdout.splitlines()[0] == "ablated,eval_set,examples,full_accuracy,ablated_accuracy,delta,kl"
+    assert len(csv.stdout.splitlines()) == 4
+    table = heurlens(*args[:-2], "--reference-examples", "40")
+    assert table.returncode == 0 and "mean-ablated L1.H0,L0.MLP" in table.stdout

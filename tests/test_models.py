@@ -1,0 +1,115 @@
+"""Bridged models must compute exactly what the plain HF models compute on the same weights."""
+
+import pytest
+import torch
+
+from heurlens.errors import HeurlensError
+from heurlens.models import load_model
+
+PAIRS = (["A man plays a guitar on the street corner near the old market.", "Two dogs run."],
+         ["A person plays music outside.", "Cats sleep."])
+
+
+def _encode(tokenizer):
+    return tokenizer(*PAIRS, padding=True, return_tensors="pt")
+
+
+def test_bert_pair_classifier_matches_hf(tiny_bert_dir):
+    from transformers import BertForSequenceClassification
+
+    model = load_model(tiny_bert_dir)
+    reference = BertForSequenceClassification.from_pretrained(tiny_bert_dir).eval()
+    batch = _encode(model.tokenizer)
+    assert batch["attention_mask"].min() == 0 and batch["token_type_ids"].max() == 1  # padding, 2 segments
+    with torch.no_grad():
+        assert (model(**batch) - reference(**batch).logits).abs().max() < 1e-4
+    assert model.labels == ("entailment", "neutral", "contradiction")
+    assert (model.n_layers, model.n_heads) == (2, 4)
+
+
+def test_real_minilm_encoder_matches_hf(minilm_tokenizer_dir, tmp_path):
+    """The shipped pretrained encoder with a fresh 3-way head, bridged vs plain HF."""
+    from transformers import AutoTokenizer, BertForSequenceClassification
+
+    torch.manual_seed(0)
+    hf = BertForSequenceClassification.from_pretrained(minilm_tokenizer_dir, num_labels=3).eval()
+    hf.save_pretrained(tmp_path)
+    AutoTokenizer.from_pretrained(minilm_tokenizer_dir).save_pretrained(tmp_path)
+    model = load_model(tmp_path)
+    batch = _encode(model.tokenizer)
+    with torch.no_grad():
+        assert (model(**batch) - hf(**batch).logits).abs().max() < 1e-4
+    assert (model.n_layers, model.n_heads) == (6, 12)
+
+
+def test_padding_does_not_change_an_example(tiny_bert_dir):
+    model = load_model(tiny_bert_dir)
+    batch = _encode(model.tokenizer)
+    alone = model.tokenizer(PAIRS[0][1], PAIRS[1][1], return_tensors="pt")
+    with torch.no_grad():
+        assert (model(**batch)[1] - model(**alone)[0]).abs().max() < 1e-5
+
+
+def test_hook_points_per_head_and_mlp(tiny_bert_dir):
+    model = load_model(tiny_bert_dir)
+    batch = _encode(model.tokenizer)
+    names = lambda n: n in ("blocks.1.attn.hook_z", "blocks.1.hook_mlp_out")  # noqa: E731
+    _, cache = model.bridge.run_with_cache(batch["input_ids"], attention_mask=batch["attention_mask"],
+                                           token_type_ids=batch["token_type_ids"], names_filter=names)
+    seq = batch["input_ids"].shape[1]
+    assert cache["blocks.1.attn.hook_z"].shape == (2, seq, 4, 8)
+    assert cache["blocks.1.hook_mlp_out"].shape == (2, seq, 32)
+
+
+def test_eager_attention_exposes_patterns(tiny_bert_dir):
+    model = load_model(tiny_bert_dir, attn_implementation="eager")
+    batch = _encode(model.tokenizer)
+    _, cache = model.bridge.run_with_cache(batch["input_ids"], attention_mask=batch["attention_mask"],
+                                           token_type_ids=batch["token_type_ids"],
+                                           names_filter=lambda n: n.endswith("hook_pattern"))
+    pattern = cache["blocks.0.attn.hook_pattern"]
+    assert torch.allclose(pattern.sum(-1), torch.ones(pattern.shape[:-1]), atol=1e-5)
+    pad = batch["attention_mask"][1] == 0
+    assert pattern[1][:, :, pad].abs().max() < 1e-6  # nothing attends to padding
+
+
+def test_gpt2_classifier_matches_hf(tiny_gpt2_dirs):
+    from transformers import GPT2ForSequenceClassification
+
+    model = load_model(tiny_gpt2_dirs["classifier"])
+    reference = GPT2ForSequenceClassification.from_pretrained(tiny_gpt2_dirs["classifier"]).eval()
+    batch = model.tokenizer(["the man runs .", "a dog sees the cat ."], padding=True, return_tensors="pt")
+    assert batch["attention_mask"].min() == 0
+    with torch.no_grad():
+        assert (model(**batch) - reference(**batch).logits).abs().max() < 1e-4
+
+
+def test_gpt2_next_token_model_scores_the_last_real_token(tiny_gpt2_dirs):
+    from transformers import GPT2LMHeadModel
+
+    model = load_model(tiny_gpt2_dirs["lm"])
+    reference = GPT2LMHeadModel.from_pretrained(tiny_gpt2_dirs["lm"]).eval()
+    batch = model.tokenizer(["the man runs .", "a dog sees the cat ."], padding=True, return_tensors="pt")
+    with torch.no_grad():
+        ours = model(**batch)
+        theirs = reference(**batch).logits
+    last = batch["attention_mask"].sum(-1) - 1
+    assert model.labels is None
+    assert (ours - theirs[torch.arange(2), last]).abs().max() < 1e-4
+
+
+def test_native_model_from_config():
+    model = load_model(dict(n_layers=2, d_model=16, n_heads=2, d_head=8, d_mlp=32, d_vocab=10, n_ctx=8,
+                            act_fn="relu", normalization_type="LN"), num_labels=2, seed=1)
+    tokens = torch.tensor([[1, 2, 3], [4, 5, 6]])
+    out = model(tokens)
+    assert out.shape == (2, 2)
+    again = load_model(dict(n_layers=2, d_model=16, n_heads=2, d_head=8, d_mlp=32, d_vocab=10, n_ctx=8,
+                            act_fn="relu", normalization_type="LN"), num_labels=2, seed=1)
+    assert torch.equal(again(tokens), out)  # same seed, same model
+    assert model.fingerprint() == again.fingerprint()
+
+
+def test_unknown_model_is_a_clear_error(tmp_path):
+    with pytest.raises(HeurlensError, match="cannot load model .*Fix: pass a local model directory"):
+        load_model(tmp_path / "nowhere")
