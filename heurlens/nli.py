@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from heurlens.ablation import UnitMeans, compute_means
+from heurlens.means import UnitMeans, compute_means
 from heurlens.cache import cache_dir
 from heurlens.data.files import load_pair_file
 from heurlens.data.hans import generate_hans, resolve_subcases

@@ -4,7 +4,8 @@ import pandas as pd
 import pytest
 import torch
 
-from heurlens.ablation import UnitMeans, ablate, ablation_hooks, compute_means
+from heurlens.ablation import ablate, ablation_hooks
+from heurlens.means import UnitMeans, compute_means
 from heurlens.errors import HeurlensError
 from heurlens.evaluate import EvalSet, predict_logits, tokenize_pairs
 from heurlens.models import load_model, load_native
@@ -55,9 +56,9 @@ def test_hand_model_full_output(hand_model):
 
 def test_zero_ablating_a_head_removes_exactly_its_contribution(hand_model):
     data = one_sequence([0, 2, 3])
-    head0 = predict_logits(hand_model, data, ablation_hooks([Unit(0, 0)], "zero"))
+    head0 = predict_logits(hand_model, data, ablation_hooks(hand_model, [Unit(0, 0)], "zero"))
     assert torch.allclose(head0[0], torch.tensor([0.5, 3.75, 0.0, 0.0]))  # loses mean x[0] = 1
-    both = predict_logits(hand_model, data, ablation_hooks(parse_units("L0.*,L0.MLP", 1, 2), "zero"))
+    both = predict_logits(hand_model, data, ablation_hooks(hand_model, parse_units("L0.*,L0.MLP", 1, 2), "zero"))
     assert torch.allclose(both[0], torch.tensor([0.0, 3.0, 0.0, 0.0]))  # only x_last is left
 
 
@@ -67,10 +68,10 @@ def test_mean_ablation_uses_the_mean_over_reference_tokens(hand_model):
     # head 0 output per position: 1, (1+2)/2, (1+2+0)/3 -> mean 7/6; head 1: 0, 0, 1 -> mean 1/3
     assert torch.allclose(means.heads[0].flatten(), torch.tensor([7 / 6, 1 / 3]))
     assert torch.allclose(means.mlps[0], MLP_BIAS)
-    ablated = predict_logits(hand_model, one_sequence([1, 1]), ablation_hooks([Unit(0, 1)], "mean", means))
+    ablated = predict_logits(hand_model, one_sequence([1, 1]), ablation_hooks(hand_model, [Unit(0, 1)], "mean", means))
     # x_last (0,1); head 0 over [(0,1),(0,1)] -> 0; head 1 replaced by 1/3; MLP (.5, -.25)
     assert torch.allclose(ablated[0], torch.tensor([0.5, 1 + 1 / 3 - 0.25, 0.0, 0.0]))
-    mlp = predict_logits(hand_model, one_sequence([1, 1]), ablation_hooks([Unit(0)], "mean", means))
+    mlp = predict_logits(hand_model, one_sequence([1, 1]), ablation_hooks(hand_model, [Unit(0)], "mean", means))
     assert torch.allclose(mlp, predict_logits(hand_model, one_sequence([1, 1])))  # constant MLP: no change
 
 
@@ -102,7 +103,7 @@ def test_mean_ablation_matches_plain_torch_hooks(tiny_bert_dir):
     eval_set = tokenize_pairs("hans", data, model.tokenizer, batch_size=5)  # uneven batches, padding
     means = compute_means(model, eval_set)
     units = [Unit(0, 1), Unit(1, 3), Unit(1, 0), Unit(0)]
-    ours = predict_logits(model, eval_set, ablation_hooks(units, "mean", means))
+    ours = predict_logits(model, eval_set, ablation_hooks(model, units, "mean", means))
 
     hf = BertForSequenceClassification.from_pretrained(tiny_bert_dir).eval()
     d_head = 32 // 4
@@ -168,8 +169,8 @@ def test_ablate_table_reports_accuracy_delta_and_kl(tiny_bert_dir):
     assert (nothing["kl"].abs() < 1e-9).all() and (nothing["delta"] == 0).all()
 
 
-def test_mean_ablation_without_means_is_a_clear_error():
+def test_mean_ablation_without_means_is_a_clear_error(hand_model):
     with pytest.raises(HeurlensError, match="compute_means"):
-        ablation_hooks([Unit(0, 0)], "mean", None)
+        ablation_hooks(hand_model, [Unit(0, 0)], "mean", None)
     with pytest.raises(HeurlensError, match="unknown ablation method"):
-        ablation_hooks([Unit(0, 0)], "resample")
+        ablation_hooks(hand_model, [Unit(0, 0)], "resample")

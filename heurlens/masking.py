@@ -1,0 +1,59 @@
+"""Unit masks applied through hook points: each unit's output becomes m * x + (1 - m) * c.
+
+m = 1 keeps the unit, m = 0 replaces its output by the constant c (its mean activation for mean
+ablation, zero for zero ablation), and values in between interpolate, which is what makes masks
+trainable (seed 001, Section 2). With a binary m the result is exactly x or exactly c.
+"""
+
+from __future__ import annotations
+
+import torch
+from jaxtyping import Float
+from torch import Tensor
+
+from heurlens.means import UnitMeans
+from heurlens.units import Unit
+
+
+class UnitMaskHooks:
+    """Hook functions for every layer that read the current ``heads`` and ``mlps`` masks.
+
+    Set ``heads`` ([n_layers, n_heads]) and ``mlps`` ([n_layers]) before each forward pass; the
+    hooks (``self.hooks``) read them when they fire, so a training loop can resample masks per
+    step without re-registering anything.
+    """
+
+    def __init__(self, replacement: UnitMeans, heads: Float[Tensor, "layer head"],
+                 mlps: Float[Tensor, "layer"]):
+        self.replacement = replacement
+        self.heads = heads
+        self.mlps = mlps
+
+    @property
+    def hooks(self) -> list:
+        layers = range(self.heads.shape[0])
+        return ([(Unit(layer, 0).hook_name, self._head_hook(layer)) for layer in layers]
+                + [(Unit(layer).hook_name, self._mlp_hook(layer)) for layer in layers])
+
+    def _head_hook(self, layer: int):
+        def hook(z: Float[Tensor, "batch pos head d_head"], hook) -> Tensor:
+            m = self.heads[layer].to(z.dtype)[:, None]
+            return z * m + (1 - m) * self.replacement.heads[layer].to(z.dtype)
+        return hook
+
+    def _mlp_hook(self, layer: int):
+        def hook(out: Float[Tensor, "batch pos d_model"], hook) -> Tensor:
+            m = self.mlps[layer].to(out.dtype)
+            return out * m + (1 - m) * self.replacement.mlps[layer].to(out.dtype)
+        return hook
+
+
+def binary_mask(units_off: list[Unit], n_layers: int, n_heads: int) -> tuple[Tensor, Tensor]:
+    """Masks that are 1 everywhere except 0 at ``units_off``."""
+    heads, mlps = torch.ones(n_layers, n_heads), torch.ones(n_layers)
+    for unit in units_off:
+        if unit.is_mlp:
+            mlps[unit.layer] = 0
+        else:
+            heads[unit.layer, unit.head] = 0
+    return heads, mlps

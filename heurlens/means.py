@@ -1,0 +1,84 @@
+"""Mean activation of every unit (head output ``hook_z``, MLP output ``hook_mlp_out``) over a
+reference set, the constant a pruned or ablated unit is replaced by (seed 001, Section 2: "the
+mean activation over the training data"). Means run over every non-padding token.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from jaxtyping import Float
+from safetensors.torch import load_file, save_file
+from torch import Tensor
+
+from heurlens.cache import atomic_write_bytes
+from heurlens.evaluate import EvalSet, predict_logits
+from heurlens.models.classifier import HookedClassifier
+from heurlens.units import Unit
+
+
+@dataclass
+class UnitMeans:
+    """Mean activation of every head (``[n_heads, d_head]`` per layer) and MLP (``[d_model]``)."""
+
+    heads: dict[int, Float[Tensor, "head d_head"]]
+    mlps: dict[int, Float[Tensor, "d_model"]]
+    source: str  # what the means were taken over
+
+    def save(self, path: Path) -> None:
+        tensors = {f"heads.{layer}": t for layer, t in self.heads.items()}
+        tensors |= {f"mlps.{layer}": t for layer, t in self.mlps.items()}
+        tmp = path.with_name(path.name + ".tmp")
+        save_file({k: v.contiguous() for k, v in tensors.items()}, str(tmp), metadata={"source": self.source})
+        atomic_write_bytes(path, tmp.read_bytes())
+        tmp.unlink()
+
+    @classmethod
+    def load(cls, path: Path) -> "UnitMeans":
+        from safetensors import safe_open
+
+        with safe_open(str(path), "pt") as handle:
+            source = (handle.metadata() or {}).get("source", "")
+        tensors = load_file(str(path))
+        heads = {int(k.split(".")[1]): v for k, v in tensors.items() if k.startswith("heads.")}
+        mlps = {int(k.split(".")[1]): v for k, v in tensors.items() if k.startswith("mlps.")}
+        return cls(heads, mlps, source)
+
+
+@torch.no_grad()
+def compute_means(model: HookedClassifier, reference: EvalSet) -> UnitMeans:
+    """Average ``hook_z`` and ``hook_mlp_out`` of every layer over the reference set's real tokens."""
+    sums: dict[str, Tensor] = {}
+    count = torch.zeros(())
+    mask: dict[str, Tensor] = {}
+
+    def accumulate_into(name: str):
+        # The bridge may report an alias as hook.name (hook_z is attn.o.hook_in), so bind the name here.
+        def accumulate(activation: Tensor, hook) -> None:
+            weights = mask["current"].to(activation.dtype)
+            weights = weights.view(*weights.shape, *([1] * (activation.dim() - 2)))
+            sums[name] = sums.get(name, 0) + (activation * weights).sum(dim=(0, 1))
+        return accumulate
+
+    names = [unit.hook_name for layer in range(model.n_layers) for unit in (Unit(layer, 0), Unit(layer))]
+    hooks = [(name, accumulate_into(name)) for name in names]
+
+    def set_mask(batch) -> None:
+        nonlocal count
+        mask["current"] = batch.get("attention_mask", torch.ones_like(batch["input_ids"]))
+        count = count + mask["current"].sum()
+
+    predict_logits(model, reference, hooks, on_batch=set_mask)
+    heads = {layer: sums[Unit(layer, 0).hook_name] / count for layer in range(model.n_layers)}
+    mlps = {layer: sums[Unit(layer).hook_name] / count for layer in range(model.n_layers)}
+    return UnitMeans(heads, mlps, source=f"{reference.name} ({len(reference)} examples, {int(count)} tokens)")
+
+
+def zero_means(model: HookedClassifier) -> UnitMeans:
+    """All-zero replacements: masking with these is zero ablation."""
+    cfg = model.bridge.cfg
+    heads = {layer: torch.zeros(cfg.n_heads, cfg.d_head) for layer in range(cfg.n_layers)}
+    mlps = {layer: torch.zeros(cfg.d_model) for layer in range(cfg.n_layers)}
+    return UnitMeans(heads, mlps, source="zeros")
