@@ -1,0 +1,9 @@
+"""Structured pruning of heads and MLPs with hard-concrete masks (seed 001, Section 2, Appendix B)."""
+
+from heurlens.pruning.hard_concrete import HardConcrete
+from heurlens.pruning.runs import accuracy_table, evaluate_subnetworks, prune
+from heurlens.pruning.subnetwork import Subnetwork, discretize
+from heurlens.pruning.train import PruneConfig, train_unit_mask
+
+__all__ = ["HardConcrete", "PruneConfig", "Subnetwork", "accuracy_table", "discretize", "evaluate_subnetworks",
+           "prune", "train_unit_mask"]

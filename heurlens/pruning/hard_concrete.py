@@ -1,0 +1,56 @@
+"""Hard-concrete masks (Louizos, Welling & Kingma 2018; as in CoFi and seed 001, Appendix B).
+
+For every maskable unit i with learnable log_alpha_i:
+
+    u ~ U(eps, 1 - eps)
+    s = sigmoid((log u - log(1 - u) + log_alpha) / beta)      (beta = 2/3)
+    s_bar = s * (r - l) + l                                   ([l, r] = [-0.1, 1.1])
+    z = min(1, max(0, s_bar))
+
+The stretch puts real probability mass on exactly 0 and exactly 1. The expected L0 norm, the
+expected number of non-zero entries, has a closed form:
+
+    E[||z||_0] = sum_i P(z_i > 0) = sum_i sigmoid(log_alpha_i - beta * log(-l / r))
+
+At evaluation the mask is deterministic: z = min(1, max(0, sigmoid(log_alpha) * (r - l) + l)).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from jaxtyping import Float
+from torch import Tensor, nn
+
+BETA = 2 / 3
+LIMIT_LEFT = -0.1
+LIMIT_RIGHT = 1.1
+EPS = 1e-6
+
+
+class HardConcrete(nn.Module):
+    """A vector of hard-concrete mask entries, one per unit, parameterised by ``log_alpha``."""
+
+    def __init__(self, n: int, init_mean: float = 0.0, init_std: float = 0.01,
+                 beta: float = BETA, left: float = LIMIT_LEFT, right: float = LIMIT_RIGHT):
+        super().__init__()
+        self.log_alpha = nn.Parameter(torch.empty(n).normal_(init_mean, init_std))
+        self.beta, self.left, self.right = beta, left, right
+
+    def sample(self, generator: torch.Generator | None = None) -> Float[Tensor, "unit"]:
+        """A training-time mask draw (differentiable in log_alpha through the reparameterisation)."""
+        u = torch.rand(self.log_alpha.shape, generator=generator).clamp(EPS, 1 - EPS)
+        s = torch.sigmoid((torch.log(u) - torch.log(1 - u) + self.log_alpha) / self.beta)
+        return (s * (self.right - self.left) + self.left).clamp(0, 1)
+
+    def deterministic(self) -> Float[Tensor, "unit"]:
+        """The evaluation-time mask."""
+        return (torch.sigmoid(self.log_alpha) * (self.right - self.left) + self.left).clamp(0, 1)
+
+    def prob_nonzero(self) -> Float[Tensor, "unit"]:
+        """P(z_i > 0) for each entry; its sum is the expected L0 norm."""
+        return torch.sigmoid(self.log_alpha - self.beta * math.log(-self.left / self.right))
+
+    def expected_l0(self) -> Float[Tensor, ""]:
+        return self.prob_nonzero().sum()

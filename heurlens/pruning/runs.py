@@ -1,0 +1,138 @@
+"""Multi-seed, multi-sparsity pruning runs that write each subnetwork as soon as it is found.
+
+Layout: ``OUT/sparsity-0.50/seed-03.json`` (+ ``.safetensors``), and ``OUT/unit-means.safetensors``,
+the means pruned units are replaced by. A finished subnetwork's JSON is
+written last and atomically, so a run killed midway leaves only whole files; running the same
+command again loads the finished seeds and trains only the missing ones. A run directory that
+holds subnetworks of another model, data set or settings is refused rather than mixed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+import datasets
+import pandas as pd
+
+from heurlens.ablation import ablate
+from heurlens.errors import HeurlensError
+from heurlens.evaluate import EvalSet, predict_logits, tokenize_pairs
+from heurlens.means import UnitMeans, compute_means
+from heurlens.models.classifier import HookedClassifier
+from heurlens.pruning.subnetwork import Subnetwork, discretize
+from heurlens.pruning.train import PruneConfig, train_unit_mask
+
+
+MEANS_FILE = "unit-means.safetensors"
+
+
+def subnetwork_stem(out: Path, sparsity: float, seed: int) -> Path:
+    return out / f"sparsity-{sparsity:.2f}" / f"seed-{seed:02d}"
+
+
+def find_subnetworks(run_dir: Path) -> list[Path]:
+    """Every finished subnetwork JSON under ``run_dir``, in sparsity then seed order."""
+    return sorted(Path(run_dir).glob("sparsity-*/seed-*.json"))
+
+
+def data_fingerprint(data: EvalSet) -> str:
+    """sha256 (16 hex digits) of every token id and mask of a tokenised set."""
+    digest = hashlib.sha256()
+    for batch in data.batches:
+        for key in sorted(batch):
+            digest.update(key.encode())
+            digest.update(batch[key].numpy().tobytes())
+    return digest.hexdigest()[:16]
+
+
+def prune(model: HookedClassifier, data: EvalSet | datasets.Dataset, sparsity: float | Iterable[float] = 0.5,
+          seeds: Iterable[int] = range(3), out: str | Path | None = None, config: PruneConfig = PruneConfig(),
+          means: UnitMeans | None = None, batch_size: int = 32, progress: bool = True) -> list[Subnetwork]:
+    """Prune ``model`` once per (sparsity, seed) and return the subnetworks, in that order.
+
+    ``data`` is the pruning (training) data: an EvalSet, or a Dataset of premise/hypothesis pairs.
+    Pruned units are replaced by ``means`` (default: their means over ``data``). With ``out``,
+    each subnetwork is saved when found and a repeated call resumes.
+    """
+    if isinstance(data, datasets.Dataset):
+        data = tokenize_pairs("pruning-data", data, model.tokenizer, batch_size)
+    sparsities = [sparsity] if isinstance(sparsity, (int, float)) else list(sparsity)
+    for target in sparsities:
+        if not 0 <= target < 1:
+            raise HeurlensError(f"sparsity {target} is outside [0, 1): it is the fraction of units to prune")
+    means = means if means is not None else compute_means(model, data)
+    if out is not None and not (Path(out) / MEANS_FILE).exists():
+        Path(out).mkdir(parents=True, exist_ok=True)
+        means.save(Path(out) / MEANS_FILE)  # what `heurlens evaluate` replaces pruned units by
+    data_id = f"{data.name}:{len(data)}:{data_fingerprint(data)}"
+    fingerprint = model.fingerprint()
+    full_logits = None
+    found = []
+    for target in sparsities:
+        warmup, total = config.steps_for(target, len(data), data.batches[0]["input_ids"].shape[0])
+        hyperparameters = {**config.to_dict(), "warmup_steps": warmup, "total_steps": total,
+                           "batch_size": data.batches[0]["input_ids"].shape[0], "means": means.source}
+        for seed in seeds:
+            stem = subnetwork_stem(Path(out), target, seed) if out is not None else None
+            if stem is not None and stem.with_suffix(".json").exists():
+                done = Subnetwork.load(stem)
+                _check_resumable(done, stem, fingerprint, data_id, hyperparameters)
+                found.append(done)
+                continue
+            if full_logits is None:
+                full_logits = predict_logits(model, data)
+            start = time.time()
+            result = train_unit_mask(model, data, full_logits, means, target, seed, config, progress)
+            kept, achieved, threshold = discretize(result.log_alpha_heads, result.log_alpha_mlps, target)
+            subnetwork = Subnetwork(
+                kept=kept, n_layers=model.n_layers, n_heads=model.n_heads, target_sparsity=target,
+                achieved_sparsity=achieved, threshold=threshold, seed=seed, model_id=model.model_id,
+                model_fingerprint=fingerprint, data_id=data_id, hyperparameters=hyperparameters,
+                metrics={"final_train_kl": result.final_kl, "final_expected_sparsity": result.final_expected_sparsity,
+                         "train_seconds": round(time.time() - start, 1)},
+                log_alpha_heads=result.log_alpha_heads, log_alpha_mlps=result.log_alpha_mlps)
+            if stem is not None:
+                subnetwork.save(stem)
+            found.append(subnetwork)
+    return found
+
+
+def _check_resumable(done: Subnetwork, stem: Path, fingerprint: str, data_id: str, hyperparameters: dict) -> None:
+    if done.model_fingerprint != fingerprint or done.data_id != data_id or done.hyperparameters != hyperparameters:
+        raise HeurlensError(
+            f"{stem}.json was found with another model, data set or settings than this run; nothing was "
+            f"overwritten. Use another --out directory, or the same settings to resume")
+
+
+def evaluate_subnetworks(model: HookedClassifier, subnetworks: list[Subnetwork], eval_sets: list[EvalSet],
+                         means: UnitMeans) -> pd.DataFrame:
+    """Accuracy (and KL to the full model) of the full model and each subnetwork on each set.
+
+    Long format: one row per (subnetwork, eval set) with columns subnetwork, target_sparsity,
+    achieved_sparsity, seed, eval_set, examples, accuracy, kl. The full model's rows come first.
+    """
+    full_logits = {s.name: predict_logits(model, s) for s in eval_sets}
+    rows = []
+    baseline = ablate(model, [], eval_sets, "mean", means, full_logits)
+    for _, row in baseline.iterrows():
+        rows.append({"subnetwork": "full model", "target_sparsity": 0.0, "achieved_sparsity": 0.0, "seed": None,
+                     "eval_set": row["eval_set"], "examples": row["examples"], "accuracy": row["full_accuracy"],
+                     "kl": 0.0})
+    for sub in subnetworks:
+        sub.check_model(model)
+        table = ablate(model, sub.pruned, eval_sets, "mean", means, full_logits)
+        for _, row in table.iterrows():
+            rows.append({"subnetwork": f"{sub.target_sparsity:.0%} seed {sub.seed}", "target_sparsity": sub.target_sparsity,
+                         "achieved_sparsity": sub.achieved_sparsity, "seed": sub.seed, "eval_set": row["eval_set"],
+                         "examples": row["examples"], "accuracy": row["ablated_accuracy"], "kl": row["kl"]})
+    return pd.DataFrame(rows)
+
+
+def accuracy_table(evaluation: pd.DataFrame) -> pd.DataFrame:
+    """Wide view of ``evaluate_subnetworks``: one row per subnetwork, accuracy (%) per eval set."""
+    wide = evaluation.pivot_table(index=["subnetwork", "achieved_sparsity"], columns="eval_set", values="accuracy",
+                                  sort=False)
+    return (100 * wide[list(dict.fromkeys(evaluation["eval_set"]))]).round(1).reset_index()

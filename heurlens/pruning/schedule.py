@@ -1,0 +1,34 @@
+"""Step counts and the sparsity warm-up of seed 001, Appendix B, scaled to the data size.
+
+The paper prunes BERT on MNLI (392,702 pairs) at batch 128 for
+    warmup_steps = 6500 + 50 * sparsity_pct,   total_steps = warmup_steps + 6 * sparsity_pct,
+i.e. about 3 epochs at 50%. heurlens keeps the number of *epochs* and the warm-up *fraction* and
+converts them to steps for its own data size and batch size.
+"""
+
+from __future__ import annotations
+
+import math
+
+PAPER_TRAIN_EXAMPLES = 392_702  # MNLI training pairs
+PAPER_BATCH_SIZE = 128
+
+
+def paper_steps(sparsity: float) -> tuple[int, int]:
+    """(warm-up steps, total steps) of Appendix B for a target sparsity in [0, 1]."""
+    pct = 100 * sparsity
+    warmup = 6500 + 50 * pct
+    return round(warmup), round(warmup + 6 * pct)
+
+
+def scaled_steps(sparsity: float, n_examples: int, batch_size: int) -> tuple[int, int]:
+    """(warm-up steps, total steps) giving the paper's epochs and warm-up fraction on ``n_examples``."""
+    warmup, total = paper_steps(sparsity)
+    epochs = total * PAPER_BATCH_SIZE / PAPER_TRAIN_EXAMPLES
+    scaled_total = max(1, math.ceil(epochs * n_examples / batch_size))
+    return max(1, round(scaled_total * warmup / total)), scaled_total
+
+
+def target_at(step: int, warmup_steps: int, target: float) -> float:
+    """Target sparsity at ``step`` (0-based): linear from 0 to ``target`` over the warm-up, then flat."""
+    return target * min(1.0, (step + 1) / warmup_steps)

@@ -1,0 +1,114 @@
+"""A pruned subnetwork: which heads and MLPs it keeps, how it was found, and how to save it.
+
+Saved as ``NAME.json`` (human-readable: kept/pruned units, sparsities, seed, model id and weight
+fingerprint, data id, hyper-parameters, metrics) plus ``NAME.safetensors`` (the trained log_alphas).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+from jaxtyping import Float
+from safetensors.torch import load_file, save_file
+from torch import Tensor
+
+from heurlens.cache import atomic_write_bytes, atomic_write_json
+from heurlens.errors import HeurlensError
+from heurlens.models.classifier import HookedClassifier
+from heurlens.pruning.hard_concrete import HardConcrete
+from heurlens.units import Unit, all_units, format_units, parse_units
+
+THRESHOLD_GRID = [round(0.05 * i, 2) for i in range(21)]  # [0, 1], stride 0.05 (seed 001, App. B)
+
+
+@dataclass
+class Subnetwork:
+    kept: list[Unit]
+    n_layers: int
+    n_heads: int
+    target_sparsity: float
+    achieved_sparsity: float
+    threshold: float
+    seed: int
+    model_id: str
+    model_fingerprint: str
+    data_id: str
+    hyperparameters: dict = field(default_factory=dict)
+    metrics: dict = field(default_factory=dict)
+    log_alpha_heads: Float[Tensor, "layer head"] | None = None
+    log_alpha_mlps: Float[Tensor, "layer"] | None = None
+
+    @property
+    def pruned(self) -> list[Unit]:
+        return [u for u in all_units(self.n_layers, self.n_heads) if u not in set(self.kept)]
+
+    @property
+    def kept_heads(self) -> list[Unit]:
+        return [u for u in self.kept if not u.is_mlp]
+
+    def check_model(self, model: HookedClassifier) -> None:
+        """Refuse a model other than the one this subnetwork was pruned from."""
+        if model.fingerprint() != self.model_fingerprint:
+            raise HeurlensError(
+                f"this subnetwork was pruned from model {self.model_id!r} (fingerprint {self.model_fingerprint}), "
+                f"not from {model.model_id!r} (fingerprint {model.fingerprint()}); load that model instead")
+
+    def to_json(self) -> dict:
+        record = {k: v for k, v in asdict(self).items() if not k.startswith("log_alpha")}
+        record["kept"] = format_units(self.kept)
+        record["pruned"] = format_units(self.pruned)
+        return record
+
+    def save(self, stem: Path) -> None:
+        """Write ``stem.safetensors`` then ``stem.json``, each atomically: the JSON marks it complete."""
+        stem.parent.mkdir(parents=True, exist_ok=True)
+        tensors = {"log_alpha_heads": self.log_alpha_heads.contiguous(), "log_alpha_mlps": self.log_alpha_mlps.contiguous()}
+        tmp = stem.with_name(stem.name + ".safetensors.tmp")
+        save_file(tensors, str(tmp))
+        atomic_write_bytes(stem.with_suffix(".safetensors"), tmp.read_bytes())
+        tmp.unlink()
+        atomic_write_json(stem.with_suffix(".json"), self.to_json())
+
+    @classmethod
+    def load(cls, path: Path) -> "Subnetwork":
+        path = Path(path)
+        stem = path.with_suffix("") if path.suffix in (".json", ".safetensors") else path
+        try:
+            record = json.loads(stem.with_suffix(".json").read_text())
+        except (OSError, json.JSONDecodeError) as error:
+            raise HeurlensError(f"cannot read subnetwork {stem}.json: {error}") from error
+        record.pop("pruned", None)
+        record["kept"] = parse_units(record["kept"], record["n_layers"], record["n_heads"]) if record["kept"] else []
+        tensors_path = stem.with_suffix(".safetensors")
+        if tensors_path.exists():
+            tensors = load_file(str(tensors_path))
+            record |= {k: tensors[k] for k in ("log_alpha_heads", "log_alpha_mlps")}
+        return cls(**record)
+
+
+def discretize(log_alpha_heads: Tensor, log_alpha_mlps: Tensor, target: float) -> tuple[list[Unit], float, float]:
+    """Binary mask: keep the units whose keep-probability P(z > 0) exceeds a threshold.
+
+    P(z > 0) = sigmoid(log_alpha - beta log(-l / r)) is what the sparsity constraint acts on (the
+    expected sparsity is 1 - its mean), and unlike the clamped deterministic mask it never piles
+    up at exactly 0 or 1, so thresholds can tell units apart. The threshold is searched on
+    THRESHOLD_GRID for the achieved sparsity closest to the target (ties go to the threshold
+    nearest 0.5). Returns (kept units, achieved sparsity, threshold).
+    """
+    n_layers, n_heads = log_alpha_heads.shape
+    mask = HardConcrete(n_layers * (n_heads + 1))
+    with torch.no_grad():
+        mask.log_alpha.copy_(torch.cat([log_alpha_heads, log_alpha_mlps[:, None]], dim=1).flatten())
+        keep_probability = mask.prob_nonzero().view(n_layers, n_heads + 1)
+
+    def sparsity_at(threshold: float) -> float:
+        return 1 - (keep_probability > threshold).float().mean().item()
+
+    threshold = min(THRESHOLD_GRID, key=lambda t: (abs(sparsity_at(t) - target), abs(t - 0.5)))
+    keep = keep_probability > threshold
+    kept = [Unit(layer, head if head < n_heads else None)
+            for layer in range(n_layers) for head in range(n_heads + 1) if keep[layer, head]]
+    return kept, sparsity_at(threshold), threshold

@@ -1,0 +1,157 @@
+"""Hard-concrete pruning: the mask math, the training loop's contract, discretisation and runs."""
+
+import math
+
+import pytest
+import torch
+
+from heurlens.errors import HeurlensError
+from heurlens.evaluate import tokenize_pairs
+from heurlens.models import load_model
+from heurlens.pruning import HardConcrete, PruneConfig, Subnetwork, discretize, prune, train_unit_mask
+from heurlens.pruning import runs as runs_module
+from heurlens.pruning.schedule import paper_steps, scaled_steps, target_at
+from heurlens.units import Unit
+
+
+def test_expected_l0_closed_form_matches_monte_carlo():
+    mask = HardConcrete(5)
+    with torch.no_grad():
+        mask.log_alpha.copy_(torch.tensor([-3.0, -1.0, 0.0, 1.5, 4.0]))
+    generator = torch.Generator().manual_seed(0)
+    draws = torch.stack([mask.sample(generator) for _ in range(40000)])
+    assert torch.allclose((draws > 0).float().mean(0), mask.prob_nonzero(), atol=0.01)
+    assert mask.expected_l0().item() == pytest.approx(mask.prob_nonzero().sum().item())
+    assert (draws == 0).any() and (draws == 1).any()  # the stretch puts mass exactly on 0 and 1
+    assert draws.min() >= 0 and draws.max() <= 1
+
+
+def test_sample_and_eval_mask_formulas():
+    """Against a scalar computation written out by hand from Louizos et al."""
+    mask = HardConcrete(3)
+    with torch.no_grad():
+        mask.log_alpha.copy_(torch.tensor([0.0, 2.0, -2.0]))
+    generator = torch.Generator().manual_seed(7)
+    u = torch.rand(3, generator=torch.Generator().manual_seed(7))
+    z = mask.sample(generator)
+    for i, log_alpha in enumerate([0.0, 2.0, -2.0]):
+        s = 1 / (1 + math.exp(-(math.log(u[i]) - math.log(1 - u[i]) + log_alpha) / (2 / 3)))
+        assert z[i].item() == pytest.approx(min(1, max(0, s * 1.2 - 0.1)), abs=1e-6)
+    # deterministic: sigmoid(log_alpha) * 1.2 - 0.1, clamped
+    expected = [0.5, min(1, 1.2 / (1 + math.exp(-2)) - 0.1), max(0, 1.2 / (1 + math.exp(2)) - 0.1)]
+    assert torch.allclose(mask.deterministic(), torch.tensor(expected), atol=1e-6)
+
+
+def test_paper_schedule_and_scaling():
+    assert paper_steps(0.5) == (9000, 9300)  # Appendix B: 9300 steps, the first 9000 warm up
+    assert paper_steps(0.7)[0] == 10000
+    warmup, total = scaled_steps(0.5, 392_702, 128)
+    assert (warmup, total) == (9000, 9300)  # the paper's own data size gives the paper's steps
+    warmup, total = scaled_steps(0.5, 2000, 32)
+    assert total == math.ceil(9300 * 128 / 392_702 * 2000 / 32) and warmup / total == pytest.approx(9000 / 9300, abs=0.01)
+    assert target_at(0, 10, 0.5) == pytest.approx(0.05) and target_at(9, 10, 0.5) == 0.5 and target_at(50, 10, 0.5) == 0.5
+
+
+def test_discretize_picks_the_threshold_closest_to_target():
+    # choose log_alpha so that the heads' keep-probabilities P(z > 0) are these; the MLP's is ~1
+    keep = torch.tensor([[0.0, 0.1, 0.3, 0.5, 0.7, 0.9]])
+    la = torch.logit(keep.clamp(1e-6, 1 - 1e-6)) + (2 / 3) * math.log(0.1 / 1.1)
+    kept, achieved, threshold = discretize(la, torch.tensor([10.0]), target=2 / 7)
+    # pruning exactly 2 of 7 needs 0.1 <= threshold < 0.3; of 0.1-0.25 the one nearest 0.5 wins
+    assert threshold == 0.25 and achieved == pytest.approx(2 / 7)
+    assert kept == [Unit(0, 2), Unit(0, 3), Unit(0, 4), Unit(0, 5), Unit(0)]
+    kept, achieved, threshold = discretize(la, torch.tensor([10.0]), target=0.0)
+    assert (achieved, threshold) == (0.0, 0.0) and len(kept) == 7
+
+
+@pytest.fixture(scope="module")
+def pruning_model_dir(tmp_path_factory, minilm_tokenizer_dir):
+    """A random 4-layer, 8-head BERT NLI classifier (36 units)."""
+    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
+
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=4, num_attention_heads=8,
+                        intermediate_size=64, num_labels=3, initializer_range=0.3)
+    out = tmp_path_factory.mktemp("bert-4x8")
+    BertForSequenceClassification(config).eval().save_pretrained(out)
+    AutoTokenizer.from_pretrained(minilm_tokenizer_dir).save_pretrained(out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def pruning_data(pruning_model_dir):
+    from heurlens.data.snli import load_snli
+
+    model = load_model(pruning_model_dir)
+    return model, tokenize_pairs("snli-train", load_snli("train", limit=256, seed=0), model.tokenizer, 32)
+
+
+def test_gradients_reach_log_alpha_and_never_the_weights(pruning_data):
+    model, data = pruning_data
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    from heurlens.means import compute_means
+    from heurlens.evaluate import predict_logits
+
+    result = train_unit_mask(model, data, predict_logits(model, data), compute_means(model, data), 0.5, seed=0,
+                             config=PruneConfig(total_steps=3), progress=False)
+    after = model.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before)  # weights bit for bit
+    assert all(p.grad is None for p in model.parameters())
+    assert all(p.requires_grad for p in model.parameters())  # restored for the caller
+    assert not torch.allclose(result.log_alpha_heads, torch.zeros_like(result.log_alpha_heads), atol=0.05)
+
+
+def test_achieved_sparsity_near_target_and_same_seed_same_subnetwork(pruning_data):
+    model, data = pruning_data
+    # lr 0.3: on this random model the KL barely prefers any unit, and lr 0.1 leaves most keep-probabilities
+    # undecided near 0.4 after 240 steps; 0.3 drives them to 0 or 1 within the budget
+    config = PruneConfig(total_steps=240, warmup_steps=160, lr_log_alpha=0.3)
+    first = prune(model, data, 0.5, [3], config=config, progress=False)[0]
+    assert abs(first.achieved_sparsity - 0.5) <= 0.03
+    again = prune(model, data, 0.5, [3], config=config, progress=False)[0]
+    assert again.kept == first.kept and torch.equal(again.log_alpha_heads, first.log_alpha_heads)
+
+
+def test_run_resumes_after_an_interruption(pruning_data, tmp_path, monkeypatch):
+    model, data = pruning_data
+    config = PruneConfig(total_steps=4)
+    real_train = runs_module.train_unit_mask
+    calls = []
+
+    def train_then_die(*args, **kwargs):
+        calls.append(args[5])  # the seed
+        if len(calls) == 2:
+            raise KeyboardInterrupt  # killed while training the second seed
+        return real_train(*args, **kwargs)
+
+    monkeypatch.setattr(runs_module, "train_unit_mask", train_then_die)
+    with pytest.raises(KeyboardInterrupt):
+        prune(model, data, 0.5, [0, 1], out=tmp_path, config=config, progress=False)
+    files = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file())
+    assert files == ["sparsity-0.50/seed-00.json", "sparsity-0.50/seed-00.safetensors", "unit-means.safetensors"]
+
+    calls.clear()
+    monkeypatch.setattr(runs_module, "train_unit_mask", lambda *a, **k: calls.append(a[5]) or real_train(*a, **k))
+    found = prune(model, data, 0.5, [0, 1], out=tmp_path, config=config, progress=False)
+    assert calls == [1]  # seed 0 was loaded, not retrained
+    assert [s.seed for s in found] == [0, 1]
+    fresh = prune(model, data, 0.5, [1], config=config, progress=False)[0]
+    assert fresh.kept == found[1].kept  # the resumed seed is the one an uninterrupted run gives
+
+    with pytest.raises(HeurlensError, match="another model, data set or settings.*nothing was overwritten"):
+        prune(model, data, 0.5, [0], out=tmp_path, config=PruneConfig(total_steps=5), progress=False)
+
+
+def test_subnetwork_save_load_and_wrong_model(pruning_data, tiny_bert_dir, tmp_path):
+    model, data = pruning_data
+    sub = prune(model, data, 0.3, [0], config=PruneConfig(total_steps=3), progress=False)[0]
+    sub.save(tmp_path / "s")
+    loaded = Subnetwork.load(tmp_path / "s.json")
+    assert loaded.kept == sub.kept and loaded.pruned == sub.pruned and loaded.seed == 0
+    assert torch.equal(loaded.log_alpha_mlps, sub.log_alpha_mlps)
+    assert len(loaded.kept) + len(loaded.pruned) == 4 * 9
+    loaded.check_model(model)
+    with pytest.raises(HeurlensError, match="was pruned from model .* load that model instead"):
+        loaded.check_model(load_model(tiny_bert_dir))
+    with pytest.raises(HeurlensError, match="outside"):
+        prune(model, data, 1.2, [0], progress=False)
