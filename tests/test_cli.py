@@ -73,3 +73,34 @@ def test_ablate_json_and_csv(tiny_bert_dir, pairs_file):
     assert len(csv.stdout.splitlines()) == 4
     table = heurlens(*args[:-2], "--reference-examples", "40")
     assert table.returncode == 0 and "mean-ablated L1.H0,L0.MLP" in table.stdout
+
+
+def test_prune_then_evaluate_and_resume(tiny_bert_dir, tmp_path):
+    out = tmp_path / "run"
+    args = ["prune", "--sparsity", "0.3", "0.5", "--seeds", "2", "--out", str(out), "--model", str(tiny_bert_dir),
+            "--train-examples", "64", "--steps", "4", "--in-domain-examples", "20", "--per-subcase", "10",
+            "--subcases", "SO-Swap", "--json"]
+    result = heurlens(*args)
+    assert result.returncode == 0, result.stderr[-2000:]
+    rows = json.loads(result.stdout)
+    names = list(dict.fromkeys(r["subnetwork"] for r in rows))
+    assert names == ["full model", "30% seed 0", "30% seed 1", "50% seed 0", "50% seed 1"]
+    assert {r["eval_set"] for r in rows} == {"snli-test", "hans/ln_subject/object_swap"}
+    assert sorted(p.name for p in (out / "sparsity-0.50").iterdir()) == [
+        "seed-00.json", "seed-00.safetensors", "seed-01.json", "seed-01.safetensors"]
+    stamps = {p: p.stat().st_mtime_ns for p in out.rglob("*.json")}
+    again = heurlens(*args)  # resumes: nothing retrained, same table
+    assert again.returncode == 0 and json.loads(again.stdout) == rows
+    assert {p: p.stat().st_mtime_ns for p in out.rglob("*.json")} == stamps
+    evaluated = heurlens("evaluate", str(out), "--in-domain-examples", "20", "--per-subcase", "10",
+                         "--subcases", "SO-Swap", "--json")
+    assert evaluated.returncode == 0, evaluated.stderr[-2000:]
+    assert json.loads(evaluated.stdout) == rows
+    table = heurlens("evaluate", str(out), "--in-domain-examples", "20", "--per-subcase", "10", "--subcases", "SO-Swap")
+    assert "50% seed 1" in table.stdout and "snli-test" in table.stdout
+
+
+def test_prune_errors(tiny_bert_dir, tmp_path):
+    assert_one_line_error(heurlens("evaluate", str(tmp_path)), "holds no subnetworks")
+    assert_one_line_error(heurlens("prune", "--sparsity", "1.5", "--model", str(tiny_bert_dir), "--out",
+                                   str(tmp_path / "r"), "--train-examples", "32", "--steps", "1"), "outside [0, 1)")
