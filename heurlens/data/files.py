@@ -9,7 +9,16 @@ import datasets
 from heurlens.data.snli import NLI_LABELS
 from heurlens.errors import HeurlensError
 
-_BUILDERS = {".jsonl": "json", ".json": "json", ".csv": "csv", ".tsv": "csv"}
+_SUFFIXES = (".jsonl", ".json", ".csv", ".tsv")
+
+
+def read_local_table(data_files: str | list[str]) -> datasets.Dataset:
+    """Local table file(s) through HF ``datasets``, the reader chosen by the first file's suffix
+    (.jsonl/.json -> json, .csv, .tsv -> csv with tabs, anything else by its own name, e.g. parquet)."""
+    suffix = Path(data_files if isinstance(data_files, str) else data_files[0]).suffix.lstrip(".")
+    builder = {"jsonl": "json", "tsv": "csv"}.get(suffix, suffix)
+    extra = {"delimiter": "\t"} if suffix == "tsv" else {}
+    return datasets.load_dataset(builder, data_files=data_files, split="train", **extra)
 
 
 def load_pair_file(path: str | Path, label_names: tuple[str, ...] = NLI_LABELS) -> datasets.Dataset:
@@ -17,11 +26,10 @@ def load_pair_file(path: str | Path, label_names: tuple[str, ...] = NLI_LABELS) 
     path = Path(path)
     if not path.is_file():
         raise HeurlensError(f"data file {path} does not exist; give a .jsonl/.csv/.tsv file with premise, hypothesis, label")
-    if path.suffix not in _BUILDERS:
+    if path.suffix not in _SUFFIXES:
         raise HeurlensError(f"cannot read {path}: use a .jsonl, .json, .csv or .tsv file")
     try:
-        extra = {"delimiter": "\t"} if path.suffix == ".tsv" else {}
-        raw = datasets.load_dataset(_BUILDERS[path.suffix], data_files=str(path), split="train", **extra)
+        raw = read_local_table(str(path))
     except Exception as error:
         raise HeurlensError(f"cannot read {path} ({type(error).__name__}: {str(error).splitlines()[0][:200]})") from error
     missing = {"premise", "hypothesis", "label"} - set(raw.column_names)

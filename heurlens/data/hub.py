@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import datasets
 
+from heurlens.data.files import read_local_table
 from heurlens.data.hans import HANS_LABELS
 from heurlens.data.snli import NLI_LABELS
 from heurlens.errors import HeurlensError
@@ -45,10 +46,7 @@ def load_pair_task(task: str, split: str, data_files: str | list[str] | None = N
     spec = HUB_TASKS[task]
     try:
         if data_files is not None:
-            suffix = str(data_files if isinstance(data_files, str) else data_files[0]).rsplit(".", 1)[-1]
-            builder = {"jsonl": "json", "tsv": "csv"}.get(suffix, suffix)
-            extra = {"delimiter": "\t"} if suffix == "tsv" else {}
-            raw = datasets.load_dataset(builder, data_files=data_files, split="train", **extra)
+            raw = read_local_table(data_files)
         else:
             raw = datasets.load_dataset(spec.hub_name, spec.hub_config, split=split)
     except HeurlensError:
