@@ -19,7 +19,7 @@ import pandas as pd
 
 from heurlens.ablation import ablate
 from heurlens.errors import HeurlensError
-from heurlens.evaluate import EvalSet, predict_logits, tokenize_pairs
+from heurlens.evaluate import EvalSet, accuracy, predict_logits, tokenize_pairs
 from heurlens.means import UnitMeans, compute_means
 from heurlens.models.classifier import HookedClassifier
 from heurlens.pruning.subnetwork import Subnetwork, discretize
@@ -115,12 +115,9 @@ def evaluate_subnetworks(model: HookedClassifier, subnetworks: list[Subnetwork],
     achieved_sparsity, seed, eval_set, examples, accuracy, kl. The full model's rows come first.
     """
     full_logits = {s.name: predict_logits(model, s) for s in eval_sets}
-    rows = []
-    baseline = ablate(model, [], eval_sets, "mean", means, full_logits)
-    for _, row in baseline.iterrows():
-        rows.append({"subnetwork": "full model", "target_sparsity": 0.0, "achieved_sparsity": 0.0, "seed": None,
-                     "eval_set": row["eval_set"], "examples": row["examples"], "accuracy": row["full_accuracy"],
-                     "kl": 0.0})
+    rows = [{"subnetwork": "full model", "target_sparsity": 0.0, "achieved_sparsity": 0.0, "seed": None,
+             "eval_set": s.name, "examples": len(s), "accuracy": accuracy(full_logits[s.name], s, model.labels),
+             "kl": 0.0} for s in eval_sets]
     for sub in subnetworks:
         sub.check_model(model)
         table = ablate(model, sub.pruned, eval_sets, "mean", means, full_logits)
