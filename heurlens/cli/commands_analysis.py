@@ -1,0 +1,194 @@
+"""Analysis commands of seed 001: core, patterns, effective-size, report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from heurlens.cli.group import cli
+from heurlens.cli.options import (
+    FOCUS,
+    eval_options,
+    eval_sets_from_options,
+    model_option,
+    print_table,
+)
+from heurlens.errors import HeurlensError
+
+
+@cli.command()
+@click.argument("run_dirs", nargs=-1, type=click.Path(exists=True, file_okay=False))
+@click.option("--out", type=click.Path(file_okay=False), default=None,
+              help="Also write frequencies.csv, intersection.csv and the figures (HTML) here.")
+@click.option("--json", "as_json", is_flag=True, help="Print the head frequencies as JSON records.")
+@click.option("--csv", "as_csv", is_flag=True, help="Print the head frequencies as CSV.")
+def core(run_dirs, out, as_json, as_csv) -> None:
+    """Overlap of the subnetworks in RUN_DIRS: head frequencies, the core, Spearman rho, random null."""
+    import pandas as pd
+
+    from heurlens.analysis import overlap
+    from heurlens.analysis.run_report import write_csv
+    from heurlens.pruning.runs import subnetworks_by_sparsity
+    from heurlens.units import format_units
+
+    if not run_dirs:
+        raise HeurlensError("give at least one run directory written by heurlens prune, e.g. heurlens core runs/prune")
+    groups = subnetworks_by_sparsity(run_dirs)
+    everything = [s for group in groups.values() for s in group]
+    names = {s: f"{s:.0%}" for s in groups}
+    frequencies = pd.concat([overlap.head_frequencies(g).assign(sparsity=s) for s, g in groups.items()],
+                            ignore_index=True)
+    summary = overlap.intersection_summary({names[s]: g for s, g in groups.items()})
+    core_units = overlap.heuristic_core(everything)
+    sparsities = list(groups)
+    agreements = [(a, b, *overlap.frequency_agreement(groups[a], groups[b])) for a, b in zip(sparsities, sparsities[1:])]
+    if out:
+        out = Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        write_csv(frequencies, out / "frequencies.csv")
+        write_csv(summary, out / "intersection.csv")
+        for s, group in groups.items():
+            overlap.frequency_figure(overlap.head_frequencies(group)).write_html(out / f"frequency-{names[s]}.html")
+        for a, b, *_ in agreements:
+            overlap.cooccurrence_figure(groups[a], groups[b], names[a], names[b]).write_html(
+                out / f"cooccurrence-{names[a]}-{names[b]}.html")
+
+    def pretty(frequencies):
+        wide = frequencies.pivot_table(index="unit", columns="sparsity", values="count", sort=False)
+        wide = wide[wide.max(axis=1) > 0].sort_values(list(wide.columns), ascending=False)
+        wide.columns = [f"kept at {names[s]} (of {len(groups[s])})" for s in wide.columns]
+        lines = [f"heads kept by every subnetwork (the core, {len(core_units)}): {format_units(core_units) or 'none'}",
+                 "", summary.to_string(index=False)]
+        lines += [f"Spearman rho of head frequencies {names[a]} vs {names[b]}: {rho:.3f} (p = {p:.2g})"
+                  for a, b, rho, p in agreements]
+        for a, b, *_ in agreements:
+            counts = overlap.cooccurrence_counts(groups[a], groups[b])
+            lines += ["", f"heads by number of {names[a]} (rows) and {names[b]} (columns) subnetworks keeping them",
+                      counts.to_string()]
+        return "\n".join(lines + ["", wide.astype(int).to_string()])
+
+    print_table(frequencies, as_json, as_csv, pretty)
+
+
+@cli.command()
+@click.option("--heads", default=None, help="Heads to score (L4.H0,L2.*); default every head.")
+@model_option
+@click.option("--examples", type=int, default=500, show_default=True, help="SNLI test pairs to average over.")
+@click.option("--min-score", type=float, default=0.3, show_default=True,
+              help="Below this, a head's label is 'other'.")
+@click.option("--html", "html_out", type=click.Path(dir_okay=False), default=None,
+              help="Write a circuitsvis plot of the heads on --premise/--hypothesis (standalone HTML).")
+@click.option("--premise", default="The doctor advised the president.", show_default=True)
+@click.option("--hypothesis", default="The president advised the doctor.", show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the table as JSON records.")
+@click.option("--csv", "as_csv", is_flag=True, help="Print the table as CSV.")
+def patterns(heads, model, examples, min_score, html_out, premise, hypothesis, as_json, as_csv) -> None:
+    """Score heads for attending to repeated tokens across the pair, previous/next token, separators, self."""
+    import heurlens
+    from heurlens.analysis.patterns import attention_plot, pattern_scores
+    from heurlens.cache import atomic_write_bytes
+
+    hooked = heurlens.load_model(model, attn_implementation="eager")
+    units = heurlens.parse_units(heads, hooked.n_layers, hooked.n_heads) if heads else None
+    if units and any(u.is_mlp for u in units):
+        raise HeurlensError("--heads lists an MLP; attention patterns exist only for heads")
+    data = heurlens.tokenize_pairs("snli-test", heurlens.load_snli("test", limit=examples, seed=0), hooked.tokenizer)
+    table = pattern_scores(hooked, data, units, min_score)
+    if html_out:
+        shown = units or heurlens.all_units(hooked.n_layers, hooked.n_heads, include_mlps=False)
+        rendered = attention_plot(hooked, premise, hypothesis, shown)
+        atomic_write_bytes(Path(html_out), rendered.local_src.encode())
+        click.echo(f"wrote {html_out}", err=True)
+
+    def pretty(table):
+        return (f"attention-pattern scores of model {hooked.model_id} over {len(data)} SNLI test pairs\n"
+                + table.drop(columns=["layer", "head"]).round(3).to_string(index=False))
+
+    print_table(table, as_json, as_csv, pretty)
+
+
+@cli.command(name="effective-size")
+@click.argument("checkpoints", nargs=-1, type=click.Path(exists=True, file_okay=False))
+@click.option("--sparsity", type=float, multiple=True, default=None,
+              help="Sparsities to prune at (default 0.05, 0.10, ..., 0.95).")
+@click.option("--seeds", type=int, default=3, show_default=True)
+@click.option("--search", type=click.Choice(["grid", "bisect"]), default="grid", show_default=True,
+              help="grid prunes at every sparsity (the paper); bisect assumes faithfulness is lost monotonically.")
+@click.option("--tolerance", type=float, default=0.03, show_default=True, help="Faithful: accuracy within this.")
+@click.option("--out", type=click.Path(file_okay=False), default="runs/effective-size", show_default=True)
+@click.option("--train-examples", type=int, default=2000, show_default=True)
+@click.option("--batch-size", type=int, default=16, show_default=True)
+@click.option("--steps", type=int, default=None, help="Pruning steps (default: Appendix B's epochs).")
+@eval_options(default_subcases=FOCUS)
+def effective_size(checkpoints, sparsity, seeds, search, tolerance, out, train_examples, batch_size, steps, data,
+                   in_domain_examples, per_subcase, subcases, seed, as_json, as_csv) -> None:
+    """Effective size (smallest faithful subnetwork) of each fine-tuning checkpoint: Figure 6.
+
+    Make checkpoints of the default model with: heurlens finetune --checkpoint-every 50 --out runs/ft
+    """
+    import pandas as pd
+
+    import heurlens
+    from heurlens.analysis.effective_size import (
+        DATA_KINDS,
+        SPARSITY_GRID,
+        accuracy_by_kind,
+        checkpoint_step,
+        effective_size_figure,
+        effective_size_of,
+    )
+    from heurlens.analysis.run_report import EFFECTIVE_SIZE_FILE, write_csv
+    from heurlens.means import compute_means
+    from heurlens.pruning import PruneConfig
+
+    if not checkpoints:
+        raise HeurlensError("give checkpoint directories; make them with "
+                            "heurlens finetune --checkpoint-every 50 --out runs/ft (then runs/ft/checkpoints/*)")
+    out = Path(out)
+    rows = []
+    for index, checkpoint in enumerate(sorted(checkpoints, key=lambda c: checkpoint_step(Path(c), 0))):
+        hooked = heurlens.load_model(checkpoint)
+        train = heurlens.tokenize_pairs("snli-train", heurlens.load_snli("train", limit=train_examples, seed=0),
+                                        hooked.tokenizer, batch_size)
+        eval_sets = eval_sets_from_options(hooked, data, in_domain_examples, per_subcase, subcases, seed)
+        sizes, evaluation = effective_size_of(
+            hooked, train, eval_sets, compute_means(hooked, train), list(sparsity or SPARSITY_GRID), range(seeds),
+            out / Path(checkpoint).name, PruneConfig(total_steps=steps), tolerance, search)
+        full = accuracy_by_kind(evaluation).iloc[0]
+        rows.append({"checkpoint": str(checkpoint), "step": checkpoint_step(Path(checkpoint), index)}
+                    | {f"acc_{k}": full[k] for k in DATA_KINDS} | {f"size_{k}": sizes[k] for k in DATA_KINDS}
+                    | {"n_units": hooked.n_layers * (hooked.n_heads + 1)})
+        table = pd.DataFrame(rows)
+        write_csv(table, out / EFFECTIVE_SIZE_FILE)  # after every checkpoint: nothing finished is lost
+    effective_size_figure(table).write_html(out / "effective-size.html")
+    print_table(table, as_json, as_csv, lambda t: t.round(3).to_string(index=False))
+
+
+@cli.command()
+@click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
+@click.option("--out", type=click.Path(dir_okay=False), default=None,
+              help="HTML file to write (default RUN_DIR/report.html).")
+@click.option("--model", default=None, help="Model (default: the one the subnetworks were pruned from).")
+@click.option("--pattern-examples", type=int, default=300, show_default=True,
+              help="SNLI test pairs the core heads' attention patterns are scored on.")
+@eval_options(default_subcases=FOCUS)
+def report(run_dir, out, model, pattern_examples, data, in_domain_examples, per_subcase, subcases, seed,
+           as_json, as_csv) -> None:
+    """One self-contained HTML page with the tables and figures of a pruning run (works offline)."""
+    import heurlens
+    from heurlens.analysis.run_report import build_run_report
+    from heurlens.pruning.runs import subnetworks_by_sparsity
+
+    if as_json or as_csv:
+        raise HeurlensError("report writes HTML; --json/--csv apply to the other commands")
+    first = next(iter(subnetworks_by_sparsity([run_dir]).values()))[0]
+    hooked = heurlens.load_model(model or first.model_id)
+    first.check_model(hooked)
+    eager = heurlens.load_model(model or first.model_id, attn_implementation="eager")
+    eval_sets = eval_sets_from_options(hooked, data, in_domain_examples, per_subcase, subcases, seed)
+    pattern_data = heurlens.tokenize_pairs("snli-test", heurlens.load_snli("test", limit=pattern_examples, seed=seed),
+                                           hooked.tokenizer)
+    path = build_run_report(Path(run_dir), hooked, eager, eval_sets, pattern_data).write(
+        Path(out) if out else Path(run_dir) / "report.html")
+    click.echo(path)

@@ -1,0 +1,210 @@
+"""Commands on NLI models: ablate, prune, evaluate, finetune."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from heurlens.cli.group import cli
+from heurlens.cli.options import (
+    FOCUS,
+    eval_options,
+    eval_sets_from_options,
+    model_option,
+    print_table,
+)
+from heurlens.errors import HeurlensError
+
+
+@cli.command()
+@click.option("--heads", "heads", default=None,
+              help="Units to ablate: L4.H0, L4.H0,L2.H5, L4.* (all heads of layer 4), L4.MLP.")
+@click.option("--scan", is_flag=True,
+              help="Ablate every head (or every unit of --heads) one at a time: the paper's Table 3.")
+@click.option("--core", default=None,
+              help="With --scan: the core heads (L2.H5,...) or a run directory of heurlens prune to take them "
+                   "from; adds the average over the other heads.")
+@click.option("--superadditivity", is_flag=True,
+              help="Ablate --heads together, alone and in pairs: group drop vs sum of single drops.")
+@model_option
+@click.option("--method", type=click.Choice(["mean", "zero"]), default="mean", show_default=True)
+@click.option("--reference-examples", type=int, default=2000, show_default=True,
+              help="SNLI training pairs the unit means are taken over (mean ablation).")
+@eval_options(default_subcases=None)
+def ablate(heads, scan, core, superadditivity, model, method, reference_examples, data, in_domain_examples,
+           per_subcase, subcases, seed, as_json, as_csv) -> None:
+    """Ablate heads/MLPs; print accuracy of full vs ablated model per evaluation set, and the KL."""
+    import heurlens
+    from heurlens.nli import snli_reference_means
+
+    if scan and superadditivity:
+        raise HeurlensError("choose one of --scan and --superadditivity")
+    if heads is None and not scan:
+        raise HeurlensError("say what to ablate: --heads L4.H0 (or --scan to ablate every head in turn)")
+    if core is not None and not scan:
+        raise HeurlensError("--core only applies to --scan")
+    hooked = heurlens.load_model(model)
+    units = heurlens.parse_units(heads, hooked.n_layers, hooked.n_heads) if heads else None
+    if superadditivity and len(units) < 2:
+        raise HeurlensError("--superadditivity needs at least two units in --heads, e.g. L2.H5,L3.H7,L4.H0")
+    core_units = _core_units(core, hooked) if core else None
+    eval_sets = eval_sets_from_options(hooked, data, in_domain_examples, per_subcase, subcases, seed)
+    means = snli_reference_means(hooked, reference_examples, seed) if method == "mean" else None
+    if scan:
+        _print_scan(hooked, units, core_units, eval_sets, method, means, as_json, as_csv)
+    elif superadditivity:
+        _print_superadditivity(hooked, units, eval_sets, method, means, as_json, as_csv)
+    else:
+        _print_ablation(hooked, units, eval_sets, method, means, as_json, as_csv)
+
+
+def _core_units(core: str, hooked):
+    import heurlens
+    from heurlens.analysis.overlap import heuristic_core
+    from heurlens.pruning import Subnetwork
+    from heurlens.pruning.runs import find_subnetworks
+
+    if Path(core).is_dir():
+        paths = find_subnetworks(Path(core))
+        if not paths:
+            raise HeurlensError(f"--core {core}: the directory holds no subnetworks (sparsity-*/seed-*.json)")
+        return heuristic_core([Subnetwork.load(p) for p in paths])
+    return heurlens.parse_units(core, hooked.n_layers, hooked.n_heads)
+
+
+def _print_ablation(hooked, units, eval_sets, method, means, as_json, as_csv) -> None:
+    import heurlens
+
+    table = heurlens.ablate(hooked, units, eval_sets, method, means)
+    table.insert(0, "ablated", heurlens.format_units(units, hooked.n_heads))
+
+    def pretty(table):
+        shown = table.drop(columns="ablated")
+        for column in ("full_accuracy", "ablated_accuracy", "delta"):
+            shown[column] = (100 * shown[column]).map("{:.1f}".format)
+        shown["kl"] = shown["kl"].map("{:.4f}".format)
+        return (f"model {hooked.model_id}, {method}-ablated {table['ablated'][0]} (accuracy in %)\n"
+                + shown.to_string(index=False))
+
+    print_table(table, as_json, as_csv, pretty)
+
+
+def _print_scan(hooked, units, core_units, eval_sets, method, means, as_json, as_csv) -> None:
+    import heurlens
+    from heurlens.analysis.ablation_studies import scan_table, single_unit_scan
+
+    units = units or heurlens.all_units(hooked.n_layers, hooked.n_heads, include_mlps=False)
+    scan = single_unit_scan(hooked, units, eval_sets, means, method=method)
+
+    def pretty(scan):
+        return (f"model {hooked.model_id}, each unit {method}-ablated alone (accuracy in %)\n"
+                + scan_table(scan, core_units).to_string(index=False))
+
+    print_table(scan, as_json, as_csv, pretty)
+
+
+def _print_superadditivity(hooked, units, eval_sets, method, means, as_json, as_csv) -> None:
+    from heurlens.analysis.ablation_studies import group_superadditivity
+
+    summary, interactions = group_superadditivity(hooked, units, eval_sets, means, method=method)
+    if as_json or as_csv:
+        print_table(summary, as_json, as_csv, str)
+        return
+    shown = summary.copy()
+    for column in ("accuracy", "group_drop", "sum_of_single_drops", "excess"):
+        shown[column] = (100 * shown[column]).map("{:.1f}".format)
+    click.echo(f"model {hooked.model_id}: drops (points) of {method}-ablating the group vs the sum of single drops\n"
+               + shown.to_string(index=False))
+    if len(interactions):
+        pairs = interactions.pivot_table(index="pair", columns="eval_set", values="interaction", sort=False) * 100
+        click.echo("\npairwise interaction drop(i,j) - drop(i) - drop(j) (points)\n" + pairs.round(1).to_string())
+
+
+@cli.command()
+@click.option("--sparsity", type=float, multiple=True, default=[0.5], show_default=True,
+              help="Target sparsities (fraction of heads and MLPs pruned); several: --sparsity 0.5 0.7.")
+@click.option("--seeds", type=int, default=3, show_default=True, help="Seeds 0..N-1 per sparsity.")
+@click.option("--out", type=click.Path(file_okay=False), default="runs/prune", show_default=True,
+              help="Run directory; finished subnetworks there are kept and skipped (resume).")
+@model_option
+@click.option("--train-examples", type=int, default=2000, show_default=True,
+              help="SNLI training pairs to prune on (the unit means are taken over them too).")
+@click.option("--batch-size", type=int, default=16, show_default=True)
+@click.option("--steps", type=int, default=None, help="Total steps (default: Appendix B's epochs for the data size).")
+@click.option("--warmup-steps", type=int, default=None, help="Sparsity warm-up steps (default: Appendix B's fraction).")
+@click.option("--lr-log-alpha", type=float, default=0.1, show_default=True)
+@click.option("--lr-lambda", type=float, default=1.0, show_default=True)
+@eval_options(default_subcases=FOCUS)
+def prune(sparsity, seeds, out, model, train_examples, batch_size, steps, warmup_steps, lr_log_alpha, lr_lambda,
+          data, in_domain_examples, per_subcase, subcases, seed, as_json, as_csv) -> None:
+    """Prune heads and MLPs with hard-concrete masks, for several seeds; print the evaluation table."""
+    import heurlens
+    from heurlens.evaluate import tokenize_pairs
+    from heurlens.nli import snli_reference_means
+    from heurlens.pruning import PruneConfig
+    from heurlens.pruning import prune as prune_model
+
+    if seeds < 1:
+        raise HeurlensError("--seeds must be at least 1")
+    hooked = heurlens.load_model(model)
+    config = PruneConfig(lr_log_alpha=lr_log_alpha, lr_lambda=lr_lambda, total_steps=steps, warmup_steps=warmup_steps)
+    train = tokenize_pairs("snli-train", heurlens.load_snli("train", limit=train_examples, seed=0),
+                           hooked.tokenizer, batch_size)
+    means = snli_reference_means(hooked, train_examples, 0, batch_size)
+    subnetworks = prune_model(hooked, train, sorted(set(sparsity)), range(seeds), Path(out), config, means)
+    _report(hooked, subnetworks, means, data, in_domain_examples, per_subcase, subcases, seed, as_json, as_csv)
+
+
+@cli.command()
+@click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
+@click.option("--model", default=None, help="Model to evaluate on (default: the one the subnetworks were pruned from).")
+@eval_options(default_subcases=FOCUS)
+def evaluate(run_dir, model, data, in_domain_examples, per_subcase, subcases, seed, as_json, as_csv) -> None:
+    """Evaluate the subnetworks of a run directory next to the full model."""
+    import heurlens
+    from heurlens.means import UnitMeans
+    from heurlens.pruning import Subnetwork
+    from heurlens.pruning.runs import MEANS_FILE, find_subnetworks
+
+    paths = find_subnetworks(Path(run_dir))
+    if not paths:
+        raise HeurlensError(f"{run_dir} holds no subnetworks (sparsity-*/seed-*.json); run heurlens prune --out {run_dir}")
+    subnetworks = [Subnetwork.load(p) for p in paths]
+    hooked = heurlens.load_model(model or subnetworks[0].model_id)
+    means_path = Path(run_dir) / MEANS_FILE
+    if not means_path.exists():
+        raise HeurlensError(f"{means_path} is missing; it is written by heurlens prune --out {run_dir}")
+    means = UnitMeans.load(means_path)
+    _report(hooked, subnetworks, means, data, in_domain_examples, per_subcase, subcases, seed, as_json, as_csv)
+
+
+def _report(hooked, subnetworks, means, data, in_domain_examples, per_subcase, subcases, seed, as_json, as_csv):
+    from heurlens.pruning import accuracy_table, evaluate_subnetworks
+
+    eval_sets = eval_sets_from_options(hooked, data, in_domain_examples, per_subcase, subcases, seed)
+    evaluation = evaluate_subnetworks(hooked, subnetworks, eval_sets, means)
+
+    def pretty(evaluation):
+        wide = accuracy_table(evaluation)
+        wide["achieved_sparsity"] = wide["achieved_sparsity"].map("{:.2f}".format)
+        return f"accuracy (%) of model {hooked.model_id} and its subnetworks\n" + wide.to_string(index=False)
+
+    print_table(evaluation, as_json, as_csv, pretty)
+
+
+@cli.command()
+@click.option("--examples", type=int, default=8000, show_default=True, help="SNLI training pairs to fine-tune on.")
+@click.option("--full", is_flag=True, help="Fine-tune on all ~100k SNLI training pairs instead.")
+@click.option("--epochs", type=int, default=1, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--checkpoint-every", type=int, default=None, help="Also save a checkpoint every N steps.")
+@click.option("--out", type=click.Path(), default=None, help="Directory to write (default: the cache).")
+def finetune(examples, full, epochs, seed, checkpoint_every, out) -> None:
+    """Fine-tune the default model (MiniLM + NLI head) on SNLI and print where it was written."""
+    from heurlens.cache import cache_dir
+    from heurlens.models.default import FinetuneSettings, finetune_nli
+
+    settings = FinetuneSettings(train_examples=None if full else examples, epochs=epochs, seed=seed)
+    target = Path(out) if out else cache_dir() / "models" / settings.slug()
+    click.echo(finetune_nli(target, settings, checkpoint_every))

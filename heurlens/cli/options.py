@@ -1,0 +1,55 @@
+"""Options and output helpers shared by the commands."""
+
+from __future__ import annotations
+
+import click
+
+from heurlens.errors import HeurlensError
+
+FOCUS = "SO-Swap,Prep,Embed-If,Embed-Verb"
+
+
+def model_option(function):
+    return click.option("--model", default="default", show_default=True,
+                        help="'default' (MiniLM fine-tuned on SNLI), a local model directory, or a hub name.")(function)
+
+
+def eval_options(default_subcases: str | None):
+    """Options choosing the evaluation sets: the in-domain set and HANS-style subcases."""
+    def decorate(function):
+        options = [
+            click.option("--data", default="snli", show_default=True,
+                         help="In-domain set: 'snli' (SNLI test) or a .jsonl/.csv/.tsv with premise, hypothesis, label."),
+            click.option("--in-domain-examples", type=int, default=2000, show_default=True,
+                         help="Random subset of the in-domain set (0 = all)."),
+            click.option("--per-subcase", type=int, default=200, show_default=True,
+                         help="HANS-style pairs per subcase (the paper used 1000)."),
+            click.option("--subcases", default=default_subcases, show_default=default_subcases is not None,
+                         help="Comma-separated HANS subcases or abbreviations (SO-Swap,Prep,Embed-If,Embed-Verb)"
+                              + ("; default all 30." if default_subcases is None else ".")),
+            click.option("--seed", type=int, default=0, show_default=True, help="Seed of data subsets and generation."),
+            click.option("--json", "as_json", is_flag=True, help="Print the table as JSON records."),
+            click.option("--csv", "as_csv", is_flag=True, help="Print the table as CSV."),
+        ]
+        for option in reversed(options):
+            function = option(function)
+        return function
+    return decorate
+
+
+def eval_sets_from_options(hooked, data, in_domain_examples, per_subcase, subcases, seed):
+    from heurlens.nli import nli_eval_sets
+
+    return nli_eval_sets(hooked, data, in_domain_examples or None, per_subcase,
+                         subcases.split(",") if subcases else None, seed)
+
+
+def print_table(table, as_json: bool, as_csv: bool, pretty) -> None:
+    if as_json and as_csv:
+        raise HeurlensError("choose one of --json and --csv")
+    if as_json:
+        click.echo(table.to_json(orient="records", indent=2))
+    elif as_csv:
+        click.echo(table.to_csv(index=False), nl=False)
+    else:
+        click.echo(pretty(table))
