@@ -31,7 +31,7 @@ def pairs_file(tmp_path_factory):
 def test_help_lists_every_command():
     result = heurlens("--help")
     assert result.returncode == 0
-    for command in ("ablate", "finetune"):
+    for command in ("ablate", "prune", "evaluate", "finetune", "core", "patterns", "effective-size", "report"):
         assert command in result.stdout
 
 
@@ -104,3 +104,40 @@ def test_prune_errors(tiny_bert_dir, tmp_path):
     assert_one_line_error(heurlens("evaluate", str(tmp_path)), "holds no subnetworks")
     assert_one_line_error(heurlens("prune", "--sparsity", "1.5", "--model", str(tiny_bert_dir), "--out",
                                    str(tmp_path / "r"), "--train-examples", "32", "--steps", "1"), "outside [0, 1)")
+
+
+def test_ablate_mode_errors(tiny_bert_dir):
+    assert_one_line_error(heurlens("ablate"), "say what to ablate")
+    assert_one_line_error(heurlens("ablate", "--scan", "--superadditivity"), "choose one of --scan and --superadditivity")
+    assert_one_line_error(heurlens("ablate", "--heads", "L0.H0", "--core", "L0.H1"), "--core only applies to --scan")
+    assert_one_line_error(heurlens("ablate", "--heads", "L0.H0", "--superadditivity", "--model", str(tiny_bert_dir)),
+                          "needs at least two units")
+
+
+def test_ablate_scan_and_superadditivity(tiny_bert_dir, pairs_file):
+    common = ["--model", str(tiny_bert_dir), "--data", str(pairs_file), "--subcases", "SO-Swap", "--per-subcase", "6",
+              "--reference-examples", "20"]
+    scan = heurlens("ablate", "--scan", "--heads", "L0.*", *common, "--json")
+    assert scan.returncode == 0, scan.stderr[-2000:]
+    rows = json.loads(scan.stdout)
+    assert [r["ablated"] for r in rows] == ["L0.H0", "L0.H0", "L0.H1", "L0.H1", "L0.H2", "L0.H2", "L0.H3", "L0.H3"]
+    for row in rows:
+        assert row["drop"] == pytest.approx(row["full_accuracy"] - row["accuracy"])
+    table = heurlens("ablate", "--scan", "--heads", "L0.*", "--core", "L0.H1", *common)
+    assert table.returncode == 0 and "avg (non-core)" in table.stdout
+    group = heurlens("ablate", "--superadditivity", "--heads", "L0.H0,L0.H1,L1.H2", *common)
+    assert group.returncode == 0, group.stderr[-2000:]
+    assert "sum_of_single_drops" in group.stdout and "L0.H1,L1.H2" in group.stdout
+
+
+def test_patterns_command_writes_a_head_plot(tiny_bert_dir, tmp_path):
+    page = tmp_path / "heads.html"
+    result = heurlens("patterns", "--model", str(tiny_bert_dir), "--examples", "8", "--heads", "L1.*",
+                      "--html", str(page), "--json")
+    assert result.returncode == 0, result.stderr[-2000:]
+    rows = json.loads(result.stdout)
+    assert [r["unit"] for r in rows] == ["L1.H0", "L1.H1", "L1.H2", "L1.H3"]
+    assert all(r["label"] in ("repeated_token", "previous_token", "next_token", "separator", "self", "other")
+               for r in rows)
+    assert "L1.H3" in page.read_text()
+    assert_one_line_error(heurlens("patterns", "--model", str(tiny_bert_dir), "--heads", "L0.MLP"), "MLP")

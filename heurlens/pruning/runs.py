@@ -25,7 +25,6 @@ from heurlens.models.classifier import HookedClassifier
 from heurlens.pruning.subnetwork import Subnetwork, discretize
 from heurlens.pruning.train import PruneConfig, train_unit_mask
 
-
 MEANS_FILE = "unit-means.safetensors"
 
 
@@ -36,6 +35,20 @@ def subnetwork_stem(out: Path, sparsity: float, seed: int) -> Path:
 def find_subnetworks(run_dir: Path) -> list[Path]:
     """Every finished subnetwork JSON under ``run_dir``, in sparsity then seed order."""
     return sorted(Path(run_dir).glob("sparsity-*/seed-*.json"))
+
+
+def subnetworks_by_sparsity(run_dirs: Iterable[str | Path]) -> dict[float, list[Subnetwork]]:
+    """Every finished subnetwork under the run directories, grouped by target sparsity (ascending)."""
+    groups: dict[float, list[Subnetwork]] = {}
+    for run_dir in run_dirs:
+        paths = find_subnetworks(Path(run_dir))
+        if not paths:
+            raise HeurlensError(f"{run_dir} holds no subnetworks (sparsity-*/seed-*.json); "
+                                f"make them with heurlens prune --out {run_dir}")
+        for path in paths:
+            subnetwork = Subnetwork.load(path)
+            groups.setdefault(subnetwork.target_sparsity, []).append(subnetwork)
+    return dict(sorted(groups.items()))
 
 
 def data_fingerprint(data: EvalSet) -> str:

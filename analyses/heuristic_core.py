@@ -1,0 +1,128 @@
+"""Reproduce the heuristic-core analysis of seed 001 (Sections 4 and 5) on the embedded default model.
+
+Prunes the default model with 12 seeds at 50% and 70% sparsity, then: accuracy of every
+subnetwork (Figure 2's data), head frequencies, the core and the random-choice null, Spearman rho
+and the Figure 5 co-occurrence table, single-head ablation of the core heads beside the average
+over randomly drawn non-core heads (Table 3), super-additivity of the three core heads with the
+largest out-of-domain drops, and the attention-pattern labels of the core heads (Figure 9).
+Writes a markdown summary and a self-contained HTML report. Resumable: finished subnetworks,
+the evaluation and the pattern scores are kept in the run directory.
+
+Run: .venv/bin/python analyses/heuristic_core.py [--seeds 12] [--sparsity 0.5 0.7] [--out runs/heuristic-core]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import time
+from pathlib import Path
+
+import heurlens
+from heurlens.analysis import (
+    cooccurrence_counts,
+    frequency_agreement,
+    group_superadditivity,
+    heuristic_core,
+    intersection_summary,
+    scan_table,
+    single_unit_scan,
+)
+from heurlens.analysis.run_report import build_run_report, cached_evaluation, cached_patterns
+from heurlens.data.hans import FOCUS_SUBCASES
+from heurlens.nli import nli_eval_sets, snli_reference_means
+from heurlens.pruning.runs import subnetworks_by_sparsity
+from heurlens.units import all_units, format_units
+
+
+def as_points(table, columns):
+    """Fractions in ``columns`` as percentage points, one decimal."""
+    return table.assign(**{c: (100 * table[c]).round(1) for c in columns})
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=12)
+    parser.add_argument("--sparsity", type=float, nargs="+", default=[0.5, 0.7])
+    parser.add_argument("--out", type=Path, default=Path("runs/heuristic-core"))
+    parser.add_argument("--train-examples", type=int, default=2000)
+    parser.add_argument("--in-domain-examples", type=int, default=2000)
+    parser.add_argument("--per-subcase", type=int, default=200)
+    parser.add_argument("--control-heads", type=int, default=12, help="Random non-core heads ablated for the average.")
+    parser.add_argument("--pattern-examples", type=int, default=300)
+    parser.add_argument("--docs", type=Path, default=Path("docs/results/heuristic-core.md"))
+    args = parser.parse_args()
+    start = time.time()
+    timings = {}
+
+    model = heurlens.load_model("default")
+    eager = heurlens.load_model("default", attn_implementation="eager")
+    train = heurlens.tokenize_pairs("snli-train", heurlens.load_snli("train", limit=args.train_examples, seed=0),
+                                    model.tokenizer, 16)
+    means = snli_reference_means(model, args.train_examples, 0, 16)
+    heurlens.prune(model, train, args.sparsity, range(args.seeds), args.out, means=means)
+    timings["pruning"] = time.time() - start
+
+    groups = subnetworks_by_sparsity([args.out])
+    names = {s: f"{s:.0%}" for s in groups}
+    everything = [s for group in groups.values() for s in group]
+    core = heuristic_core(everything)
+    eval_sets = nli_eval_sets(model, "snli", args.in_domain_examples, args.per_subcase, list(FOCUS_SUBCASES))
+    pattern_data = heurlens.tokenize_pairs("snli-test", heurlens.load_snli("test", limit=args.pattern_examples),
+                                           model.tokenizer)
+    mark = time.time()
+    report = build_run_report(args.out, model, eager, eval_sets, pattern_data)  # caches evaluation + patterns
+    report_path = report.write(args.out / "report.html")
+    timings["evaluation, patterns, report"] = time.time() - mark
+
+    mark = time.time()
+    others = [u for u in all_units(model.n_layers, model.n_heads, include_mlps=False) if u not in core]
+    controls = random.Random(0).sample(others, min(args.control_heads, len(others)))
+    scan = single_unit_scan(model, core + controls, eval_sets, means)
+    table3 = scan_table(scan, core)
+    ood = scan[scan["eval_set"] != eval_sets[0].name].groupby("ablated", sort=False)["drop"].mean()
+    strongest = sorted(core, key=lambda u: -ood[str(u)])[:3]
+    summary, interactions = (group_superadditivity(model, strongest, eval_sets, means) if len(strongest) >= 2
+                             else (None, None))
+    timings["ablations"] = time.time() - mark
+
+    patterns = cached_patterns(args.out, eager, pattern_data)
+    evaluation = cached_evaluation(args.out, model, eval_sets)
+    lines = ["# Heuristic core of the default model\n",
+             f"Produced by `analyses/heuristic_core.py` on this project's 2-core CPU; "
+             f"{len(everything)} subnetworks ({args.seeds} seeds at {', '.join(names.values())}); "
+             + "; ".join(f"{k} {v / 60:.1f} min" for k, v in timings.items())
+             + f"; total {(time.time() - start) / 60:.1f} min (pruning time counts only subnetworks not already on disk).\n",
+             "## Accuracy (%) of the full model and each subnetwork\n",
+             heurlens.accuracy_table(evaluation).to_markdown(index=False), "",
+             "## Overlap\n", intersection_summary({names[s]: g for s, g in groups.items()}).to_markdown(index=False), "",
+             f"Heads in every subnetwork (the core, {len(core)} of {model.n_layers * model.n_heads}): "
+             f"**{format_units(core) or 'none'}**\n"]
+    sparsities = list(groups)
+    for a, b in zip(sparsities, sparsities[1:]):
+        rho, p = frequency_agreement(groups[a], groups[b])
+        lines += [f"Spearman rho between head frequencies at {names[a]} and {names[b]}: {rho:.3f} (p = {p:.2g}).\n",
+                  f"Figure 5 as numbers: heads kept by i of the {names[a]} (rows) and j of the {names[b]} (columns) "
+                  f"subnetworks\n", cooccurrence_counts(groups[a], groups[b]).to_markdown(), ""]
+    lines += ["## Single-head ablation (Table 3)\n",
+              f"Mean ablation from the full model; 'avg (non-core)' averages {len(controls)} randomly drawn non-core "
+              f"heads ({format_units(controls)}).\n", table3.to_markdown(index=False), ""]
+    if summary is not None:
+        lines += [f"## Super-additivity of {format_units(strongest)}\n",
+                  "Drops in accuracy (points); excess = group drop - sum of single drops.\n",
+                  as_points(summary, ["accuracy", "group_drop", "sum_of_single_drops", "excess"]).to_markdown(index=False),
+                  "", "Pairwise interactions drop(i,j) - drop(i) - drop(j) (points):\n",
+                  as_points(interactions, ["pair_drop", "interaction"]).to_markdown(index=False), ""]
+    core_patterns = patterns[patterns["unit"].isin([str(u) for u in core])]
+    lines += ["## Attention patterns of the core heads (Figure 9)\n",
+              f"Scores over {args.pattern_examples} SNLI test pairs; label = highest score (>= 0.3, else other). "
+              "All heads' labels: " + ", ".join(f"{k} {v}" for k, v in patterns["label"].value_counts().items()) + ".\n",
+              core_patterns.drop(columns=["layer", "head"]).round(3).to_markdown(index=False), "",
+              f"The HTML report (figures, circuitsvis plots) is written to `{report_path}` (not committed).\n"]
+    args.docs.parent.mkdir(parents=True, exist_ok=True)
+    args.docs.write_text("\n".join(lines))
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

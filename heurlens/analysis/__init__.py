@@ -1,0 +1,30 @@
+"""Analyses of subnetworks from seed 001 (The Heuristic Core), Sections 3 to 5."""
+
+from heurlens.analysis.ablation_studies import (
+                                       group_superadditivity,
+                                       scan_table,
+                                       single_unit_scan,
+)
+from heurlens.analysis.effective_size import (
+                                       effective_size_figure,
+                                       effective_size_of,
+                                       effective_sizes,
+)
+from heurlens.analysis.overlap import (
+                                       cooccurrence_counts,
+                                       cooccurrence_figure,
+                                       expected_random_intersection,
+                                       frequency_agreement,
+                                       frequency_figure,
+                                       head_frequencies,
+                                       heuristic_core,
+                                       intersection_summary,
+                                       random_intersection_distribution,
+)
+from heurlens.analysis.patterns import attention_plot, pattern_scores
+from heurlens.analysis.report import Report
+
+__all__ = ["Report", "attention_plot", "cooccurrence_counts", "cooccurrence_figure", "effective_size_figure",
+           "effective_size_of", "effective_sizes", "expected_random_intersection", "frequency_agreement",
+           "frequency_figure", "group_superadditivity", "head_frequencies", "heuristic_core", "intersection_summary",
+           "pattern_scores", "random_intersection_distribution", "scan_table", "single_unit_scan"]

@@ -1,0 +1,101 @@
+"""Ablation studies of seed 001, Section 5 (Table 3): every head ablated on its own, and groups
+ablated together to measure super-additivity.
+
+With acc(S) the accuracy after mean-ablating the set S of heads and drop(S) = acc(∅) - acc(S):
+
+- the group is *super-additive* when drop(G) > sum over g in G of drop({g});
+- the pairwise interaction of heads i and j is drop({i, j}) - drop({i}) - drop({j})
+  (positive: ablating both hurts more than the two effects added).
+"""
+
+from __future__ import annotations
+
+from itertools import combinations
+
+import pandas as pd
+from torch import Tensor
+from tqdm.auto import tqdm
+
+from heurlens.ablation import Method, ablate
+from heurlens.evaluate import EvalSet, predict_logits
+from heurlens.means import UnitMeans
+from heurlens.models.classifier import HookedClassifier
+from heurlens.units import Unit, format_units
+
+
+def _full_logits(model: HookedClassifier, eval_sets: list[EvalSet]) -> dict[str, Tensor]:
+    return {s.name: predict_logits(model, s) for s in eval_sets}
+
+
+def _drops(model, groups: list[list[Unit]], eval_sets, method, means, full_logits, progress: bool,
+           desc: str) -> pd.DataFrame:
+    """One row per (group, eval set): ablated group, accuracy, drop (full - ablated) and KL."""
+    rows = []
+    for group in tqdm(groups, desc=desc, unit="ablation", disable=not progress):
+        table = ablate(model, group, eval_sets, method, means, full_logits)
+        for _, row in table.iterrows():
+            rows.append({"ablated": format_units(group), "eval_set": row["eval_set"],
+                         "full_accuracy": row["full_accuracy"], "accuracy": row["ablated_accuracy"],
+                         "drop": row["full_accuracy"] - row["ablated_accuracy"], "kl": row["kl"]})
+    return pd.DataFrame(rows)
+
+
+def single_unit_scan(model: HookedClassifier, units: list[Unit], eval_sets: list[EvalSet], means: UnitMeans | None,
+                     method: Method = "mean", full_logits: dict[str, Tensor] | None = None,
+                     progress: bool = True) -> pd.DataFrame:
+    """Ablate each unit alone; long table with columns ablated, eval_set, full_accuracy, accuracy,
+    drop, kl."""
+    full_logits = full_logits or _full_logits(model, eval_sets)
+    return _drops(model, [[u] for u in units], eval_sets, method, means, full_logits, progress, "single-unit ablation")
+
+
+def scan_table(scan: pd.DataFrame, core: list[Unit] | None = None) -> pd.DataFrame:
+    """Table 3's layout: accuracy (%) per eval set for no ablation, the average over the heads outside
+    ``core`` (when given), and each scanned unit, with the change next to it."""
+    wide = scan.pivot_table(index="ablated", columns="eval_set", values="accuracy", sort=False) * 100
+    full = scan.drop_duplicates("eval_set").set_index("eval_set")["full_accuracy"] * 100
+    sets = list(dict.fromkeys(scan["eval_set"]))
+    rows = {"none": full[sets]}
+    if core is not None:
+        core_names = {str(u) for u in core}
+        outside = wide.loc[[name for name in wide.index if name not in core_names]]
+        if len(outside):
+            rows["avg (non-core)"] = outside[sets].mean()
+        wide = wide.loc[[name for name in wide.index if name in core_names]]
+    rows |= {name: wide.loc[name, sets] for name in wide.index}
+    table = pd.DataFrame(rows).T.round(1)
+    for name in sets:
+        table[f"{name} change"] = (table[name] - table.loc["none", name]).round(1)
+    return table.rename_axis("ablated").reset_index()
+
+
+def group_superadditivity(model: HookedClassifier, group: list[Unit], eval_sets: list[EvalSet],
+                          means: UnitMeans | None, method: Method = "mean", pairs: bool = True, full_logits: dict[str, Tensor] | None = None,
+                          progress: bool = True) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Ablate ``group`` together and each member alone (and each pair, with ``pairs``).
+
+    Returns (summary, interactions). summary: per eval set, the group's drop, the sum of single
+    drops, their difference (excess) and whether the group is super-additive. interactions: per
+    pair and eval set, drop(pair) - drop(i) - drop(j).
+    """
+    full_logits = full_logits or _full_logits(model, eval_sets)
+    singles = _drops(model, [[u] for u in group], eval_sets, method, means, full_logits, progress, "single ablations")
+    together = _drops(model, [group], eval_sets, method, means, full_logits, progress, "group ablation")
+    single_sum = singles.groupby("eval_set", sort=False)["drop"].sum()
+    summary = together.set_index("eval_set")[["accuracy", "drop"]].rename(columns={"drop": "group_drop"})
+    summary["sum_of_single_drops"] = single_sum
+    summary["excess"] = summary["group_drop"] - summary["sum_of_single_drops"]
+    summary["superadditive"] = summary["excess"] > 0
+    summary.insert(0, "group", format_units(group))
+    interactions = pd.DataFrame(columns=["pair", "eval_set", "pair_drop", "interaction"])
+    if pairs and len(group) > 2:
+        single = singles.set_index(["ablated", "eval_set"])["drop"]
+        pair_groups = [list(p) for p in combinations(group, 2)]
+        paired = _drops(model, pair_groups, eval_sets, method, means, full_logits, progress, "pair ablations")
+        rows = []
+        for (i, j), (_, row) in zip([(a, b) for a, b in pair_groups for _ in eval_sets], paired.iterrows()):
+            drop_i, drop_j = single[(str(i), row["eval_set"])], single[(str(j), row["eval_set"])]
+            rows.append({"pair": row["ablated"], "eval_set": row["eval_set"], "pair_drop": row["drop"],
+                         "interaction": row["drop"] - drop_i - drop_j})
+        interactions = pd.DataFrame(rows)
+    return summary.reset_index(), interactions

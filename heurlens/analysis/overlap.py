@@ -1,0 +1,122 @@
+"""Overlap of subnetworks (seed 001, Section 4, Figure 5): head frequencies, the heuristic core,
+rank agreement between sparsities, and the intersection expected under random choice.
+
+Null model: each of k subnetworks keeps m_i of the N heads, chosen uniformly at random and
+independently. A head survives in all of them with probability prod_i m_i / N, so the expected
+intersection is N * prod_i (m_i / N). Its full distribution follows exactly from a chain of
+hypergeometric draws: intersecting a current intersection of size x with a random m-subset
+leaves Hypergeometric(N, x, m) heads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from scipy.stats import hypergeom, spearmanr
+
+from heurlens.errors import HeurlensError
+from heurlens.pruning.subnetwork import Subnetwork
+from heurlens.units import Unit, all_units
+
+
+def _check_same_model(subnetworks: Sequence[Subnetwork]) -> tuple[int, int]:
+    if not subnetworks:
+        raise HeurlensError("no subnetworks given; pass the run directories written by heurlens prune")
+    shapes = {(s.n_layers, s.n_heads, s.model_fingerprint) for s in subnetworks}
+    if len(shapes) > 1:
+        raise HeurlensError("the subnetworks come from different models; compare subnetworks of one model only")
+    return subnetworks[0].n_layers, subnetworks[0].n_heads
+
+
+def head_frequencies(subnetworks: Sequence[Subnetwork]) -> pd.DataFrame:
+    """How many of the subnetworks keep each head: columns unit, layer, head, count, frequency."""
+    n_layers, n_heads = _check_same_model(subnetworks)
+    kept = [set(s.kept_heads) for s in subnetworks]
+    rows = [{"unit": str(u), "layer": u.layer, "head": u.head, "count": sum(u in k for k in kept),
+             "frequency": sum(u in k for k in kept) / len(kept)}
+            for u in all_units(n_layers, n_heads, include_mlps=False)]
+    return pd.DataFrame(rows)
+
+
+def heuristic_core(subnetworks: Sequence[Subnetwork]) -> list[Unit]:
+    """The heads kept by every given subnetwork (of every sparsity): the heuristic core."""
+    _check_same_model(subnetworks)
+    common = set.intersection(*(set(s.kept_heads) for s in subnetworks))
+    return sorted(common)
+
+
+def frequency_agreement(a: Sequence[Subnetwork], b: Sequence[Subnetwork]) -> tuple[float, float]:
+    """Spearman's rho (and its p-value) between the head frequencies of two groups of subnetworks."""
+    _check_same_model([*a, *b])
+    result = spearmanr(head_frequencies(a)["frequency"], head_frequencies(b)["frequency"])
+    return float(result.statistic), float(result.pvalue)
+
+
+def random_intersection_distribution(n_units: int, sizes: Sequence[int]) -> np.ndarray:
+    """P(|S_1 ∩ ... ∩ S_k| = x) for x = 0..n_units, each S_i a uniform random subset of size sizes[i]."""
+    if any(not 0 <= m <= n_units for m in sizes) or not sizes:
+        raise HeurlensError(f"subset sizes {list(sizes)} must lie in [0, {n_units}] (and at least one given)")
+    distribution = np.zeros(n_units + 1)
+    distribution[sizes[0]] = 1.0
+    for m in sizes[1:]:
+        following = np.zeros(n_units + 1)
+        for current in np.nonzero(distribution)[0]:
+            survivors = np.arange(0, min(current, m) + 1)
+            following[survivors] += distribution[current] * hypergeom.pmf(survivors, n_units, current, m)
+        distribution = following
+    return distribution
+
+
+def expected_random_intersection(n_units: int, sizes: Sequence[int]) -> float:
+    """E|S_1 ∩ ... ∩ S_k| = N * prod_i (m_i / N) under independent uniform random subsets."""
+    return float(n_units * np.prod([m / n_units for m in sizes]))
+
+
+def intersection_summary(groups: dict[str, Sequence[Subnetwork]]) -> pd.DataFrame:
+    """Per group (e.g. one sparsity), and for all groups together: observed intersection of the kept
+    heads next to the expected one under random choice and P(random >= observed)."""
+    everything = [s for group in groups.values() for s in group]
+    n_layers, n_heads = _check_same_model(everything)
+    n = n_layers * n_heads
+    rows = []
+    for name, group in {**groups, "all": everything}.items():
+        sizes = [len(s.kept_heads) for s in group]
+        observed = len(heuristic_core(group))
+        tail = random_intersection_distribution(n, sizes)[observed:].sum()
+        rows.append({"group": name, "subnetworks": len(group), "mean_kept_heads": float(np.mean(sizes)),
+                     "observed_intersection": observed, "expected_random": expected_random_intersection(n, sizes),
+                     "p_random_at_least_observed": float(tail)})
+    return pd.DataFrame(rows)
+
+
+def cooccurrence_counts(a: Sequence[Subnetwork], b: Sequence[Subnetwork]) -> pd.DataFrame:
+    """Figure 5's table: entry (i, j) = number of heads in exactly i of ``a`` and j of ``b``."""
+    freq_a, freq_b = head_frequencies(a)["count"], head_frequencies(b)["count"]
+    table = np.zeros((len(a) + 1, len(b) + 1), dtype=int)
+    np.add.at(table, (freq_a.to_numpy(), freq_b.to_numpy()), 1)
+    return pd.DataFrame(table, index=pd.Index(range(len(a) + 1), name="in_a"),
+                        columns=pd.Index(range(len(b) + 1), name="in_b"))
+
+
+def cooccurrence_figure(a: Sequence[Subnetwork], b: Sequence[Subnetwork], name_a: str = "a",
+                        name_b: str = "b") -> go.Figure:
+    """Heatmap of ``cooccurrence_counts`` with the counts written in the cells (the paper's Figure 5)."""
+    counts = cooccurrence_counts(a, b)
+    figure = go.Figure(go.Heatmap(z=counts.to_numpy(), x=[f"{j}/{len(b)}" for j in counts.columns],
+                                  y=[f"{i}/{len(a)}" for i in counts.index], colorscale="Blues",
+                                  text=counts.to_numpy(), texttemplate="%{text}", colorbar={"title": "heads"}))
+    figure.update_layout(title=f"Heads by how many subnetworks keep them ({name_a} vs {name_b})",
+                         xaxis_title=f"fraction of {name_b} subnetworks", yaxis_title=f"fraction of {name_a} subnetworks")
+    return figure
+
+
+def frequency_figure(frequencies: pd.DataFrame, title: str = "Head frequency") -> go.Figure:
+    """Layer x head heatmap of the fraction of subnetworks that keep each head."""
+    grid = frequencies.pivot(index="layer", columns="head", values="frequency")
+    figure = go.Figure(go.Heatmap(z=grid.to_numpy(), x=[f"H{h}" for h in grid.columns],
+                                  y=[f"L{layer}" for layer in grid.index], zmin=0, zmax=1, colorscale="Viridis"))
+    figure.update_layout(title=title, yaxis_autorange="reversed")
+    return figure

@@ -1,0 +1,154 @@
+"""Attention-pattern classification of heads (seed 001, Section 5, Figures 7 to 9).
+
+For head h and a query token q (a real, non-special token), with A = softmax attention from
+``blocks.L.attn.hook_pattern``:
+
+- ``repeated_token``: sum of A[q, k] over keys k in the *other* sentence carrying q's token id,
+  averaged over the queries that have such a repeat (the lexical-overlap heads of Figure 7);
+- ``previous_token``: A[q, q-1];   ``next_token``: A[q, q+1];   ``self``: A[q, q];
+- ``separator``: the attention on special tokens ([CLS], [SEP], ...).
+
+Scores are means over every eligible query of a data set (padding excluded). A head's label is
+its highest-scoring pattern, or ``other`` when no score reaches ``min_score``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+import torch
+from jaxtyping import Bool, Float, Int
+from torch import Tensor
+
+from heurlens.errors import HeurlensError
+from heurlens.evaluate import EvalSet
+from heurlens.models.classifier import HookedClassifier
+from heurlens.units import Unit
+
+PATTERNS = ("repeated_token", "previous_token", "next_token", "separator", "self")
+
+
+@dataclass
+class PatternTotals:
+    """Running sums of attention mass per pattern and the number of queries behind each, per head."""
+
+    n_heads: int
+    sums: dict[str, Tensor] = field(default_factory=dict)
+    counts: dict[str, Tensor] = field(default_factory=dict)
+
+    def add(self, pattern: str, mass: Float[Tensor, "batch head query"], eligible: Bool[Tensor, "batch query"]) -> None:
+        weights = eligible[:, None, :].to(mass.dtype)
+        self.sums[pattern] = self.sums.get(pattern, 0) + (mass * weights).sum(dim=(0, 2))
+        self.counts[pattern] = self.counts.get(pattern, 0) + eligible.sum()
+
+    def scores(self) -> dict[str, Float[Tensor, "head"]]:
+        return {p: self.sums[p] / self.counts[p].clamp(min=1) if p in self.sums else torch.zeros(self.n_heads)
+                for p in PATTERNS}
+
+
+def accumulate_patterns(totals: PatternTotals, pattern: Float[Tensor, "batch head query key"],
+                        input_ids: Int[Tensor, "batch pos"], attention_mask: Int[Tensor, "batch pos"],
+                        segment_ids: Int[Tensor, "batch pos"], special: Bool[Tensor, "batch pos"]) -> None:
+    """Add one batch's attention patterns to ``totals`` (see the module docstring for the scores)."""
+    real = attention_mask.bool()
+    query = real & ~special
+    totals.add("self", pattern.diagonal(0, -2, -1), query)
+    # diagonal(-1) holds A[q, q-1] for q = 1..n-1; diagonal(1) holds A[q, q+1] for q = 0..n-2.
+    totals.add("previous_token", pattern.diagonal(-1, -2, -1), query[:, 1:])
+    totals.add("next_token", pattern.diagonal(1, -2, -1), query[:, :-1] & real[:, 1:])
+    separator_keys = (real & special)[:, None, None, :]
+    totals.add("separator", (pattern * separator_keys).sum(-1), query)
+    repeats = ((input_ids[:, :, None] == input_ids[:, None, :]) & (segment_ids[:, :, None] != segment_ids[:, None, :])
+               & query[:, None, :])
+    totals.add("repeated_token", (pattern * repeats[:, None]).sum(-1), query & repeats.any(-1))
+
+
+def segments_of(batch: dict[str, Tensor], separator_id: int | None) -> Int[Tensor, "batch pos"]:
+    """Sentence index of every token: token_type_ids when the tokenizer gives them, else the number of
+    separator tokens before it (so a GPT-2 style ``a <sep> b`` pair splits too)."""
+    if "token_type_ids" in batch:
+        return batch["token_type_ids"]
+    if separator_id is None:
+        raise HeurlensError("cannot tell the two sentences apart: no token_type_ids and no separator token")
+    is_separator = (batch["input_ids"] == separator_id).long()
+    return is_separator.cumsum(-1) - is_separator
+
+
+def pattern_scores(model: HookedClassifier, data: EvalSet, heads: list[Unit] | None = None,
+                   min_score: float = 0.3) -> pd.DataFrame:
+    """Score every head (or ``heads``) for each pattern over ``data``; one row per head with a label.
+
+    The model must expose ``hook_pattern``: load HF models with ``attn_implementation="eager"``.
+    """
+    tokenizer = model.tokenizer
+    special_ids = torch.tensor(sorted(tokenizer.all_special_ids)) if tokenizer is not None else torch.tensor([])
+    separator_id = getattr(tokenizer, "sep_token_id", None) if tokenizer is not None else None
+    layers = sorted({u.layer for u in heads}) if heads else list(range(model.n_layers))
+    totals = {layer: PatternTotals(model.n_heads) for layer in layers}
+    current: dict[str, Tensor] = {}
+
+    def record(layer: int):
+        def hook(pattern: Tensor, hook) -> None:
+            fired.add(layer)
+            accumulate_patterns(totals[layer], pattern.float(), current["input_ids"], current["attention_mask"],
+                                current["segments"], torch.isin(current["input_ids"], special_ids))
+        return hook
+
+    fired: set[int] = set()
+    hooks = [(f"blocks.{layer}.attn.hook_pattern", record(layer)) for layer in layers]
+    with torch.no_grad(), model.hooks(hooks):
+        for batch in data.batches:
+            current.update(input_ids=batch["input_ids"],
+                           attention_mask=batch.get("attention_mask", torch.ones_like(batch["input_ids"])),
+                           segments=segments_of(batch, separator_id))
+            model(**batch)
+    if not fired:
+        raise HeurlensError("hook_pattern never fired: this model computes attention with a fused kernel. "
+                            "Load it with attn_implementation='eager' (CLI: heurlens patterns does this)")
+    rows = []
+    for layer in layers:
+        scores = totals[layer].scores()
+        for head in range(model.n_heads):
+            if heads and Unit(layer, head) not in heads:
+                continue
+            row = {"unit": str(Unit(layer, head)), "layer": layer, "head": head}
+            row |= {p: float(scores[p][head]) for p in PATTERNS}
+            best = max(PATTERNS, key=lambda p: row[p])
+            row["label"] = best if row[best] >= min_score else "other"
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+
+def example_patterns(model: HookedClassifier, premise: str, hypothesis: str,
+                     heads: list[Unit]) -> tuple[list[str], Float[Tensor, "head query key"]]:
+    """The tokens of one sentence pair and the attention pattern of each of ``heads`` on it."""
+    if model.tokenizer is None:
+        raise HeurlensError("attention plots need a model with a tokenizer")
+    encoded = model.tokenizer(premise, hypothesis, return_tensors="pt")
+    batch = {k: v for k, v in encoded.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
+    captured: dict[int, Tensor] = {}
+
+    def keep(layer: int):
+        def hook(pattern: Tensor, hook) -> None:
+            captured[layer] = pattern[0].detach().float()
+        return hook
+
+    layers = sorted({u.layer for u in heads})
+    with torch.no_grad(), model.hooks([(f"blocks.{layer}.attn.hook_pattern", keep(layer)) for layer in layers]):
+        model(**batch)
+    if len(captured) < len(layers):
+        raise HeurlensError("hook_pattern never fired: load the model with attn_implementation='eager'")
+    tokens = model.tokenizer.convert_ids_to_tokens(batch["input_ids"][0].tolist())
+    return tokens, torch.stack([captured[u.layer][u.head] for u in heads])
+
+
+def attention_plot(model: HookedClassifier, premise: str, hypothesis: str, heads: list[Unit]):
+    """circuitsvis head plot of ``heads`` on one pair: shows inline in a notebook; ``.local_src`` is a
+    standalone HTML page with the JavaScript embedded (works offline)."""
+    import circuitsvis
+
+    tokens, patterns = example_patterns(model, premise, hypothesis, heads)
+    return circuitsvis.attention.attention_heads(attention=patterns, tokens=tokens,
+                                                 attention_head_names=[str(u) for u in heads])

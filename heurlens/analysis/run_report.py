@@ -1,0 +1,119 @@
+"""The report of a pruning run directory: evaluation, overlap and core, core-head patterns,
+effective size when the directory has it. What is expensive to recompute is cached in the run
+directory (``evaluation-<key>.csv``, ``patterns-<key>.csv``, the key a hash of the data and the
+subnetworks they cover), written atomically."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+from pathlib import Path
+
+import pandas as pd
+
+from heurlens.analysis.effective_size import effective_size_figure
+from heurlens.analysis.overlap import (
+    cooccurrence_figure,
+    frequency_agreement,
+    frequency_figure,
+    head_frequencies,
+    heuristic_core,
+    intersection_summary,
+)
+from heurlens.analysis.patterns import attention_plot, pattern_scores
+from heurlens.analysis.report import Report
+from heurlens.cache import atomic_write_bytes
+from heurlens.evaluate import EvalSet
+from heurlens.means import UnitMeans
+from heurlens.models.classifier import HookedClassifier
+from heurlens.pruning.runs import (
+    MEANS_FILE,
+    accuracy_table,
+    data_fingerprint,
+    evaluate_subnetworks,
+    find_subnetworks,
+    subnetworks_by_sparsity,
+)
+from heurlens.units import format_units
+
+EFFECTIVE_SIZE_FILE = "effective-size.csv"
+EXAMPLE_PAIR = ("The doctor advised the president.", "The president advised the doctor.")  # Figure 7's SO-Swap pair
+
+
+def write_csv(table: pd.DataFrame, path: Path) -> None:
+    buffer = io.StringIO()
+    table.to_csv(buffer, index=False)
+    atomic_write_bytes(path, buffer.getvalue().encode())
+
+
+def cache_path(run_dir: Path, kind: str, data: list[EvalSet]) -> Path:
+    """``RUN_DIR/<kind>-<key>.csv``: the key changes with the data and with the subnetworks on disk."""
+    digest = hashlib.sha256()
+    for item in [*(f"{s.name}:{data_fingerprint(s)}" for s in data), *map(str, find_subnetworks(Path(run_dir)))]:
+        digest.update(item.encode())
+    return Path(run_dir) / f"{kind}-{digest.hexdigest()[:12]}.csv"
+
+
+def cached_evaluation(run_dir: Path, model: HookedClassifier, eval_sets: list[EvalSet]) -> pd.DataFrame:
+    """The evaluation of every subnetwork of the run directory, read from its cache file or computed."""
+    path = cache_path(run_dir, "evaluation", eval_sets)
+    if path.exists():
+        return pd.read_csv(path)
+    subnetworks = [s for group in subnetworks_by_sparsity([run_dir]).values() for s in group]
+    evaluation = evaluate_subnetworks(model, subnetworks, eval_sets, UnitMeans.load(Path(run_dir) / MEANS_FILE))
+    write_csv(evaluation, path)
+    return evaluation
+
+
+def cached_patterns(run_dir: Path, eager_model: HookedClassifier, pattern_data: EvalSet) -> pd.DataFrame:
+    """Attention-pattern scores of every head, read from the run directory's cache or computed."""
+    path = cache_path(run_dir, "patterns", [pattern_data])
+    if path.exists():
+        return pd.read_csv(path)
+    patterns = pattern_scores(eager_model, pattern_data)
+    write_csv(patterns, path)
+    return patterns
+
+
+def build_run_report(run_dir: Path, model: HookedClassifier, eager_model: HookedClassifier,
+                     eval_sets: list[EvalSet], pattern_data: EvalSet) -> Report:
+    """Every table and figure for one run directory (``eager_model``: the same weights with
+    ``hook_pattern`` live, for the attention patterns)."""
+    run_dir = Path(run_dir)
+    groups = subnetworks_by_sparsity([run_dir])
+    everything = [s for group in groups.values() for s in group]
+    names = {sparsity: f"{sparsity:.0%}" for sparsity in groups}
+    report = Report(f"heurlens run {run_dir.name}")
+    report.text(f"model {everything[0].model_id} (fingerprint {everything[0].model_fingerprint}); "
+                f"{len(everything)} subnetworks at sparsities {', '.join(names.values())}; "
+                f"pruning data {everything[0].data_id}")
+
+    report.heading("Accuracy of the full model and each subnetwork (%)")
+    report.table(accuracy_table(cached_evaluation(run_dir, model, eval_sets)))
+
+    report.heading("Overlap of the subnetworks")
+    for sparsity, group in groups.items():
+        report.figure(frequency_figure(head_frequencies(group), f"Fraction of {names[sparsity]} subnetworks keeping each head"))
+    sparsities = list(groups)
+    for a, b in zip(sparsities, sparsities[1:]):
+        rho, p = frequency_agreement(groups[a], groups[b])
+        report.text(f"Spearman rho between head frequencies at {names[a]} and {names[b]}: {rho:.3f} (p = {p:.2g})")
+        report.figure(cooccurrence_figure(groups[a], groups[b], names[a], names[b]))
+    report.table(intersection_summary({names[s]: g for s, g in groups.items()}))
+    core = heuristic_core(everything)
+    report.text(f"Heads kept by every subnetwork (the core): {format_units(core) or 'none'}")
+
+    if core:
+        report.heading("Attention patterns of the core heads")
+        patterns = cached_patterns(run_dir, eager_model, pattern_data)
+        report.table(patterns[patterns["unit"].isin([str(u) for u in core])])
+        report.text(f"Core heads on the pair: {EXAMPLE_PAIR[0]} / {EXAMPLE_PAIR[1]}")
+        report.circuitsvis(attention_plot(eager_model, *EXAMPLE_PAIR, core))
+
+    effective = run_dir / EFFECTIVE_SIZE_FILE
+    if effective.exists():
+        report.heading("Effective size over training")
+        table = pd.read_csv(effective)
+        report.figure(effective_size_figure(table))
+        report.table(table)
+    return report

@@ -1,0 +1,60 @@
+"""Single-unit scans, group super-additivity and pairwise interactions on the hand-set model,
+where every accuracy can be derived by hand."""
+
+import pytest
+import torch
+from hand_model import build_hand_model, one_sequence
+
+from heurlens.ablation import ablate
+from heurlens.analysis.ablation_studies import (
+    group_superadditivity,
+    scan_table,
+    single_unit_scan,
+)
+from heurlens.evaluate import EvalSet
+from heurlens.units import Unit
+
+H0, H1, MLP = Unit(0, 0), Unit(0, 1), Unit(0)
+
+
+@pytest.fixture
+def model_and_data():
+    """Tokens 3,3,3,3,2 (label 0). At the last position x = (2, 0), head means (0.4, 2.4), MLP
+    (0.5, -0.25), so logits = (2.9, 2.15). Zero-ablating H0 gives (2.5, 2.15), the MLP (2.4, 2.15),
+    H1 (2.9, -0.25): each alone keeps label 0. H0 and the MLP together give (2.0, 2.15): wrong.
+    All three together give (2.0, -0.25): right again."""
+    sequence = one_sequence([3, 3, 3, 3, 2])
+    return build_hand_model(), EvalSet("hand", sequence.batches, torch.tensor([0]), sequence.label_names)
+
+
+def test_the_derivation_holds(model_and_data):
+    model, data = model_and_data
+    assert ablate(model, [H0, MLP], [data], "zero")["ablated_accuracy"][0] == 0.0
+    assert ablate(model, [H0, H1, MLP], [data], "zero")["ablated_accuracy"][0] == 1.0
+
+
+def test_single_unit_scan_and_table(model_and_data):
+    model, data = model_and_data
+    scan = single_unit_scan(model, [H0, H1, MLP], [data], None, method="zero", progress=False)
+    assert list(scan["ablated"]) == ["L0.H0", "L0.H1", "L0.MLP"]
+    assert (scan["drop"] == 0).all() and (scan["accuracy"] == 1.0).all()
+    table = scan_table(scan, core=[H0]).set_index("ablated")
+    assert list(table.index) == ["none", "avg (non-core)", "L0.H0"]
+    assert table.loc["avg (non-core)", "hand"] == 100.0 and table.loc["L0.H0", "hand change"] == 0.0
+
+
+def test_pair_is_superadditive(model_and_data):
+    model, data = model_and_data
+    summary, interactions = group_superadditivity(model, [H0, MLP], [data], None, method="zero", progress=False)
+    row = summary.iloc[0]
+    assert row["group_drop"] == 1.0 and row["sum_of_single_drops"] == 0.0 and row["excess"] == 1.0
+    assert bool(row["superadditive"])
+    assert interactions.empty  # a group of two is its own only pair
+
+
+def test_pairwise_interactions_of_a_triple(model_and_data):
+    model, data = model_and_data
+    summary, interactions = group_superadditivity(model, [H0, H1, MLP], [data], None, method="zero", progress=False)
+    assert summary.iloc[0]["group_drop"] == 0.0 and not bool(summary.iloc[0]["superadditive"])
+    by_pair = interactions.set_index("pair")["interaction"].to_dict()
+    assert by_pair == {"L0.H0,L0.H1": 0.0, "L0.H0,L0.MLP": 1.0, "L0.H1,L0.MLP": 0.0}

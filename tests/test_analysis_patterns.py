@@ -1,0 +1,105 @@
+"""Attention-pattern scores on hand-built patterns with known labels, and the hook wiring checked
+against the attention probabilities HF returns itself."""
+
+import pytest
+import torch
+
+from heurlens.analysis.patterns import (
+    PATTERNS,
+    PatternTotals,
+    accumulate_patterns,
+    attention_plot,
+    pattern_scores,
+)
+from heurlens.errors import HeurlensError
+from heurlens.evaluate import tokenize_pairs
+from heurlens.models import load_model
+from heurlens.units import Unit
+
+# [CLS] a b c [SEP] c a d [SEP] [PAD]: ids 101/102 special, 0 padding
+IDS = torch.tensor([[101, 5, 6, 7, 102, 7, 5, 8, 102, 0]])
+MASK = torch.tensor([[1, 1, 1, 1, 1, 1, 1, 1, 1, 0]])
+SEGMENTS = torch.tensor([[0, 0, 0, 0, 0, 1, 1, 1, 1, 0]])
+SPECIAL = torch.isin(IDS, torch.tensor([101, 102, 0]))
+N = IDS.shape[1]
+
+
+def hand_patterns() -> torch.Tensor:
+    """Five heads, each a pure pattern: previous token, next token, separators, repeat, self.
+
+    The repeat head attends to the same token in the other sentence where one exists (c<->c,
+    a<->a) and to itself otherwise (b, d)."""
+    pattern = torch.zeros(1, 5, N, N)
+    for q in range(N):
+        pattern[0, 0, q, max(q - 1, 0)] = 1
+        pattern[0, 1, q, min(q + 1, N - 1)] = 1
+        pattern[0, 2, q, [0, 4, 8]] = 1 / 3
+        pattern[0, 4, q, q] = 1
+    repeat_of = {1: 6, 6: 1, 3: 5, 5: 3}
+    for q in range(N):
+        pattern[0, 3, q, repeat_of.get(q, q)] = 1
+    return pattern
+
+
+def test_hand_built_patterns_get_their_labels_and_exact_scores():
+    totals = PatternTotals(n_heads=5)
+    accumulate_patterns(totals, hand_patterns(), IDS, MASK, SEGMENTS, SPECIAL)
+    scores = totals.scores()
+    expected_label = ["previous_token", "next_token", "separator", "repeated_token", "self"]
+    for head, label in enumerate(expected_label):
+        assert max(PATTERNS, key=lambda p: scores[p][head]) == label
+    # 6 real queries a b c c a d (positions 1-3, 5-7); each pure head scores 1 on its own pattern
+    assert scores["previous_token"][0] == pytest.approx(1.0)
+    assert scores["next_token"][1] == pytest.approx(1.0)
+    assert scores["separator"][2] == pytest.approx(1.0)
+    assert scores["repeated_token"][3] == pytest.approx(1.0)  # over the 4 queries with a repeat
+    assert scores["self"][3] == pytest.approx(2 / 6)  # b and d attend to themselves
+    assert scores["self"][4] == pytest.approx(1.0)
+    # the separator head puts 1/3 on each [SEP], the next token of positions 3 and 7
+    assert scores["next_token"][2] == pytest.approx((2 / 3) / 6)
+    assert scores["repeated_token"][4] == pytest.approx(0.0)
+
+
+def test_scores_from_hooks_match_hf_attention_probabilities(tiny_bert_dir):
+    from transformers import BertForSequenceClassification
+
+    import heurlens
+
+    model = load_model(tiny_bert_dir, attn_implementation="eager")
+    pairs = heurlens.generate_hans(4, ["ln_subject/object_swap"], seed=0)
+    data = tokenize_pairs("hans", pairs, model.tokenizer, batch_size=3)
+    table = pattern_scores(model, data, min_score=0.0)
+
+    hf = BertForSequenceClassification.from_pretrained(tiny_bert_dir, attn_implementation="eager").eval()
+    special_ids = torch.tensor(model.tokenizer.all_special_ids)
+    totals = [PatternTotals(4), PatternTotals(4)]
+    with torch.no_grad():
+        for batch in data.batches:
+            attentions = hf(**batch, output_attentions=True).attentions
+            for layer in range(2):
+                accumulate_patterns(totals[layer], attentions[layer], batch["input_ids"], batch["attention_mask"],
+                                    batch["token_type_ids"], torch.isin(batch["input_ids"], special_ids))
+    for layer in range(2):
+        scores = totals[layer].scores()
+        for head in range(4):
+            row = table[table["unit"] == str(Unit(layer, head))].iloc[0]
+            for pattern in PATTERNS:
+                assert row[pattern] == pytest.approx(scores[pattern][head].item(), abs=1e-5)
+    assert len(table) == 8 and set(table["label"]) <= set(PATTERNS)
+
+
+def test_fused_attention_is_a_clear_error(tiny_bert_dir):
+    import heurlens
+
+    model = load_model(tiny_bert_dir)  # sdpa: no hook_pattern
+    data = tokenize_pairs("hans", heurlens.generate_hans(2, ["ln_preposition"]), model.tokenizer)
+    with pytest.raises(HeurlensError, match="eager"):
+        pattern_scores(model, data)
+
+
+def test_attention_plot_is_standalone_html(tiny_bert_dir):
+    model = load_model(tiny_bert_dir, attn_implementation="eager")
+    rendered = attention_plot(model, "The doctor saw the cat.", "The cat saw the doctor.", [Unit(1, 2), Unit(0, 0)])
+    page = rendered.local_src
+    assert "L1.H2" in page and "doctor" in page
+    assert "<script" in page and "src=\"http" not in page and "unpkg" not in page
