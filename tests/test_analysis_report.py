@@ -67,3 +67,25 @@ def test_core_command(run_dir, tmp_path):
     assert (tmp_path / "frequencies.csv").exists() and (tmp_path / "cooccurrence-30%-60%.html").exists()
     empty = subprocess.run([sys.executable, "-m", "heurlens", "core", str(tmp_path)], capture_output=True, text=True)
     assert empty.returncode == 2 and "holds no subnetworks" in empty.stderr
+
+
+def test_notebook_runs_on_a_run_directory(run_dir, tiny_bert_dir, monkeypatch):
+    """Executes the notebook's code cells in order, its parameters cell pointed at the tiny run."""
+    import json
+    from pathlib import Path
+
+    import plotly.graph_objects as go
+
+    shown = []
+    monkeypatch.setattr(go.Figure, "show", lambda figure: shown.append(figure))  # no IPython display here
+    notebook = json.loads((Path(__file__).parents[1] / "analyses" / "heuristic_core.ipynb").read_text())
+    cells = ["".join(c["source"]) for c in notebook["cells"] if c["cell_type"] == "code"]
+    assert cells[0].startswith("# Parameters")
+    namespace = {"display": lambda *args: None}
+    exec(f"RUN_DIR = {str(run_dir)!r}\nMODEL = {str(tiny_bert_dir)!r}\n"
+         "IN_DOMAIN_EXAMPLES, PER_SUBCASE, PATTERN_EXAMPLES = 20, 5, 8", namespace)
+    for cell in cells[1:]:
+        exec(cell, namespace)
+    assert set(namespace["groups"]) == {0.3, 0.6}
+    assert len(namespace["scan"]) == len(namespace["core"]) * 5  # every core head on 1 + 4 eval sets
+    assert len(shown) == 3  # two frequency heatmaps and the co-occurrence heatmap
