@@ -9,11 +9,11 @@ import sys
 
 import click
 
-from heurlens.cli import commands_analysis, commands_nli  # noqa: F401  (registers the commands)
+from heurlens.cli import commands_analysis, commands_nli, commands_subtask  # noqa: F401  (registers the commands)
 from heurlens.cli.group import cli
 from heurlens.errors import HeurlensError
 
-MULTI_VALUE_OPTIONS = {"--sparsity"}  # options that take several values: --sparsity 0.5 0.7
+MULTI_VALUE_OPTIONS = {"--sparsity", "--disambiguation"}  # options that take several values: --sparsity 0.5 0.7
 
 
 def expand_multi_value_options(argv: list[str]) -> list[str]:

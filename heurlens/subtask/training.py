@@ -1,0 +1,83 @@
+"""GPT-2-style decoders for the arithmetic tasks (seed 002, Appendix B.1): 4 heads, d_model 128,
+d_mlp 512, 2 to 12 layers, TransformerLens-native with hook points. Trained with next-token
+cross-entropy on ``<a> <b> <sep> <c>`` and scored on the last token (c)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from jaxtyping import Int
+from torch import Tensor, nn
+from tqdm.auto import tqdm
+
+from heurlens.subtask.arithmetic import ArithmeticTask
+from heurlens.subtask.transfer import FrozenWeights
+
+
+def arithmetic_model(task: ArithmeticTask, n_layers: int = 2, seed: int = 0) -> nn.Module:
+    """A fresh decoder for ``task`` (a TransformerLens bridge: ``model(tokens)`` gives logits)."""
+    from heurlens.models.loading import load_native
+
+    config = dict(n_layers=n_layers, d_model=128, n_heads=4, d_head=32, d_mlp=512, d_vocab=task.vocab_size,
+                  n_ctx=4, act_fn="gelu", normalization_type="LN")
+    return load_native(config, seed=seed).bridge
+
+
+def next_token_loss(forward: Callable, sequences: Int[Tensor, "batch 4"]) -> Tensor:
+    """Mean cross-entropy of predicting every next token (b, <sep>, c) from the ones before."""
+    logits = forward(sequences[:, :-1])
+    return F.cross_entropy(logits.flatten(0, 1), sequences[:, 1:].flatten())
+
+
+def last_token_loss(forward: Callable, sequences: Int[Tensor, "batch 4"]) -> Tensor:
+    """Cross-entropy of the answer c only (the subtask objective of subnetwork discovery)."""
+    return F.cross_entropy(forward(sequences[:, :-1])[:, -1], sequences[:, -1])
+
+
+@torch.no_grad()
+def answer_accuracy(model: nn.Module, sequences: Int[Tensor, "example 4"], batch_size: int = 1024) -> float:
+    """Fraction of sequences whose answer token c is the model's top prediction after ``<sep>``."""
+    correct = 0
+    for begin in range(0, len(sequences), batch_size):
+        chunk = sequences[begin:begin + batch_size]
+        correct += (model(chunk[:, :-1])[:, -1].argmax(-1) == chunk[:, -1]).sum().item()
+    return correct / len(sequences)
+
+
+def batches_of(sequences: Tensor, batch_size: int, generator: torch.Generator) -> list[Tensor]:
+    order = torch.randperm(len(sequences), generator=generator)
+    return [sequences[order[i:i + batch_size]] for i in range(0, len(sequences), batch_size)]
+
+
+@dataclass
+class TrainingResult:
+    best_eval_accuracy: float
+    test_accuracy: float  # at the epoch with the best evaluation accuracy (the paper's model selection)
+    history: list[dict] = field(default_factory=list)
+
+
+def train_next_token(model: nn.Module, train: Tensor, evaluation: Tensor, test: Tensor, epochs: int,
+                     lr: float = 5e-4, batch_size: int = 128, frozen: FrozenWeights | None = None, seed: int = 0,
+                     progress: bool = True, desc: str = "training") -> TrainingResult:
+    """AdamW on next-token loss; after each epoch, accuracy on ``evaluation`` and ``test``; reports the
+    test accuracy of the epoch with the best evaluation accuracy. ``frozen`` weights never move."""
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr)
+    generator = torch.Generator().manual_seed(seed)
+    best, history = (-1.0, 0.0), []
+    for epoch in tqdm(range(epochs), desc=desc, unit="epoch", disable=not progress, leave=False):
+        for batch in batches_of(train, batch_size, generator):
+            loss = next_token_loss(model, batch)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            if frozen is not None:
+                frozen.restore()
+        scores = {"epoch": epoch, "loss": loss.item(), "eval": answer_accuracy(model, evaluation),
+                  "test": answer_accuracy(model, test)}
+        history.append(scores)
+        if scores["eval"] > best[0]:
+            best = (scores["eval"], scores["test"])
+    return TrainingResult(best[0], best[1], history)

@@ -1,0 +1,75 @@
+"""Subtask Induction (seed 002, Section 3.2, Eq. 1): copy a subnetwork's weights into a freshly
+initialised model of the same architecture and keep them fixed while the rest trains:
+
+    theta_new = gamma * theta_trained + (1 - gamma) * theta_init,   gradients on gamma = 1 entries masked.
+
+``transfer_condition`` builds the model for Subtask Induction and for each control of the paper
+(random initialisation, a random subnetwork with the same number of weights per tensor, one drawn
+from the complement, the whole trained model), frozen or not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from jaxtyping import Bool
+from torch import Tensor, nn
+
+from heurlens.errors import HeurlensError
+from heurlens.subtask.weight_subnetwork import WeightSubnetwork
+
+CONDITIONS = ("subtask induction", "subtask induction (unfrozen)", "random subnetwork",
+              "random subnetwork (unfrozen)", "random complement", "full model", "random init")
+
+
+class FrozenWeights:
+    """Entries of a module's parameters that training must not move.
+
+    Their gradients are zeroed by tensor hooks, and ``restore()`` (call it after every optimizer
+    step) writes the saved values back, so optimizers with weight decay cannot drift them either:
+    they stay equal bit for bit.
+    """
+
+    def __init__(self, module: nn.Module, masks: dict[str, Bool[Tensor, "..."]]):
+        parameters = dict(module.named_parameters())
+        self.entries = [(parameters[name], mask, parameters[name].detach()[mask].clone()) for name, mask in masks.items()]
+        self.handles = [p.register_hook(lambda grad, mask=mask: grad.masked_fill(mask, 0)) for p, mask, _ in self.entries]
+
+    @torch.no_grad()
+    def restore(self) -> None:
+        for parameter, mask, values in self.entries:
+            parameter[mask] = values
+
+    def remove(self) -> None:
+        for handle in self.handles:
+            handle.remove()
+
+
+@torch.no_grad()
+def copy_subnetwork(subnetwork: WeightSubnetwork, source: nn.Module, target: nn.Module) -> None:
+    """Write the subnetwork's weights from ``source`` into ``target`` (Eq. 1); other entries untouched."""
+    subnetwork.check_module(source)
+    subnetwork.check_module(target)
+    source_parameters, target_parameters = dict(source.named_parameters()), dict(target.named_parameters())
+    for name, mask in subnetwork.masks.items():
+        target_parameters[name][mask] = source_parameters[name][mask]
+
+
+def transfer_condition(condition: str, subnetwork: WeightSubnetwork, trained: nn.Module,
+                       make_model: Callable[[int], nn.Module], seed: int) -> tuple[nn.Module, FrozenWeights | None]:
+    """A fresh model (``make_model(seed)``) prepared for one condition, and its frozen weights (if any)."""
+    if condition not in CONDITIONS:
+        raise HeurlensError(f"unknown condition {condition!r}; choose from {', '.join(CONDITIONS)}")
+    model = make_model(seed)
+    if condition == "random init":
+        return model, None
+    if condition == "full model":
+        model.load_state_dict(trained.state_dict())
+        return model, None
+    if condition.startswith("subtask induction"):
+        chosen = subnetwork
+    else:
+        chosen = subnetwork.random_like(seed, complement=condition == "random complement")
+    copy_subnetwork(chosen, trained, model)
+    return model, None if condition.endswith("(unfrozen)") else FrozenWeights(model, chosen.masks)
