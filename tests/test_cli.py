@@ -141,3 +141,23 @@ def test_patterns_command_writes_a_head_plot(tiny_bert_dir, tmp_path):
                for r in rows)
     assert "L1.H3" in page.read_text()
     assert_one_line_error(heurlens("patterns", "--model", str(tiny_bert_dir), "--heads", "L0.MLP"), "MLP")
+
+
+def test_effective_size_over_two_checkpoints(tiny_bert_dir, tmp_path):
+    import shutil
+
+    for step in (0, 10):
+        shutil.copytree(tiny_bert_dir, tmp_path / "checkpoints" / f"step-{step}")
+    out = tmp_path / "eff"
+    result = heurlens("effective-size", str(tmp_path / "checkpoints" / "step-10"), str(tmp_path / "checkpoints" / "step-0"),
+                      "--sparsity", "0.3", "0.6", "--seeds", "1", "--steps", "3", "--train-examples", "32",
+                      "--in-domain-examples", "20", "--per-subcase", "5", "--subcases", "SO-Swap", "--out", str(out),
+                      "--json")
+    assert result.returncode == 0, result.stderr[-2000:]
+    rows = json.loads(result.stdout)
+    assert [r["step"] for r in rows] == [0, 10]  # ordered by training step
+    for row in rows:
+        assert row["n_units"] == 10 and all(1 <= row[f"size_{k}"] <= 10 for k in ("in_domain", "ood", "mixed"))
+    assert (out / "effective-size.csv").exists() and (out / "effective-size.html").exists()
+    assert (out / "step-0" / "sparsity-0.60" / "seed-00.json").exists()
+    assert_one_line_error(heurlens("effective-size"), "give checkpoint directories")
