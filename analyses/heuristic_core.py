@@ -20,6 +20,7 @@ from pathlib import Path
 
 import heurlens
 from heurlens.analysis import (
+    analysed_core,
     cooccurrence_counts,
     frequency_agreement,
     group_superadditivity,
@@ -66,7 +67,8 @@ def main() -> None:
     groups = subnetworks_by_sparsity([args.out])
     names = {s: f"{s:.0%}" for s in groups}
     everything = [s for group in groups.values() for s in group]
-    core = heuristic_core(everything)
+    strict_core = heuristic_core(everything)
+    core, what = analysed_core(groups)
     eval_sets = nli_eval_sets(model, "snli", args.in_domain_examples, args.per_subcase, list(FOCUS_SUBCASES))
     pattern_data = heurlens.tokenize_pairs("snli-test", heurlens.load_snli("test", limit=args.pattern_examples),
                                            model.tokenizer)
@@ -96,8 +98,9 @@ def main() -> None:
              "## Accuracy (%) of the full model and each subnetwork\n",
              heurlens.accuracy_table(evaluation).to_markdown(index=False), "",
              "## Overlap\n", intersection_summary({names[s]: g for s, g in groups.items()}).to_markdown(index=False), "",
-             f"Heads in every subnetwork (the core, {len(core)} of {model.n_layers * model.n_heads}): "
-             f"**{format_units(core) or 'none'}**\n"]
+             f"Heads in every subnetwork (the core, {len(strict_core)} of {model.n_layers * model.n_heads}): "
+             f"**{format_units(strict_core) or 'none'}**\n",
+             f"Heads analysed below ({len(core)}): {what}: **{format_units(core)}**.\n"]
     sparsities = list(groups)
     for a, b in zip(sparsities, sparsities[1:]):
         rho, p = frequency_agreement(groups[a], groups[b])

@@ -48,6 +48,19 @@ def heuristic_core(subnetworks: Sequence[Subnetwork]) -> list[Unit]:
     return sorted(common)
 
 
+def analysed_core(groups: dict[float, Sequence[Subnetwork]]) -> tuple[list[Unit], str]:
+    """The heads to study as the core, and what they are: the heads in every subnetwork, or, when no
+    head is in all of them, the heads in every subnetwork of the lowest sparsity (said so)."""
+    everything = [s for group in groups.values() for s in group]
+    core = heuristic_core(everything)
+    if core:
+        return core, f"the core: heads in all {len(everything)} subnetworks"
+    lowest = min(groups)
+    return (heuristic_core(groups[lowest]),
+            f"no head is in all {len(everything)} subnetworks; used instead: the heads in all "
+            f"{len(groups[lowest])} subnetworks at {lowest:.0%}")
+
+
 def frequency_agreement(a: Sequence[Subnetwork], b: Sequence[Subnetwork]) -> tuple[float, float]:
     """Spearman's rho (and its p-value) between the head frequencies of two groups of subnetworks."""
     _check_same_model([*a, *b])

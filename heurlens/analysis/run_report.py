@@ -13,6 +13,7 @@ import pandas as pd
 
 from heurlens.analysis.effective_size import effective_size_figure
 from heurlens.analysis.overlap import (
+    analysed_core,
     cooccurrence_figure,
     frequency_agreement,
     frequency_figure,
@@ -100,11 +101,12 @@ def build_run_report(run_dir: Path, model: HookedClassifier, eager_model: Hooked
         report.text(f"Spearman rho between head frequencies at {names[a]} and {names[b]}: {rho:.3f} (p = {p:.2g})")
         report.figure(cooccurrence_figure(groups[a], groups[b], names[a], names[b]))
     report.table(intersection_summary({names[s]: g for s, g in groups.items()}))
-    core = heuristic_core(everything)
-    report.text(f"Heads kept by every subnetwork (the core): {format_units(core) or 'none'}")
+    report.text(f"Heads kept by every subnetwork (the core): {format_units(heuristic_core(everything)) or 'none'}")
+    core, what = analysed_core(groups)
 
     if core:
         report.heading("Attention patterns of the core heads")
+        report.text(f"Heads shown: {what}.")
         patterns = cached_patterns(run_dir, eager_model, pattern_data)
         report.table(patterns[patterns["unit"].isin([str(u) for u in core])])
         report.text(f"Core heads on the pair: {EXAMPLE_PAIR[0]} / {EXAMPLE_PAIR[1]}")
