@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from heurlens.analysis.overlap import (
+    analysed_core,
     cooccurrence_counts,
     expected_random_intersection,
     frequency_agreement,
@@ -106,3 +107,12 @@ def test_subnetworks_of_different_models_are_refused():
         heuristic_core([subnetwork(CORE), subnetwork(CORE, fingerprint="other")])
     with pytest.raises(HeurlensError, match="no subnetworks"):
         head_frequencies([])
+
+
+def test_analysed_core_falls_back_to_the_lowest_sparsity():
+    fifty, seventy = planted(6, 3, 0.5), planted(6, 2, 0.7)
+    core, what = analysed_core({0.5: fifty, 0.7: seventy})
+    assert core == CORE and what.startswith("the core")
+    without = [subnetwork([u for u in s.kept if u not in CORE], 0.7, s.seed) for s in seventy]
+    core, what = analysed_core({0.5: fifty, 0.7: without})
+    assert core == CORE and "no head is in all 12 subnetworks" in what and "at 50%" in what
