@@ -169,6 +169,8 @@ def test_tiny_sweep_resumes(tmp_path):
     assert list(summary_table(results).columns) == ["subtask induction", "random init"]
     with pytest.raises(HeurlensError, match="other settings"):
         run_sweep(tmp_path, SweepSettings(max_value=13), progress=False)
+    more = run_sweep(tmp_path, SweepSettings(**{**settings.__dict__, "seeds": 2}), progress=False)  # adds seed 1
+    assert len(more) == 8 and more[more["seed"] == 0].reset_index(drop=True).equals(results)
 
 
 def test_transfer_command_rejects_unknown_condition():

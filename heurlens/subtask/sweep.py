@@ -64,6 +64,14 @@ class SweepSettings:
         return record | {"disambiguation": list(self.disambiguation), "conditions": list(self.conditions)}
 
 
+PER_RUN = ("disambiguation", "conditions", "seeds")  # name the result files: may grow between calls
+
+
+def _shared(settings: dict) -> dict:
+    """The settings every run of a directory must share (more seeds, counts or conditions may be added)."""
+    return {k: v for k, v in settings.items() if k not in PER_RUN}
+
+
 def _write_state(model, path: Path) -> None:
     tmp = path.with_name(path.name + ".tmp")
     save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(tmp))
@@ -76,11 +84,11 @@ def run_sweep(out: Path, settings: SweepSettings = SweepSettings(), progress: bo
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     settings_path = out / "settings.json"
-    if settings_path.exists():
-        if json.loads(settings_path.read_text()) != settings.to_dict():
-            raise HeurlensError(f"{out} holds a sweep with other settings; nothing was overwritten. "
-                                f"Use another --out, or the same settings to resume")
-    else:
+    previous = json.loads(settings_path.read_text()) if settings_path.exists() else None
+    if previous is not None and _shared(previous) != _shared(settings.to_dict()):
+        raise HeurlensError(f"{out} holds a sweep with other settings; nothing was overwritten. "
+                            f"Use another --out, or the same settings to resume")
+    if previous != settings.to_dict():
         atomic_write_json(settings_path, settings.to_dict())
     t1 = ArithmeticTask(settings.t1, settings.max_value, settings.modulus)
     subtask = ArithmeticTask(settings.subtask, settings.max_value, settings.modulus)
