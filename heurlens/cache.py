@@ -39,6 +39,13 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         raise
 
 
+def atomic_save_tensors(path: Path, tensors: dict, metadata: dict[str, str] | None = None) -> None:
+    """``atomic_write_bytes`` for a safetensors file of ``tensors`` (made contiguous)."""
+    from safetensors.torch import save
+
+    atomic_write_bytes(path, save({k: v.contiguous() for k, v in tensors.items()}, metadata=metadata))
+
+
 def atomic_write_json(path: Path, obj: Any) -> None:
     """``atomic_write_bytes`` for a JSON document (indented, keys in insertion order)."""
     atomic_write_bytes(path, (json.dumps(obj, indent=2) + "\n").encode())

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import torch
 from jaxtyping import Float
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 from torch import Tensor
 
-from heurlens.cache import atomic_write_bytes
+from heurlens.cache import atomic_save_tensors
 from heurlens.evaluate import EvalSet, predict_logits
 from heurlens.models.classifier import HookedClassifier
 from heurlens.units import Unit
@@ -30,10 +30,7 @@ class UnitMeans:
     def save(self, path: Path) -> None:
         tensors = {f"heads.{layer}": t for layer, t in self.heads.items()}
         tensors |= {f"mlps.{layer}": t for layer, t in self.mlps.items()}
-        tmp = path.with_name(path.name + ".tmp")
-        save_file({k: v.contiguous() for k, v in tensors.items()}, str(tmp), metadata={"source": self.source})
-        atomic_write_bytes(path, tmp.read_bytes())
-        tmp.unlink()
+        atomic_save_tensors(path, tensors, metadata={"source": self.source})
 
     @classmethod
     def load(cls, path: Path) -> "UnitMeans":

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import torch
 from jaxtyping import Float
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 from torch import Tensor
 
-from heurlens.cache import atomic_write_bytes, atomic_write_json
+from heurlens.cache import atomic_save_tensors, atomic_write_json
 from heurlens.errors import HeurlensError
 from heurlens.models.classifier import HookedClassifier
 from heurlens.pruning.hard_concrete import HardConcrete
@@ -66,10 +66,7 @@ class Subnetwork:
         """Write ``stem.safetensors`` then ``stem.json``, each atomically: the JSON marks it complete."""
         stem.parent.mkdir(parents=True, exist_ok=True)
         tensors = {"log_alpha_heads": self.log_alpha_heads.contiguous(), "log_alpha_mlps": self.log_alpha_mlps.contiguous()}
-        tmp = stem.with_name(stem.name + ".safetensors.tmp")
-        save_file(tensors, str(tmp))
-        atomic_write_bytes(stem.with_suffix(".safetensors"), tmp.read_bytes())
-        tmp.unlink()
+        atomic_save_tensors(stem.with_suffix(".safetensors"), tensors)
         atomic_write_json(stem.with_suffix(".json"), self.to_json())
 
     @classmethod

@@ -20,10 +20,10 @@ from pathlib import Path
 import pandas as pd
 import plotly.graph_objects as go
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 from tqdm.auto import tqdm
 
-from heurlens.cache import atomic_write_bytes, atomic_write_json
+from heurlens.cache import atomic_save_tensors, atomic_write_json
 from heurlens.errors import HeurlensError
 from heurlens.subtask.arithmetic import ArithmeticTask, ambiguous_set, evaluation_set, training_set
 from heurlens.subtask.masks import DiscoveryConfig, discover_subnetwork, masked_forward
@@ -72,13 +72,6 @@ def _shared(settings: dict) -> dict:
     return {k: v for k, v in settings.items() if k not in PER_RUN}
 
 
-def _write_state(model, path: Path) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(tmp))
-    atomic_write_bytes(path, tmp.read_bytes())
-    tmp.unlink()
-
-
 def run_sweep(out: Path, settings: SweepSettings = SweepSettings(), progress: bool = True) -> pd.DataFrame:
     """Run (or resume) the experiment in ``out``; return one row per finished transfer run."""
     out = Path(out)
@@ -107,7 +100,7 @@ def run_sweep(out: Path, settings: SweepSettings = SweepSettings(), progress: bo
                                   settings.batch_size, progress=progress, desc=f"training on T1 = {settings.t1}")
         atomic_write_json(out / "t1-training.json", {"best_eval_accuracy": result.best_eval_accuracy,
                                                      "test_accuracy": result.test_accuracy})
-        _write_state(trained, t1_path)
+        atomic_save_tensors(t1_path, trained.state_dict())
 
     stem = out / "subnetwork"
     if stem.with_suffix(".json").exists():

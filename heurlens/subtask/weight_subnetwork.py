@@ -11,10 +11,10 @@ from pathlib import Path
 import pandas as pd
 import torch
 from jaxtyping import Bool
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 from torch import Tensor, nn
 
-from heurlens.cache import atomic_write_bytes, atomic_write_json
+from heurlens.cache import atomic_save_tensors, atomic_write_json
 from heurlens.errors import HeurlensError
 
 
@@ -70,10 +70,7 @@ class WeightSubnetwork:
     def save(self, stem: Path) -> None:
         stem = Path(stem)
         stem.parent.mkdir(parents=True, exist_ok=True)
-        tmp = stem.with_name(stem.name + ".safetensors.tmp")
-        save_file({name: m.contiguous() for name, m in self.masks.items()}, str(tmp))
-        atomic_write_bytes(stem.with_suffix(".safetensors"), tmp.read_bytes())
-        tmp.unlink()
+        atomic_save_tensors(stem.with_suffix(".safetensors"), self.masks)
         atomic_write_json(stem.with_suffix(".json"), {
             "description": self.description, "settings": self.settings, "fraction_kept": self.fraction_kept,
             "kept": self.kept, "total": self.total, "tensors": self.sizes().to_dict(orient="records")})
