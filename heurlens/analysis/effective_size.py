@@ -75,6 +75,7 @@ def effective_size_of(model: HookedClassifier, train: EvalSet, eval_sets: list[E
     log2(len(grid)) sparsities per kind instead of all of them.
     """
     grid = sorted(sparsities)
+    n_units = model.n_layers * (model.n_heads + 1)
     evaluated: dict[float, pd.DataFrame] = {}
 
     def evaluation_at(sparsity: float) -> pd.DataFrame:
@@ -87,7 +88,6 @@ def effective_size_of(model: HookedClassifier, train: EvalSet, eval_sets: list[E
         for sparsity in grid:
             evaluation_at(sparsity)
     elif search == "bisect":
-        n_units = model.n_layers * (model.n_heads + 1)
         for kind in DATA_KINDS:
             low, high = -1, len(grid)  # grid[low] is faithful (or low = -1), grid[high] is not (or = len)
             while high - low > 1:
@@ -100,7 +100,6 @@ def effective_size_of(model: HookedClassifier, train: EvalSet, eval_sets: list[E
         raise HeurlensError(f"unknown search {search!r}; use grid or bisect")
     tables = [evaluated[s] for s in sorted(evaluated)]
     evaluation = pd.concat([tables[0]] + [t[t["subnetwork"] != "full model"] for t in tables[1:]], ignore_index=True)
-    n_units = model.n_layers * (model.n_heads + 1)
     return effective_sizes(evaluation, n_units, tolerance), evaluation
 
 

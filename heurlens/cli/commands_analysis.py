@@ -13,6 +13,7 @@ from heurlens.cli.options import (
     eval_sets_from_options,
     model_option,
     print_table,
+    table_output_options,
 )
 from heurlens.errors import HeurlensError
 
@@ -21,8 +22,7 @@ from heurlens.errors import HeurlensError
 @click.argument("run_dirs", nargs=-1, type=click.Path(exists=True, file_okay=False))
 @click.option("--out", type=click.Path(file_okay=False), default=None,
               help="Also write frequencies.csv, intersection.csv and the figures (HTML) here.")
-@click.option("--json", "as_json", is_flag=True, help="Print the head frequencies as JSON records.")
-@click.option("--csv", "as_csv", is_flag=True, help="Print the head frequencies as CSV.")
+@table_output_options
 def core(run_dirs, out, as_json, as_csv) -> None:
     """Overlap of the subnetworks in RUN_DIRS: head frequencies, the core, Spearman rho, random null."""
     import pandas as pd
@@ -81,8 +81,7 @@ def core(run_dirs, out, as_json, as_csv) -> None:
               help="Write a circuitsvis plot of the heads on --premise/--hypothesis (standalone HTML).")
 @click.option("--premise", default="The doctor advised the president.", show_default=True)
 @click.option("--hypothesis", default="The president advised the doctor.", show_default=True)
-@click.option("--json", "as_json", is_flag=True, help="Print the table as JSON records.")
-@click.option("--csv", "as_csv", is_flag=True, help="Print the table as CSV.")
+@table_output_options
 def patterns(heads, model, examples, min_score, html_out, premise, hypothesis, as_json, as_csv) -> None:
     """Score heads for attending to repeated tokens across the pair, previous/next token, separators, self."""
     import heurlens
@@ -172,16 +171,13 @@ def effective_size(checkpoints, sparsity, seeds, search, tolerance, out, train_e
 @click.option("--model", default=None, help="Model (default: the one the subnetworks were pruned from).")
 @click.option("--pattern-examples", type=int, default=300, show_default=True,
               help="SNLI test pairs the core heads' attention patterns are scored on.")
-@eval_options(default_subcases=FOCUS)
-def report(run_dir, out, model, pattern_examples, data, in_domain_examples, per_subcase, subcases, seed,
-           as_json, as_csv) -> None:
+@eval_options(default_subcases=FOCUS, table_output=False)
+def report(run_dir, out, model, pattern_examples, data, in_domain_examples, per_subcase, subcases, seed) -> None:
     """One self-contained HTML page with the tables and figures of a pruning run (works offline)."""
     import heurlens
     from heurlens.analysis.run_report import build_run_report
     from heurlens.pruning.runs import subnetworks_by_sparsity
 
-    if as_json or as_csv:
-        raise HeurlensError("report writes HTML; --json/--csv apply to the other commands")
     first = next(iter(subnetworks_by_sparsity([run_dir]).values()))[0]
     hooked = heurlens.load_model(model or first.model_id)
     first.check_model(hooked)

@@ -14,9 +14,18 @@ def model_option(function):
                         help="'default' (MiniLM fine-tuned on SNLI), a local model directory, or a hub name.")(function)
 
 
-def eval_options(default_subcases: str | None):
-    """Options choosing the evaluation sets: the in-domain set and HANS-style subcases."""
+def table_output_options(function):
+    """--json / --csv: print the command's table machine-readably (see ``print_table``)."""
+    function = click.option("--csv", "as_csv", is_flag=True, help="Print the table as CSV.")(function)
+    return click.option("--json", "as_json", is_flag=True, help="Print the table as JSON records.")(function)
+
+
+def eval_options(default_subcases: str | None, table_output: bool = True):
+    """Options choosing the evaluation sets: the in-domain set and HANS-style subcases (and, with
+    ``table_output``, --json / --csv)."""
     def decorate(function):
+        if table_output:
+            function = table_output_options(function)
         options = [
             click.option("--data", default="snli", show_default=True,
                          help="In-domain set: 'snli' (SNLI test) or a .jsonl/.csv/.tsv with premise, hypothesis, label."),
@@ -28,8 +37,6 @@ def eval_options(default_subcases: str | None):
                          help="Comma-separated HANS subcases or abbreviations (SO-Swap,Prep,Embed-If,Embed-Verb)"
                               + ("; default all 30." if default_subcases is None else ".")),
             click.option("--seed", type=int, default=0, show_default=True, help="Seed of data subsets and generation."),
-            click.option("--json", "as_json", is_flag=True, help="Print the table as JSON records."),
-            click.option("--csv", "as_csv", is_flag=True, help="Print the table as CSV."),
         ]
         for option in reversed(options):
             function = option(function)
