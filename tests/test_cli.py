@@ -31,7 +31,8 @@ def pairs_file(tmp_path_factory):
 def test_help_lists_every_command():
     result = heurlens("--help")
     assert result.returncode == 0
-    for command in ("ablate", "prune", "evaluate", "finetune", "core", "patterns", "effective-size", "report"):
+    for command in ("ablate", "prune", "evaluate", "finetune", "core", "patterns", "effective-size", "report",
+                    "transfer", "shape-bias"):
         assert command in result.stdout
 
 
@@ -161,3 +162,11 @@ def test_effective_size_over_two_checkpoints(tiny_bert_dir, tmp_path):
     assert (out / "effective-size.csv").exists() and (out / "effective-size.html").exists()
     assert (out / "step-0" / "sparsity-0.60" / "seed-00.json").exists()
     assert_one_line_error(heurlens("effective-size"), "give checkpoint directories")
+
+
+def test_shape_bias_without_fashion_mnist_says_how_to_get_it(tmp_path):
+    import os
+
+    env = os.environ | {"HEURLENS_FASHION_MNIST": str(tmp_path / "empty"), "HEURLENS_CACHE": str(tmp_path / "cache")}
+    result = heurlens("shape-bias", "--out", str(tmp_path / "run"), env=env)
+    assert_one_line_error(result, "apt-get install dataset-fashion-mnist")

@@ -1,0 +1,209 @@
+"""The offline shape-bias experiment: Subtask Induction on textured Fashion-MNIST (seed 002,
+Section 5 and Tables 1-2, scaled to a CPU).
+
+1. *Base model* (the stand-in for an ImageNet-pretrained model): trained on garments whose texture
+   matches their class 90% of the time, so both cues carry information.
+2. *Shape subnetwork*: continuous sparsification on the base model (every parameter except the
+   classifier, Appendix C.1) for classifying *mean-pooled* garments, where texture is gone.
+3. *Downstream training* on a small set whose texture always matches the class (a perfect
+   shortcut), each condition from its own starting point: Subtask Induction (the subnetwork copied
+   into a re-initialised model and frozen), a random subnetwork of the same per-tensor size, from
+   scratch, data mixture (the base model fine-tuned on the downstream set plus the mean-pooled
+   discovery set) and linear probe (the base model, classifier only).
+4. *Evaluation*: accuracy on textured test garments, on their mean-pooled versions, and on
+   cue-conflict versions (shape accuracy, texture robustness, shape bias).
+
+Every stage's result is written to the run folder as it finishes; running again with the same
+settings resumes, reusing what is there.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import pandas as pd
+import torch
+from safetensors.torch import load_file
+
+from heurlens.cache import atomic_save_tensors, atomic_write_json
+from heurlens.errors import HeurlensError
+from heurlens.subtask.masks import DiscoveryConfig, discover_subnetwork, masked_forward
+from heurlens.subtask.transfer import transfer_condition
+from heurlens.subtask.weight_subnetwork import WeightSubnetwork
+from heurlens.vision.mean_pool import Felzenszwalb, mean_pool_images
+from heurlens.vision.metrics import accuracy, cue_conflict_scores
+from heurlens.vision.models import create_classifier
+from heurlens.vision.textured_shapes import FASHION_CLASSES, textured_set
+from heurlens.vision.training import classification_loss, predict, shuffled_batches, train_classifier
+
+CONDITIONS = ("subtask induction", "random subnetwork", "from scratch", "data mixture", "linear probe")
+SCORES = ("original", "mean-pooled", "cue-conflict accuracy", "cue-conflict robustness", "shape bias")
+RESUMABLE_SETTINGS = {"downstream_seeds"}  # a run may be continued with more seeds
+
+
+@dataclass(frozen=True)
+class ShapeBiasSettings:
+    arch: str = "resnet18-quarter"
+    pretrain_size: int = 12_000
+    pretrain_agreement: float = 0.9  # how often a base-model training garment wears its class's texture
+    pretrain_epochs: int = 8
+    discovery_size: int = 2_000
+    discovery_epochs: int = 10
+    discovery_lr: float = 0.01
+    l0_lambda: float = 1e-7  # the middle of the paper's {1e-6, 1e-7, 1e-8}
+    downstream_size: int = 2_000
+    downstream_epochs: int = 15
+    downstream_seeds: int = 3  # each condition trained this many times (fresh initialisation, shuffling)
+    validation_size: int = 1_000
+    test_size: int = 2_000
+    seed: int = 0
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def classifier_name(model: torch.nn.Module) -> str:
+    return model.pretrained_cfg["classifier"]
+
+
+class ShapeBiasRun:
+    """The data, models and results of one experiment, kept in ``out``."""
+
+    def __init__(self, settings: ShapeBiasSettings, out: Path, progress: bool = True):
+        self.settings, self.out, self.progress = settings, Path(out), progress
+        self.out.mkdir(parents=True, exist_ok=True)
+        settings_file = self.out / "settings.json"
+        if settings_file.exists():
+            previous = json.loads(settings_file.read_text())
+            changed = sorted(k for k in previous.keys() | settings.to_dict().keys()
+                             if previous.get(k) != settings.to_dict().get(k) and k not in RESUMABLE_SETTINGS)
+            if changed:
+                raise HeurlensError(f"{self.out} holds a run with other settings ({', '.join(changed)}); "
+                                    "use another --out folder or the same settings")
+        atomic_write_json(settings_file, settings.to_dict())
+        self._build_data()
+
+    def _build_data(self) -> None:
+        s, start = self.settings, 0
+        sizes = {"pretrain": s.pretrain_size, "discovery": s.discovery_size, "downstream": s.downstream_size,
+                 "validation": s.validation_size}
+        split = {}
+        for name, size in sizes.items():
+            split[name] = torch.arange(start, start + size)
+            start += size
+        if start > 60_000:
+            raise HeurlensError(f"the sets need {start} training garments; Fashion-MNIST has 60,000")
+        if s.test_size > 10_000:
+            raise HeurlensError("test_size is at most 10,000 (the Fashion-MNIST test split)")
+        self.pretrain = textured_set("train", split["pretrain"], s.pretrain_agreement, s.seed)
+        self.downstream = textured_set("train", split["downstream"], 1.0, s.seed + 1)
+        self.validation = textured_set("train", split["validation"], 1.0, s.seed + 2)
+        discovery = textured_set("train", split["discovery"], s.pretrain_agreement, s.seed + 3)
+        test_garments = torch.arange(s.test_size)
+        self.test = textured_set("test", test_garments, 1.0, s.seed + 4)
+        self.cue_conflict = textured_set("test", test_garments, 0.0, s.seed + 5)
+        self.discovery_pooled = (mean_pool_images(discovery.images, Felzenszwalb(), progress=self.progress),
+                                 discovery.shapes)
+        self.test_pooled = mean_pool_images(self.test.images, Felzenszwalb(), progress=self.progress)
+
+    def make_model(self, seed: int) -> torch.nn.Module:
+        return create_classifier(self.settings.arch, len(FASHION_CLASSES), in_chans=1, img_size=28, seed=seed)
+
+    def evaluation_sets(self) -> dict:
+        return {"validation": (self.validation.images, self.validation.shapes)}
+
+    def scores(self, model) -> dict[str, float]:
+        """Accuracy on textured and mean-pooled test garments, and the cue-conflict metrics."""
+        conflict = cue_conflict_scores(predict(model, self.cue_conflict.images), self.cue_conflict.shapes,
+                                       self.cue_conflict.textures)
+        return {"original": accuracy(predict(model, self.test.images), self.test.shapes),
+                "mean-pooled": accuracy(predict(model, self.test_pooled), self.test.shapes),
+                "cue-conflict accuracy": conflict["accuracy"], "cue-conflict robustness": conflict["robustness"],
+                "shape bias": conflict["shape_bias"]}
+
+    def base_model(self) -> torch.nn.Module:
+        """The base model, trained on the 90%-texture-agreement set (or read back from the run)."""
+        path, model = self.out / "base_model.safetensors", self.make_model(self.settings.seed)
+        if path.exists():
+            model.load_state_dict(load_file(str(path)))
+            return model.eval()
+        train_classifier(model, self.pretrain.images, self.pretrain.shapes, self.evaluation_sets(), "validation",
+                         self.settings.pretrain_epochs, seed=self.settings.seed, progress=self.progress,
+                         desc="base model")
+        atomic_save_tensors(path, model.state_dict())
+        return model.eval()
+
+    def shape_subnetwork(self, base: torch.nn.Module) -> WeightSubnetwork:
+        """Continuous sparsification on the base model for mean-pooled garments (or read back)."""
+        stem = self.out / "shape_subnetwork"
+        if stem.with_suffix(".json").exists():
+            return WeightSubnetwork.load(stem)
+        s = self.settings
+        config = DiscoveryConfig(epochs=s.discovery_epochs, l0_lambda=s.l0_lambda, lr=s.discovery_lr)
+        batches = shuffled_batches(*self.discovery_pooled, batch_size=32, generator=torch.Generator().manual_seed(s.seed))
+        base.eval()  # batch norm keeps the base model's statistics while masks train
+        head = classifier_name(base) + "."
+        # every layer's parameters (batch-norm scales and shifts included) but the classifier's
+        masked = [rf"^{re.escape(name)}$" for name, _ in base.named_parameters() if not name.startswith(head)]
+        subnetwork = discover_subnetwork(base, classification_loss, batches, config, include=masked,
+                                         description="mean-pooled garments",
+                                         seed=s.seed, progress=self.progress)
+        subnetwork.save(stem)
+        return subnetwork
+
+    def condition(self, name: str, base: torch.nn.Module, subnetwork: WeightSubnetwork, repeat: int = 0) -> dict:
+        """Train one downstream condition (its ``repeat``-th seed) and score it (or read its scores back)."""
+        path = self.out / "conditions" / f"{name.replace(' ', '_')}-{repeat}.json"
+        if path.exists():
+            return json.loads(path.read_text())
+        s, frozen, trainable, seed = self.settings, None, None, self.settings.seed + repeat
+        images, labels = self.downstream.images, self.downstream.shapes
+        lr = 0.05
+        if name in ("subtask induction", "random subnetwork", "from scratch"):
+            kind = "random init" if name == "from scratch" else name  # transfer_condition's names
+            model, frozen = transfer_condition(kind, subnetwork, base, self.make_model, seed + 10)
+        else:
+            model = self.make_model(s.seed)
+            model.load_state_dict(base.state_dict())
+            if name == "data mixture":
+                images = torch.cat([images, self.discovery_pooled[0]])
+                labels = torch.cat([labels, self.discovery_pooled[1]])
+                lr = 0.01  # fine-tuning a trained model
+            elif name == "linear probe":
+                head = classifier_name(model) + "."
+                trainable = lambda parameter: parameter.startswith(head)  # noqa: E731
+            else:
+                raise HeurlensError(f"unknown condition {name!r}; choose from {', '.join(CONDITIONS)}")
+        training = train_classifier(model, images, labels, self.evaluation_sets(), "validation", s.downstream_epochs,
+                                    lr=lr, frozen=frozen, trainable=trainable, seed=seed, progress=self.progress,
+                                    desc=f"{name} ({repeat + 1}/{s.downstream_seeds})")
+        result = {"condition": name, "seed": seed, "train images": len(labels), **self.scores(model),
+                  "best epoch": training.best_epoch}
+        atomic_write_json(path, result)
+        return result
+
+    def run(self, conditions=CONDITIONS) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """(Table 1: every condition's scores, one row per condition and seed; Table 2: base model vs
+        shape subnetwork)."""
+        base = self.base_model()
+        subnetwork = self.shape_subnetwork(base)
+        binary = {name: mask.float() for name, mask in subnetwork.masks.items()}
+        base_scores, subnetwork_scores = self.scores(base), self.scores(masked_forward(base, binary))
+        table2 = pd.DataFrame([{"model": "base model", "% parameters": 100.0, **base_scores},
+                               {"model": "shape subnetwork", "% parameters": 100 * subnetwork.fraction_kept,
+                                **subnetwork_scores}])
+        table1 = pd.DataFrame([self.condition(name, base, subnetwork, repeat)
+                               for name in conditions for repeat in range(self.settings.downstream_seeds)])
+        return table1, table2
+
+
+def summary(table1: pd.DataFrame) -> pd.DataFrame:
+    """Mean and standard deviation over seeds of every score, one row per condition (in %)."""
+    grouped = table1.groupby("condition", sort=False)
+    stats = grouped[list(SCORES)].agg(["mean", "std"])
+    cells = {score: (100 * stats[score]["mean"]).round(1).astype(str) + " ± "
+             + (100 * stats[score]["std"].fillna(0)).round(1).astype(str) for score in SCORES}
+    return pd.DataFrame({"train images": grouped["train images"].first(), "seeds": grouped.size(), **cells}).reset_index()
