@@ -51,7 +51,7 @@ class ShapeBiasSettings:
     pretrain_agreement: float = 0.9  # how often a base-model training garment wears its class's texture
     pretrain_epochs: int = 8
     discovery_size: int = 2_000
-    discovery_epochs: int = 10
+    discovery_epochs: int = 30
     discovery_lr: float = 0.01
     l0_lambda: float = 1e-7  # the middle of the paper's {1e-6, 1e-7, 1e-8}
     downstream_size: int = 2_000
