@@ -277,3 +277,24 @@ def test_geirhos_16_classes_from_wordnet_hypernyms():
     with pytest.raises(HeurlensError, match="wordnet-base"):
         from heurlens.vision.geirhos16 import noun_hypernyms
         noun_hypernyms(DEBIAN_WORDNET / "nowhere")
+
+
+def test_images_of_reads_datasets_and_folders(tmp_path):
+    from PIL import Image
+    from torchvision.datasets import FakeData
+
+    from heurlens.vision.mean_pool import images_of
+
+    images, labels = images_of(FakeData(size=3, image_size=(3, 8, 6), num_classes=4))
+    assert images.shape == (3, 3, 8, 6) and 0 <= images.min() and images.max() <= 1 and labels.max() < 4
+    for label, colour in (("bag", (255, 0, 0)), ("shoe", (0, 0, 255))):
+        (tmp_path / label).mkdir()
+        Image.new("RGB", (5, 4), colour).save(tmp_path / label / "a.png")
+    images, labels = images_of(tmp_path)
+    assert labels.tolist() == [0, 1]
+    assert images[0, :, 0, 0].tolist() == [1, 0, 0] and images[1, :, 0, 0].tolist() == [0, 0, 1]
+    Image.new("RGB", (7, 7)).save(tmp_path / "shoe" / "b.png")
+    with pytest.raises(HeurlensError, match="different sizes"):
+        images_of(tmp_path)
+    with pytest.raises(HeurlensError, match="not a folder"):
+        images_of(tmp_path / "missing")

@@ -14,7 +14,7 @@ from torch import Tensor, nn
 from tqdm.auto import tqdm
 
 from heurlens.subtask.arithmetic import ArithmeticTask
-from heurlens.subtask.transfer import FrozenWeights
+from heurlens.subtask.transfer import FrozenWeights, optimizer_step
 
 
 def arithmetic_model(task: ArithmeticTask, n_layers: int = 2, seed: int = 0) -> nn.Module:
@@ -70,11 +70,7 @@ def train_next_token(model: nn.Module, train: Tensor, evaluation: Tensor, test: 
     for epoch in tqdm(range(epochs), desc=desc, unit="epoch", disable=not progress, leave=False):
         for batch in batches_of(train, batch_size, generator):
             loss = next_token_loss(model, batch)
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            if frozen is not None:
-                frozen.restore()
+            optimizer_step(optimizer, loss, frozen)
         scores = {"epoch": epoch, "loss": loss.item(), "eval": answer_accuracy(model, evaluation),
                   "test": answer_accuracy(model, test)}
         history.append(scores)

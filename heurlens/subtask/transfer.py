@@ -46,6 +46,15 @@ class FrozenWeights:
             handle.remove()
 
 
+def optimizer_step(optimizer: torch.optim.Optimizer, loss: Tensor, frozen: FrozenWeights | None = None) -> None:
+    """One optimizer step on ``loss``; then any ``frozen`` entries are written back."""
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    if frozen is not None:
+        frozen.restore()
+
+
 @torch.no_grad()
 def copy_subnetwork(subnetwork: WeightSubnetwork, source: nn.Module, target: nn.Module) -> None:
     """Write the subnetwork's weights from ``source`` into ``target`` (Eq. 1); other entries untouched."""

@@ -17,7 +17,7 @@ from torch import Tensor, nn
 from tqdm.auto import tqdm
 
 from heurlens.errors import HeurlensError
-from heurlens.subtask.transfer import FrozenWeights
+from heurlens.subtask.transfer import FrozenWeights, optimizer_step
 
 Images = Float[Tensor, "n channel height width"]
 Labels = Int[Tensor, "n"]
@@ -81,11 +81,7 @@ def train_classifier(model: nn.Module, images: Images, labels: Labels, evaluatio
         model.train(trainable is None)
         for batch in shuffled_batches(images, labels, batch_size, generator):
             loss = classification_loss(model, batch)
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            if frozen is not None:
-                frozen.restore()
+            optimizer_step(optimizer, loss, frozen)
         schedule.step()
         scores = {name: (predict(model, x) == y).float().mean().item() for name, (x, y) in evaluation.items()}
         history.append({"epoch": epoch, "loss": loss.item(), **scores})
