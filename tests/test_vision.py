@@ -124,6 +124,8 @@ def test_unit_addressing_errors(vit, resnet):
         masks_for(vit, "L9.H0")
     with pytest.raises(HeurlensError, match="no block 'layer9.0'"):
         masks_for(resnet, "layer9.0")
+    with pytest.raises(HeurlensError, match="no block ''"):
+        masks_for(resnet, "layer1.0,")
     with pytest.raises(HeurlensError, match="channels C0-C15"):
         masks_for(resnet, "layer1.0.C99")
     with pytest.raises(HeurlensError, match="no mask site"):

@@ -116,7 +116,7 @@ def masks_for(model: nn.Module, spec: str) -> dict[str, Float[Tensor, "unit"]]:
     blocks = [name for name, site in sites.items() if site.kind == "channels"]
     for item in (part.strip() for part in spec.split(",")):
         match = re.fullmatch(r"(.+?)(?:\.C(\d+))?", item)
-        block, channel = match.group(1), match.group(2)
+        block, channel = (match.group(1), match.group(2)) if match else (item, None)  # no match: empty item
         if block not in blocks:
             raise HeurlensError(f"{item!r}: no block {block!r}; this model's blocks are {', '.join(blocks)} "
                                 "(address a residual branch as layer2.1 and a channel as layer2.1.C5)")
