@@ -5,6 +5,7 @@ Trains the base model, finds its subnetwork for mean-pooled garments, trains eve
 condition and writes both tables to docs/. Resumable (the run directory keeps every finished part).
 
 Run: .venv/bin/python analyses/shape_bias_fashion_mnist.py [--out runs/shape-bias] [--arch resnet18-quarter]
+     [--downstream-seeds 3] [--docs docs/results/shape-bias-fashion-mnist.md]
 """
 
 from __future__ import annotations
@@ -30,10 +31,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("runs/shape-bias"))
     parser.add_argument("--arch", choices=sorted(SMALL_ARCHITECTURES), default="resnet18-quarter")
+    parser.add_argument("--downstream-seeds", type=int, default=ShapeBiasSettings.downstream_seeds)
     parser.add_argument("--docs", type=Path, default=Path("docs/results/shape-bias-fashion-mnist.md"))
     args = parser.parse_args()
     start = time.time()
-    settings = ShapeBiasSettings(arch=args.arch)
+    settings = ShapeBiasSettings(arch=args.arch, downstream_seeds=args.downstream_seeds)
     table1, table2 = ShapeBiasRun(settings, args.out).run()
     table2 = percent(table2).round({"% parameters": 2})
     lines = ["# Subtask Induction for shape bias: textured Fashion-MNIST (offline)\n",
