@@ -5,8 +5,11 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
+
+from heurlens.errors import HeurlensError
 
 CACHE_ENV_VAR = "HEURLENS_CACHE"
 
@@ -49,3 +52,19 @@ def atomic_save_tensors(path: Path, tensors: dict, metadata: dict[str, str] | No
 def atomic_write_json(path: Path, obj: Any) -> None:
     """``atomic_write_bytes`` for a JSON document (indented, keys in insertion order)."""
     atomic_write_bytes(path, (json.dumps(obj, indent=2) + "\n").encode())
+
+
+def guard_run_settings(folder: Path, settings: dict, may_grow: Iterable[str], kind: str) -> None:
+    """Record ``settings`` in ``folder/settings.json``, refusing a folder that holds a ``kind`` run with
+    other settings; the keys in ``may_grow`` (more seeds, conditions...) may differ, so a run can be
+    resumed with more of them. Nothing is overwritten when it refuses."""
+    path = Path(folder) / "settings.json"
+    previous = json.loads(path.read_text()) if path.exists() else None
+    if previous is not None:
+        changed = sorted(k for k in previous.keys() | settings.keys()
+                         if previous.get(k) != settings.get(k) and k not in set(may_grow))
+        if changed:
+            raise HeurlensError(f"{folder} holds a {kind} with other settings ({', '.join(changed)}); nothing was "
+                                "overwritten. Use another --out, or the same settings to resume")
+    if previous != settings:
+        atomic_write_json(path, settings)

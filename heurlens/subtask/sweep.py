@@ -23,8 +23,7 @@ import torch
 from safetensors.torch import load_file
 from tqdm.auto import tqdm
 
-from heurlens.cache import atomic_save_tensors, atomic_write_json
-from heurlens.errors import HeurlensError
+from heurlens.cache import atomic_save_tensors, atomic_write_json, guard_run_settings
 from heurlens.subtask.arithmetic import ArithmeticTask, ambiguous_set, evaluation_set, training_set
 from heurlens.subtask.masks import DiscoveryConfig, discover_subnetwork, masked_forward
 from heurlens.subtask.training import (answer_accuracy, arithmetic_model, batches_of, last_token_loss,
@@ -67,22 +66,11 @@ class SweepSettings:
 PER_RUN = ("disambiguation", "conditions", "seeds")  # name the result files: may grow between calls
 
 
-def _shared(settings: dict) -> dict:
-    """The settings every run of a directory must share (more seeds, counts or conditions may be added)."""
-    return {k: v for k, v in settings.items() if k not in PER_RUN}
-
-
 def run_sweep(out: Path, settings: SweepSettings = SweepSettings(), progress: bool = True) -> pd.DataFrame:
     """Run (or resume) the experiment in ``out``; return one row per finished transfer run."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    settings_path = out / "settings.json"
-    previous = json.loads(settings_path.read_text()) if settings_path.exists() else None
-    if previous is not None and _shared(previous) != _shared(settings.to_dict()):
-        raise HeurlensError(f"{out} holds a sweep with other settings; nothing was overwritten. "
-                            f"Use another --out, or the same settings to resume")
-    if previous != settings.to_dict():
-        atomic_write_json(settings_path, settings.to_dict())
+    guard_run_settings(out, settings.to_dict(), PER_RUN, "sweep")
     t1 = ArithmeticTask(settings.t1, settings.max_value, settings.modulus)
     subtask = ArithmeticTask(settings.subtask, settings.max_value, settings.modulus)
     t2 = ArithmeticTask(settings.t2, settings.max_value, settings.modulus)

@@ -28,7 +28,7 @@ import pandas as pd
 import torch
 from safetensors.torch import load_file
 
-from heurlens.cache import atomic_save_tensors, atomic_write_json
+from heurlens.cache import atomic_save_tensors, atomic_write_json, guard_run_settings
 from heurlens.errors import HeurlensError
 from heurlens.subtask.masks import DiscoveryConfig, discover_subnetwork, masked_forward
 from heurlens.subtask.transfer import transfer_condition
@@ -75,22 +75,14 @@ class ShapeBiasRun:
     def __init__(self, settings: ShapeBiasSettings, out: Path, progress: bool = True):
         self.settings, self.out, self.progress = settings, Path(out), progress
         self.out.mkdir(parents=True, exist_ok=True)
-        settings_file = self.out / "settings.json"
-        if settings_file.exists():
-            previous = json.loads(settings_file.read_text())
-            changed = sorted(k for k in previous.keys() | settings.to_dict().keys()
-                             if previous.get(k) != settings.to_dict().get(k) and k not in RESUMABLE_SETTINGS)
-            if changed:
-                raise HeurlensError(f"{self.out} holds a run with other settings ({', '.join(changed)}); "
-                                    "use another --out folder or the same settings")
-        atomic_write_json(settings_file, settings.to_dict())
+        guard_run_settings(self.out, settings.to_dict(), RESUMABLE_SETTINGS, "shape-bias run")
         self._build_data()
 
     def _build_data(self) -> None:
         s, start = self.settings, 0
         sizes = {"pretrain": s.pretrain_size, "discovery": s.discovery_size, "downstream": s.downstream_size,
                  "validation": s.validation_size}
-        split = {}
+        split = self.split = {}
         for name, size in sizes.items():
             split[name] = torch.arange(start, start + size)
             start += size
@@ -98,7 +90,6 @@ class ShapeBiasRun:
             raise HeurlensError(f"the sets need {start} training garments; Fashion-MNIST has 60,000")
         if s.test_size > 10_000:
             raise HeurlensError("test_size is at most 10,000 (the Fashion-MNIST test split)")
-        self.pretrain = textured_set("train", split["pretrain"], s.pretrain_agreement, s.seed)
         self.downstream = textured_set("train", split["downstream"], 1.0, s.seed + 1)
         self.validation = textured_set("train", split["validation"], 1.0, s.seed + 2)
         discovery = textured_set("train", split["discovery"], s.pretrain_agreement, s.seed + 3)
@@ -130,9 +121,10 @@ class ShapeBiasRun:
         if path.exists():
             model.load_state_dict(load_file(str(path)))
             return model.eval()
-        train_classifier(model, self.pretrain.images, self.pretrain.shapes, self.evaluation_sets(), "validation",
-                         self.settings.pretrain_epochs, seed=self.settings.seed, progress=self.progress,
-                         desc="base model")
+        s = self.settings  # the pretraining set is painted only when the base model must be trained
+        pretrain = textured_set("train", self.split["pretrain"], s.pretrain_agreement, s.seed)
+        train_classifier(model, pretrain.images, pretrain.shapes, self.evaluation_sets(), "validation",
+                         s.pretrain_epochs, seed=s.seed, progress=self.progress, desc="base model")
         atomic_save_tensors(path, model.state_dict())
         return model.eval()
 
@@ -166,8 +158,7 @@ class ShapeBiasRun:
             kind = "random init" if name == "from scratch" else name  # transfer_condition's names
             model, frozen = transfer_condition(kind, subnetwork, base, self.make_model, seed + 10)
         else:
-            model = self.make_model(s.seed)
-            model.load_state_dict(base.state_dict())
+            model, _ = transfer_condition("full model", subnetwork, base, self.make_model, seed + 10)
             if name == "data mixture":
                 images = torch.cat([images, self.discovery_pooled[0]])
                 labels = torch.cat([labels, self.discovery_pooled[1]])
