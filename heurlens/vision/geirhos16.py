@@ -25,6 +25,7 @@ GEIRHOS_CATEGORIES = {
     "chair": "03001627", "clock": "03046257", "dog": "02084071", "elephant": "02503517",
     "keyboard": "03614007", "knife": "03623556", "oven": "03862676", "truck": "04490091",
 }
+_CATEGORY_OF_OFFSET = {offset: name for name, offset in GEIRHOS_CATEGORIES.items()}
 
 
 @cache
@@ -50,12 +51,11 @@ def noun_hypernyms(wordnet_dir: Path = DEBIAN_WORDNET) -> dict[str, list[str]]:
 def category_of(wnid: str, wordnet_dir: Path = DEBIAN_WORDNET) -> str | None:
     """The Geirhos category of an ImageNet class id (``n02099601``), or None if it has none."""
     parents = noun_hypernyms(Path(wordnet_dir))
-    by_offset = {offset: name for name, offset in GEIRHOS_CATEGORIES.items()}
     frontier, seen = [wnid.lstrip("n")], set()
     while frontier:
         offset = frontier.pop()
-        if offset in by_offset:
-            return by_offset[offset]
+        if offset in _CATEGORY_OF_OFFSET:
+            return _CATEGORY_OF_OFFSET[offset]
         if offset not in seen:
             seen.add(offset)
             frontier += parents.get(offset, [])

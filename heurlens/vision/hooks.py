@@ -17,13 +17,14 @@ the unit's activation x becomes ``m * x + (1 - m) * c``, as for text models (see
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
 from jaxtyping import Float
 from torch import Tensor, nn
+from torch.utils.hooks import RemovableHandle
 
 from heurlens.errors import HeurlensError
 from heurlens.units import parse_units
@@ -58,6 +59,17 @@ class MaskSite:
         if self.kind == "channels":
             return view.movedim(-1, 1)
         return view
+
+    def register(self, model: nn.Module, edit: Callable[[Tensor], Tensor | None]) -> RemovableHandle:
+        """Hook ``edit`` onto this site: it sees the activation in every forward pass, and a tensor
+        it returns replaces the activation."""
+        module = model.get_submodule(self.module)
+        if self.pre:
+            def pre_hook(module, args):
+                new = edit(args[0])
+                return None if new is None else (new, *args[1:])
+            return module.register_forward_pre_hook(pre_hook)
+        return module.register_forward_hook(lambda module, args, output: edit(output))
 
 
 def _residual_end(block: nn.Module) -> str:
@@ -153,15 +165,9 @@ def unit_masks(model: nn.Module, masks: dict[str, Tensor],
 
     try:
         for name, mask in masks.items():
-            site = sites[name]
-            module = model.get_submodule(site.module)
             replacement = None if replacements is None else replacements[name]
-            if site.pre:
-                handles.append(module.register_forward_pre_hook(
-                    lambda mod, args, s=site, m=mask, c=replacement: (apply(s, m, c, args[0]), *args[1:])))
-            else:
-                handles.append(module.register_forward_hook(
-                    lambda mod, args, out, s=site, m=mask, c=replacement: apply(s, m, c, out)))
+            handles.append(sites[name].register(
+                model, lambda activation, s=sites[name], m=mask, c=replacement: apply(s, m, c, activation)))
         yield
     finally:
         for handle in handles:
@@ -177,15 +183,9 @@ def activation_cache(model: nn.Module, sites: Iterable[str] | None = None) -> It
     cache: dict[str, list[Tensor]] = {name: [] for name in names}
     handles = []
     try:
-        for name in names:
-            site = all_sites[name]
-            module = model.get_submodule(site.module)
-            if site.pre:
-                handles.append(module.register_forward_pre_hook(
-                    lambda mod, args, n=name: cache[n].append(args[0].detach())))
-            else:
-                handles.append(module.register_forward_hook(
-                    lambda mod, args, out, n=name: cache[n].append(out.detach().clone())))  # ResNet adds the shortcut in place
+        for name in names:  # copies: ResNet blocks add the shortcut to bn2's output in place
+            handles.append(all_sites[name].register(
+                model, lambda activation, n=name: cache[n].append(activation.detach().clone())))
         yield cache
     finally:
         for handle in handles:
