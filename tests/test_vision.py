@@ -300,3 +300,24 @@ def test_images_of_reads_datasets_and_folders(tmp_path):
         images_of(tmp_path)
     with pytest.raises(HeurlensError, match="not a folder"):
         images_of(tmp_path / "missing")
+
+
+def test_named_errors_for_impossible_settings(tmp_path):
+    import numpy as np
+
+    from heurlens.vision.mean_pool import SegmentAnything
+
+    with pytest.raises(HeurlensError, match="segment_anything package"):
+        SegmentAnything(checkpoint=str(tmp_path / "sam.pth"))(np.zeros((4, 4, 3)))
+    _fashion_mnist_or_skip()
+    from heurlens.vision.shape_bias import ShapeBiasRun, ShapeBiasSettings
+    from heurlens.vision.textured_shapes import textured_set
+
+    with pytest.raises(HeurlensError, match=r"texture_agreement must lie in \[0, 1\]"):
+        textured_set("train", torch.arange(3), 1.5, 0)
+    with pytest.raises(HeurlensError, match="split must be 'train' or 'test'"):
+        textured_set("validation", torch.arange(3), 1.0, 0)
+    with pytest.raises(HeurlensError, match="need 61000 training garments; Fashion-MNIST has 60,000"):
+        ShapeBiasRun(ShapeBiasSettings(pretrain_size=56_000), tmp_path / "a", progress=False)
+    with pytest.raises(HeurlensError, match="test_size is at most 10,000"):
+        ShapeBiasRun(ShapeBiasSettings(test_size=10_001), tmp_path / "b", progress=False)
