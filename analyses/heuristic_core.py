@@ -31,7 +31,7 @@ from heurlens.analysis import (
 )
 from heurlens.analysis.run_report import build_run_report, cached_evaluation, cached_patterns
 from heurlens.data.hans import FOCUS_SUBCASES
-from heurlens.nli import nli_eval_sets, snli_reference_means
+from heurlens.nli import nli_eval_sets, snli_pruning_data, snli_reference_means
 from heurlens.pruning.runs import subnetworks_by_sparsity
 from heurlens.units import all_units, format_units
 
@@ -58,8 +58,7 @@ def main() -> None:
 
     model = heurlens.load_model("default")
     eager = heurlens.load_model("default", attn_implementation="eager")
-    train = heurlens.tokenize_pairs("snli-train", heurlens.load_snli("train", limit=args.train_examples, seed=0),
-                                    model.tokenizer, 16)
+    train = snli_pruning_data(model, args.train_examples, 16)
     means = snli_reference_means(model, args.train_examples, 0, 16)
     heurlens.prune(model, train, args.sparsity, range(args.seeds), args.out, means=means)
     timings["pruning"] = time.time() - start

@@ -35,10 +35,19 @@ class EvalSet:
 
 
 def tokenize_pairs(name: str, data: datasets.Dataset, tokenizer, batch_size: int = 64,
-                   max_length: int = 128) -> EvalSet:
-    """Tokenise premise/hypothesis pairs (as the model's tokenizer pairs them: [SEP], token types)."""
+                   max_length: int = 128, sort_by_length: bool = False) -> EvalSet:
+    """Tokenise premise/hypothesis pairs (as the model's tokenizer pairs them: [SEP], token types).
+
+    Each batch is padded to its longest pair. ``sort_by_length`` orders the pairs by token count
+    first, so batches hold pairs of similar length and carry little padding (for training data
+    whose batches are drawn in random order anyway; SNLI pairs: ~1.5x faster steps).
+    """
     if tokenizer is None:
         raise HeurlensError(f"cannot tokenise {name}: this model has no tokenizer; build an EvalSet from token ids")
+    if sort_by_length:
+        lengths = [len(ids) for ids in tokenizer(list(data["premise"]), list(data["hypothesis"]), truncation=True,
+                                                 max_length=max_length)["input_ids"]]
+        data = data.select(sorted(range(len(data)), key=lengths.__getitem__))
     batches = []
     for begin in range(0, len(data), batch_size):
         rows = data[begin:begin + batch_size]

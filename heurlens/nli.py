@@ -31,6 +31,12 @@ def nli_eval_sets(model: HookedClassifier, in_domain: str | Path = "snli", in_do
     return sets
 
 
+def snli_pruning_data(model: HookedClassifier, examples: int = 2000, batch_size: int = 16) -> EvalSet:
+    """``examples`` SNLI training pairs (sample seed 0) to prune on, batched by length (see tokenize_pairs)."""
+    return tokenize_pairs("snli-train", load_snli("train", limit=examples, seed=0), model.tokenizer, batch_size,
+                          sort_by_length=True)
+
+
 def snli_reference_means(model: HookedClassifier, examples: int = 2000, seed: int = 0,
                          batch_size: int = 64) -> UnitMeans:
     """Unit means over ``examples`` SNLI training pairs; computed once per model and cached."""

@@ -86,6 +86,25 @@ def pruning_data(pruning_model_dir):
     return model, tokenize_pairs("snli-train", load_snli("train", limit=256, seed=0), model.tokenizer, 32)
 
 
+def test_length_sorted_batches_hold_the_same_pairs_with_less_padding(pruning_data):
+    from heurlens.data.snli import load_snli
+
+    model, plain = pruning_data
+    ordered = tokenize_pairs("snli-train", load_snli("train", limit=256, seed=0), model.tokenizer, 32,
+                             sort_by_length=True)
+
+    def pairs(eval_set):  # (unpadded token ids, label) of every example
+        rows = [ids[mask.bool()].tolist() for batch in eval_set.batches
+                for ids, mask in zip(batch["input_ids"], batch["attention_mask"])]
+        return sorted(zip(map(tuple, rows), eval_set.labels.tolist()))
+
+    assert pairs(ordered) == pairs(plain)
+    lengths = [int(n) for batch in ordered.batches for n in batch["attention_mask"].sum(1)]
+    assert lengths == sorted(lengths)
+    padded = sum(batch["input_ids"].numel() for batch in ordered.batches)
+    assert padded < 0.8 * sum(batch["input_ids"].numel() for batch in plain.batches)
+
+
 def test_gradients_reach_log_alpha_and_never_the_weights(pruning_data):
     model, data = pruning_data
     before = {k: v.clone() for k, v in model.state_dict().items()}

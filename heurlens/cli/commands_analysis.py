@@ -139,6 +139,7 @@ def effective_size(checkpoints, sparsity, seeds, search, tolerance, out, train_e
     )
     from heurlens.analysis.run_report import EFFECTIVE_SIZE_FILE, write_csv
     from heurlens.means import compute_means
+    from heurlens.nli import snli_pruning_data
     from heurlens.pruning import PruneConfig
 
     if not checkpoints:
@@ -148,8 +149,7 @@ def effective_size(checkpoints, sparsity, seeds, search, tolerance, out, train_e
     rows = []
     for index, checkpoint in enumerate(sorted(checkpoints, key=lambda c: checkpoint_step(Path(c), 0))):
         hooked = heurlens.load_model(checkpoint)
-        train = heurlens.tokenize_pairs("snli-train", heurlens.load_snli("train", limit=train_examples, seed=0),
-                                        hooked.tokenizer, batch_size)
+        train = snli_pruning_data(hooked, train_examples, batch_size)
         eval_sets = eval_sets_from_options(hooked, data, in_domain_examples, per_subcase, subcases, seed)
         sizes, evaluation = effective_size_of(
             hooked, train, eval_sets, compute_means(hooked, train), list(sparsity or SPARSITY_GRID), range(seeds),

@@ -140,8 +140,7 @@ def prune(sparsity, seeds, out, model, train_examples, batch_size, steps, warmup
           data, in_domain_examples, per_subcase, subcases, seed, as_json, as_csv) -> None:
     """Prune heads and MLPs with hard-concrete masks, for several seeds; print the evaluation table."""
     import heurlens
-    from heurlens.evaluate import tokenize_pairs
-    from heurlens.nli import snli_reference_means
+    from heurlens.nli import snli_pruning_data, snli_reference_means
     from heurlens.pruning import PruneConfig
     from heurlens.pruning import prune as prune_model
 
@@ -149,8 +148,7 @@ def prune(sparsity, seeds, out, model, train_examples, batch_size, steps, warmup
         raise HeurlensError("--seeds must be at least 1")
     hooked = heurlens.load_model(model)
     config = PruneConfig(lr_log_alpha=lr_log_alpha, lr_lambda=lr_lambda, total_steps=steps, warmup_steps=warmup_steps)
-    train = tokenize_pairs("snli-train", heurlens.load_snli("train", limit=train_examples, seed=0),
-                           hooked.tokenizer, batch_size)
+    train = snli_pruning_data(hooked, train_examples, batch_size)
     means = snli_reference_means(hooked, train_examples, 0, batch_size)
     subnetworks = prune_model(hooked, train, sorted(set(sparsity)), range(seeds), Path(out), config, means)
     _report(hooked, subnetworks, means, data, in_domain_examples, per_subcase, subcases, seed, as_json, as_csv)

@@ -71,7 +71,7 @@ def prune(model: HookedClassifier, data: EvalSet | datasets.Dataset, sparsity: f
     each subnetwork is saved when found and a repeated call resumes.
     """
     if isinstance(data, datasets.Dataset):
-        data = tokenize_pairs("pruning-data", data, model.tokenizer, batch_size)
+        data = tokenize_pairs("pruning-data", data, model.tokenizer, batch_size, sort_by_length=True)
     sparsities = [sparsity] if isinstance(sparsity, (int, float)) else list(sparsity)
     for target in sparsities:
         if not 0 <= target < 1:
