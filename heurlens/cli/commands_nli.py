@@ -128,7 +128,7 @@ def _print_superadditivity(hooked, units, eval_sets, method, means, as_json, as_
 @click.option("--out", type=click.Path(file_okay=False), default="runs/prune", show_default=True,
               help="Run directory; finished subnetworks there are kept and skipped (resume).")
 @model_option
-@click.option("--train-examples", type=int, default=2000, show_default=True,
+@click.option("--train-examples", type=int, default=8000, show_default=True,
               help="SNLI training pairs to prune on (the unit means are taken over them too).")
 @click.option("--batch-size", type=int, default=16, show_default=True)
 @click.option("--steps", type=int, default=None, help="Total steps (default: Appendix B's epochs for the data size).")
