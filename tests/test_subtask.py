@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from heurlens.errors import HeurlensError
-from heurlens.subtask import (ArithmeticTask, DiscoveryConfig, FrozenWeights, WeightSubnetwork, ambiguous_set,
+from heurlens.subtask import (ArithmeticTask, DiscoveryConfig, WeightSubnetwork, ambiguous_set,
                               beta_at, copy_subnetwork, discover_subnetwork, evaluation_set, masked_forward,
                               select_weights, training_set, transfer_condition)
 from heurlens.subtask.arithmetic import COMPUTATIONS
