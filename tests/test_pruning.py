@@ -49,6 +49,10 @@ def test_paper_schedule_and_scaling():
     assert (warmup, total) == (9000, 9300)  # the paper's own data size gives the paper's steps
     warmup, total = scaled_steps(0.5, 2000, 32)
     assert total == math.ceil(9300 * 128 / 392_702 * 2000 / 32) and warmup / total == pytest.approx(9000 / 9300, abs=0.01)
+    # a total given alone keeps the paper's warm-up fraction; a given warm-up is used as it is
+    assert PruneConfig(total_steps=3000).steps_for(0.5, 2000, 16) == (round(3000 * 9000 / 9300), 3000)
+    assert PruneConfig(total_steps=3000, warmup_steps=2250).steps_for(0.5, 2000, 16) == (2250, 3000)
+    assert PruneConfig(warmup_steps=10_000).steps_for(0.5, 2000, 16) == (379, 379)
     assert target_at(0, 10, 0.5) == pytest.approx(0.05) and target_at(9, 10, 0.5) == 0.5 and target_at(50, 10, 0.5) == 0.5
 
 

@@ -27,7 +27,7 @@ from heurlens.masking import UnitMaskHooks
 from heurlens.means import UnitMeans
 from heurlens.models.classifier import HookedClassifier
 from heurlens.pruning.hard_concrete import HardConcrete
-from heurlens.pruning.schedule import scaled_steps, target_at
+from heurlens.pruning.schedule import paper_steps, scaled_steps, target_at
 
 
 @dataclass(frozen=True)
@@ -42,10 +42,12 @@ class PruneConfig:
     log_alpha_init_std: float = 0.01
 
     def steps_for(self, sparsity: float, n_examples: int, batch_size: int) -> tuple[int, int]:
+        """(warm-up, total) steps; a given total without a warm-up keeps Appendix B's warm-up fraction."""
         warmup, total = scaled_steps(sparsity, n_examples, batch_size)
-        total = self.total_steps or total
-        warmup = self.warmup_steps or min(warmup, total)
-        return warmup, total
+        if self.total_steps:
+            paper_warmup, paper_total = paper_steps(sparsity)
+            warmup, total = max(1, round(self.total_steps * paper_warmup / paper_total)), self.total_steps
+        return min(self.warmup_steps or warmup, total), total
 
     def to_dict(self) -> dict:
         return asdict(self)
