@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 
 import torch
+from mask_timing import mask_step_seconds
 
 import heurlens
 from heurlens.evaluate import EvalSet, predict_logits, tokenize_pairs
 from heurlens.means import compute_means
-from heurlens.pruning import PruneConfig, train_unit_mask
 
 
 def padding_fraction(data: EvalSet) -> float:
@@ -43,16 +42,10 @@ def main() -> None:
     means = compute_means(model, sides["data order"])
     full_logits = {name: predict_logits(model, data) for name, data in sides.items()}
 
-    def time_side(name: str) -> float:
-        start = time.perf_counter()
-        train_unit_mask(model, sides[name], full_logits[name], means, 0.5, seed=0,
-                        config=PruneConfig(total_steps=args.steps), progress=False)
-        return (time.perf_counter() - start) / args.steps
-
     times: dict[str, list[float]] = {name: [] for name in sides}
     for _ in range(args.rounds):
-        for name in sides:
-            times[name].append(time_side(name))
+        for name, data in sides.items():
+            times[name].append(mask_step_seconds(model, data, full_logits[name], means, args.steps))
     print(f"model {model.model_id}, {args.examples} SNLI pairs, batch {args.batch_size}, "
           f"{torch.get_num_threads()} threads, {args.rounds} rounds of {args.steps} steps")
     for name, data in sides.items():

@@ -6,7 +6,8 @@ Both sides run the same HookedClassifier on the same tokenised SNLI batch, in ev
 side computes cross-entropy and backpropagates into every weight; the mask side is heurlens'
 ``train_unit_mask`` (mask sample, hooks on every layer, KL to precomputed full-model logits, the
 Lagrangian term, backward into log_alpha only, two optimizer steps), timed per step over a run of
-``--steps`` steps. Rounds alternate the two sides; the ratio of medians is printed.
+``--steps`` steps by ``mask_timing.mask_step_seconds``. Rounds alternate the two sides; the ratio
+of medians is printed.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import torch.nn.functional as F
 import heurlens
 from heurlens.evaluate import EvalSet, predict_logits, tokenize_pairs
 from heurlens.means import compute_means
-from heurlens.pruning import PruneConfig, train_unit_mask
+from mask_timing import mask_step_seconds
 
 
 def main() -> None:
@@ -51,10 +52,7 @@ def main() -> None:
         return (time.perf_counter() - start) / args.steps
 
     def time_mask() -> float:
-        start = time.perf_counter()
-        train_unit_mask(model, one_batch, full_logits, means, 0.5, seed=0,
-                        config=PruneConfig(total_steps=args.steps), progress=False)
-        return (time.perf_counter() - start) / args.steps
+        return mask_step_seconds(model, one_batch, full_logits, means, args.steps)
 
     time_plain(), time_mask()  # warm-up
     plain, mask = [], []

@@ -43,10 +43,11 @@ class PruneConfig:
 
     def steps_for(self, sparsity: float, n_examples: int, batch_size: int) -> tuple[int, int]:
         """(warm-up, total) steps; a given total without a warm-up keeps Appendix B's warm-up fraction."""
-        warmup, total = scaled_steps(sparsity, n_examples, batch_size)
         if self.total_steps:
             paper_warmup, paper_total = paper_steps(sparsity)
             warmup, total = max(1, round(self.total_steps * paper_warmup / paper_total)), self.total_steps
+        else:
+            warmup, total = scaled_steps(sparsity, n_examples, batch_size)
         return min(self.warmup_steps or warmup, total), total
 
     def to_dict(self) -> dict:
