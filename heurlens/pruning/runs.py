@@ -92,7 +92,7 @@ def prune(model: HookedClassifier, data: EvalSet | datasets.Dataset, sparsity: f
             stem = subnetwork_stem(Path(out), target, seed) if out is not None else None
             if stem is not None and stem.with_suffix(".json").exists():
                 done = Subnetwork.load(stem)
-                _check_resumable(done, stem, fingerprint, data_id, hyperparameters)
+                _check_resumable(done, stem, model, data_id, hyperparameters)
                 found.append(done)
                 continue
             if full_logits is None:
@@ -113,8 +113,10 @@ def prune(model: HookedClassifier, data: EvalSet | datasets.Dataset, sparsity: f
     return found
 
 
-def _check_resumable(done: Subnetwork, stem: Path, fingerprint: str, data_id: str, hyperparameters: dict) -> None:
-    if done.model_fingerprint != fingerprint or done.data_id != data_id or done.hyperparameters != hyperparameters:
+def _check_resumable(done: Subnetwork, stem: Path, model: HookedClassifier, data_id: str,
+                     hyperparameters: dict) -> None:
+    if (not model.matches_fingerprint(done.model_fingerprint) or done.data_id != data_id
+            or done.hyperparameters != hyperparameters):
         raise HeurlensError(
             f"{stem}.json was found with another model, data set or settings than this run; nothing was "
             f"overwritten. Use another --out directory, or the same settings to resume")

@@ -51,7 +51,7 @@ class Subnetwork:
 
     def check_model(self, model: HookedClassifier) -> None:
         """Refuse a model other than the one this subnetwork was pruned from."""
-        if model.fingerprint() != self.model_fingerprint:
+        if not model.matches_fingerprint(self.model_fingerprint):
             raise HeurlensError(
                 f"this subnetwork was pruned from model {self.model_id!r} (fingerprint {self.model_fingerprint}), "
                 f"not from {model.model_id!r} (fingerprint {model.fingerprint()}); load that model instead")

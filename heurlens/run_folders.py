@@ -1,0 +1,54 @@
+"""Where heurlens may write: the one place that decides whether an output path can be used.
+
+Rules, checked before any work is done:
+- a path that must be a directory but is a file, or that cannot be created or written, is refused;
+- a non-empty directory is written into only if heurlens made it: it holds one of the marker files
+  that heurlens writes into its run folders (``markers``). Anything else there is the user's, and
+  heurlens refuses rather than mixing its files in or deleting anything.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+
+from heurlens.errors import HeurlensError
+
+
+def check_writable_dir(path: Path, what: str) -> Path:
+    """Create ``path`` (and its parents) if needed and prove it is a writable directory."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise HeurlensError(f"{what} {path} is a file, not a directory; give a directory path")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as error:
+        raise HeurlensError(f"{what} {path} cannot be written ({error.strerror}); choose a directory you can "
+                            "write to") from error
+    return path
+
+
+def check_writable_file(path: Path, what: str) -> Path:
+    """Prove that the file ``path`` can be written (its folder is created if needed), before any work."""
+    path = Path(path)
+    if path.is_dir():
+        raise HeurlensError(f"{what} {path} is a directory; give a file path")
+    check_writable_dir(path.parent, f"the folder of {what}")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise HeurlensError(f"{what} {path} is read-only; choose another file or make it writable")
+    return path
+
+
+def refuse_foreign_dir(path: Path, markers: Iterable[str], what: str) -> None:
+    """Refuse a non-empty ``path`` that holds none of heurlens' ``markers`` (file names or glob patterns)."""
+    path = Path(path)
+    if not path.is_dir() or not any(path.iterdir()):
+        return
+    if any(next(path.glob(marker), None) is not None for marker in markers):
+        return
+    raise HeurlensError(f"{what} {path} is not empty and was not written by heurlens; nothing was changed. "
+                        "Give a new or empty directory")
