@@ -12,7 +12,8 @@ expected number of non-zero entries, has a closed form:
 
     E[||z||_0] = sum_i P(z_i > 0) = sum_i sigmoid(log_alpha_i - beta * log(-l / r))
 
-At evaluation the mask is deterministic: z = min(1, max(0, sigmoid(log_alpha) * (r - l) + l)).
+Subnetworks are evaluated with binary masks made from the trained log_alphas
+(``pruning.subnetwork.discretize``).
 """
 
 from __future__ import annotations
@@ -44,13 +45,15 @@ class HardConcrete(nn.Module):
         s = torch.sigmoid((torch.log(u) - torch.log(1 - u) + self.log_alpha) / self.beta)
         return (s * (self.right - self.left) + self.left).clamp(0, 1)
 
-    def deterministic(self) -> Float[Tensor, "unit"]:
-        """The evaluation-time mask."""
-        return (torch.sigmoid(self.log_alpha) * (self.right - self.left) + self.left).clamp(0, 1)
-
     def prob_nonzero(self) -> Float[Tensor, "unit"]:
         """P(z_i > 0) for each entry; its sum is the expected L0 norm."""
-        return torch.sigmoid(self.log_alpha - self.beta * math.log(-self.left / self.right))
+        return self.keep_probability(self.log_alpha, self.beta, self.left, self.right)
+
+    @staticmethod
+    def keep_probability(log_alpha: Tensor, beta: float = BETA, left: float = LIMIT_LEFT,
+                         right: float = LIMIT_RIGHT) -> Tensor:
+        """P(z > 0) = sigmoid(log_alpha - beta log(-l / r)), elementwise, for any tensor of log_alphas."""
+        return torch.sigmoid(log_alpha - beta * math.log(-left / right))
 
     def expected_l0(self) -> Float[Tensor, ""]:
         return self.prob_nonzero().sum()

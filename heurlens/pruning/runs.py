@@ -4,7 +4,8 @@ Layout: ``OUT/sparsity-0.50/seed-03.json`` (+ ``.safetensors``), and ``OUT/unit-
 the means pruned units are replaced by. A finished subnetwork's JSON is
 written last and atomically, so a run killed midway leaves only whole files; running the same
 command again loads the finished seeds and trains only the missing ones. A run directory that
-holds subnetworks of another model, data set or settings is refused rather than mixed.
+holds subnetworks (at any sparsity) or means of another model, data set or settings is refused
+rather than mixed, and so is a folder heurlens did not make or one another process is writing to.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import datasets
 import pandas as pd
+import torch
 
 from heurlens.ablation import ablate
 from heurlens.errors import HeurlensError
@@ -24,12 +26,23 @@ from heurlens.means import UnitMeans, compute_means
 from heurlens.models.classifier import HookedClassifier
 from heurlens.pruning.subnetwork import Subnetwork, discretize
 from heurlens.pruning.train import PruneConfig, train_unit_mask
+from heurlens.run_folders import LOCK_FILE, check_writable_dir, exclusive, refuse_foreign_dir
 
 MEANS_FILE = "unit-means.safetensors"
 
 
 def subnetwork_stem(out: Path, sparsity: float, seed: int) -> Path:
     return out / f"sparsity-{sparsity:.2f}" / f"seed-{seed:02d}"
+
+
+def load_run_means(run_dir: Path) -> UnitMeans:
+    """The means a run directory's pruned units are replaced by, checked (see ``UnitMeans.load``)."""
+    path = Path(run_dir) / MEANS_FILE
+    repair = (f"delete it and run heurlens prune --out {run_dir} again with the same options: it writes the means "
+              "again and keeps the finished subnetworks")
+    if not path.exists():
+        raise HeurlensError(f"{path} is missing; {repair}")
+    return UnitMeans.load(path, repair)
 
 
 def find_subnetworks(run_dir: Path) -> list[Path]:
@@ -63,12 +76,14 @@ def data_fingerprint(data: EvalSet) -> str:
 
 def prune(model: HookedClassifier, data: EvalSet | datasets.Dataset, sparsity: float | Iterable[float] = 0.5,
           seeds: Iterable[int] = range(3), out: str | Path | None = None, config: PruneConfig = PruneConfig(),
-          means: UnitMeans | None = None, batch_size: int = 32, progress: bool = True) -> list[Subnetwork]:
+          means: UnitMeans | None = None, batch_size: int = 16, progress: bool = True) -> list[Subnetwork]:
     """Prune ``model`` once per (sparsity, seed) and return the subnetworks, in that order.
 
-    ``data`` is the pruning (training) data: an EvalSet, or a Dataset of premise/hypothesis pairs.
-    Pruned units are replaced by ``means`` (default: their means over ``data``). With ``out``,
-    each subnetwork is saved when found and a repeated call resumes.
+    ``data`` is the pruning (training) data: an EvalSet, or a Dataset of premise/hypothesis pairs
+    (batched by length, ``batch_size`` pairs a micro-batch). Pruned units are replaced by ``means``
+    (default: their means over ``data``). With ``out``, each subnetwork is saved when found and a
+    repeated call resumes; ``out`` is refused if it holds anything but a heurlens prune run of this
+    model, data and settings, or if another process is writing to it.
     """
     if isinstance(data, datasets.Dataset):
         data = tokenize_pairs("pruning-data", data, model.tokenizer, batch_size, sort_by_length=True)
@@ -76,30 +91,77 @@ def prune(model: HookedClassifier, data: EvalSet | datasets.Dataset, sparsity: f
     for target in sparsities:
         if not 0 <= target < 1:
             raise HeurlensError(f"sparsity {target} is outside [0, 1): it is the fraction of units to prune")
-    means = means if means is not None else compute_means(model, data)
-    if out is not None and not (Path(out) / MEANS_FILE).exists():
-        Path(out).mkdir(parents=True, exist_ok=True)
-        means.save(Path(out) / MEANS_FILE)  # what `heurlens evaluate` replaces pruned units by
-    data_id = f"{data.name}:{len(data)}:{data_fingerprint(data)}"
-    fingerprint = model.fingerprint()
+    if out is None:
+        return _prune_each(model, data, sparsities, seeds, None, config,
+                           means if means is not None else compute_means(model, data), progress)
+    out = check_run_dir(out)
+    with exclusive(out, "run directory"):
+        means = means if means is not None else compute_means(model, data)
+        _check_run_folder(out, model, data, config, means)
+        return _prune_each(model, data, sparsities, seeds, out, config, means, progress)
+
+
+def check_run_dir(out: str | Path) -> Path:
+    """Refuse an ``out`` that cannot be written or holds files heurlens prune did not make (before any work)."""
+    out = Path(out)
+    refuse_foreign_dir(out, [MEANS_FILE, "sparsity-*", LOCK_FILE], "run directory")
+    return check_writable_dir(out, "run directory")
+
+
+def _hyperparameters(config: PruneConfig, target: float, data: EvalSet, means: UnitMeans) -> dict:
+    """What a subnetwork records of how it was found (steps resolved for its sparsity and data)."""
+    batch = data.batches[0]["input_ids"].shape[0]
+    warmup, total = config.steps_for(target, len(data), batch)
+    return {**config.to_dict(), "warmup_steps": warmup, "total_steps": total, "batch_size": batch,
+            "means": means.source}
+
+
+def _data_id(data: EvalSet) -> str:
+    return f"{data.name}:{len(data)}:{data_fingerprint(data)}"
+
+
+def _check_run_folder(out: Path, model: HookedClassifier, data: EvalSet, config: PruneConfig,
+                      means: UnitMeans) -> None:
+    """Refuse a run folder whose subnetworks (any sparsity) or means come from another model, data set or
+    settings; record the means of a new run (what ``heurlens evaluate`` replaces pruned units by)."""
+    for path in find_subnetworks(out):
+        done = Subnetwork.load(path)
+        if (not model.matches_fingerprint(done.model_fingerprint) or done.data_id != _data_id(data)
+                or done.hyperparameters != _hyperparameters(config, done.target_sparsity, data, means)):
+            raise HeurlensError(
+                f"{path} was found with another model, data set or settings than this run; nothing was "
+                f"overwritten. Use another --out directory, or the same settings to resume")
+    means_path = out / MEANS_FILE
+    if not means_path.exists():
+        means.save(means_path)
+        return
+    saved = load_run_means(out)
+    same = all(torch.equal(saved.heads[layer], means.heads[layer]) and torch.equal(saved.mlps[layer], means.mlps[layer])
+               for layer in means.heads) and saved.heads.keys() == means.heads.keys()
+    if not same:
+        raise HeurlensError(f"{means_path} holds the means of another model or data set than this run; nothing was "
+                            "overwritten. Use another --out directory, or the same model and data to resume")
+
+
+def _prune_each(model: HookedClassifier, data: EvalSet, sparsities: list[float], seeds: Iterable[int],
+                out: Path | None, config: PruneConfig, means: UnitMeans, progress: bool) -> list[Subnetwork]:
+    """Train (or, from ``out``, load) one subnetwork per (sparsity, seed)."""
+    data_id, fingerprint = _data_id(data), model.fingerprint()
     full_logits = None
     found = []
     for target in sparsities:
-        warmup, total = config.steps_for(target, len(data), data.batches[0]["input_ids"].shape[0])
-        hyperparameters = {**config.to_dict(), "warmup_steps": warmup, "total_steps": total,
-                           "batch_size": data.batches[0]["input_ids"].shape[0], "means": means.source}
+        hyperparameters = _hyperparameters(config, target, data, means)
         for seed in seeds:
-            stem = subnetwork_stem(Path(out), target, seed) if out is not None else None
+            stem = subnetwork_stem(out, target, seed) if out is not None else None
             if stem is not None and stem.with_suffix(".json").exists():
-                done = Subnetwork.load(stem)
-                _check_resumable(done, stem, model, data_id, hyperparameters)
-                found.append(done)
+                found.append(Subnetwork.load(stem))  # checked against this run by _check_run_folder
                 continue
             if full_logits is None:
                 full_logits = predict_logits(model, data)
             start = time.time()
             result = train_unit_mask(model, data, full_logits, means, target, seed, config, progress)
-            kept, achieved, threshold = discretize(result.log_alpha_heads, result.log_alpha_mlps, target)
+            kept, achieved, threshold = discretize(result.log_alpha_heads, result.log_alpha_mlps, target,
+                                                   config.discretization)
             subnetwork = Subnetwork(
                 kept=kept, n_layers=model.n_layers, n_heads=model.n_heads, target_sparsity=target,
                 achieved_sparsity=achieved, threshold=threshold, seed=seed, model_id=model.model_id,
@@ -111,15 +173,6 @@ def prune(model: HookedClassifier, data: EvalSet | datasets.Dataset, sparsity: f
                 subnetwork.save(stem)
             found.append(subnetwork)
     return found
-
-
-def _check_resumable(done: Subnetwork, stem: Path, model: HookedClassifier, data_id: str,
-                     hyperparameters: dict) -> None:
-    if (not model.matches_fingerprint(done.model_fingerprint) or done.data_id != data_id
-            or done.hyperparameters != hyperparameters):
-        raise HeurlensError(
-            f"{stem}.json was found with another model, data set or settings than this run; nothing was "
-            f"overwritten. Use another --out directory, or the same settings to resume")
 
 
 def evaluate_subnetworks(model: HookedClassifier, subnetworks: list[Subnetwork], eval_sets: list[EvalSet],

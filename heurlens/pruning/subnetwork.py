@@ -18,7 +18,7 @@ from torch import Tensor
 from heurlens.cache import atomic_save_tensors, atomic_write_json
 from heurlens.errors import HeurlensError
 from heurlens.models.classifier import HookedClassifier
-from heurlens.pruning.hard_concrete import HardConcrete
+from heurlens.pruning.hard_concrete import BETA, HardConcrete
 from heurlens.units import Unit, all_units, format_units, parse_units
 
 THRESHOLD_GRID = [round(0.05 * i, 2) for i in range(21)]  # [0, 1], stride 0.05 (seed 001, App. B)
@@ -71,41 +71,70 @@ class Subnetwork:
 
     @classmethod
     def load(cls, path: Path) -> "Subnetwork":
+        """Read ``stem.json`` (+ ``stem.safetensors``); a file that cannot be read whole is refused with a
+        HeurlensError naming it and how to train that seed again."""
         path = Path(path)
         stem = path.with_suffix("") if path.suffix in (".json", ".safetensors") else path
+        repair = (f"delete {stem}.json and {stem}.safetensors, then run the heurlens prune command that made it "
+                  "again: it trains that seed afresh and keeps the others")
         try:
             record = json.loads(stem.with_suffix(".json").read_text())
-        except (OSError, json.JSONDecodeError) as error:
-            raise HeurlensError(f"cannot read subnetwork {stem}.json: {error}") from error
-        record.pop("pruned", None)
-        record["kept"] = parse_units(record["kept"], record["n_layers"], record["n_heads"]) if record["kept"] else []
-        tensors_path = stem.with_suffix(".safetensors")
-        if tensors_path.exists():
-            tensors = load_file(str(tensors_path))
-            record |= {k: tensors[k] for k in ("log_alpha_heads", "log_alpha_mlps")}
-        return cls(**record)
+            record.pop("pruned", None)
+            record["kept"] = parse_units(record["kept"], record["n_layers"], record["n_heads"]) if record["kept"] else []
+            tensors_path = stem.with_suffix(".safetensors")
+            if tensors_path.exists():
+                tensors = load_file(str(tensors_path))
+                record |= {k: tensors[k] for k in ("log_alpha_heads", "log_alpha_mlps")}
+            return cls(**record)
+        except Exception as error:  # unreadable, truncated, or a JSON without the fields (e.g. {})
+            raise HeurlensError(f"subnetwork {stem} cannot be read ({type(error).__name__}: "
+                                f"{str(error).splitlines()[0][:120] if str(error) else ''}); {repair}") from error
 
 
-def discretize(log_alpha_heads: Tensor, log_alpha_mlps: Tensor, target: float) -> tuple[list[Unit], float, float]:
-    """Binary mask: keep the units whose keep-probability P(z > 0) exceeds a threshold.
+def per_layer_soft_mask(log_alpha_heads: Float[Tensor, "layer head"],
+                        log_alpha_mlps: Float[Tensor, "layer"]) -> Float[Tensor, "layer unit"]:
+    """The released code's deterministic mask (``deterministic_z_from_log_alpha``), per group of units (the
+    heads of one layer; each MLP alone): soft = sigmoid(log_alpha / beta * 0.8), then the
+    round(expected number of zeros) smallest entries of the group, n - sum_i P(z_i > 0), set to 0."""
+    factor = 0.8
+    groups = [log_alpha_heads[layer] for layer in range(len(log_alpha_heads))] + [m[None] for m in log_alpha_mlps]
+    masks = []
+    for log_alpha in groups:
+        soft = torch.sigmoid(log_alpha / BETA * factor)
+        expected_zeros = len(log_alpha) - HardConcrete.keep_probability(log_alpha).sum()
+        zeros = int(torch.round(expected_zeros).item())
+        if zeros > 0:
+            soft[torch.topk(soft, k=zeros, largest=False).indices] = 0
+        masks.append(soft)
+    heads = torch.stack(masks[:len(log_alpha_heads)])
+    return torch.cat([heads, torch.cat(masks[len(log_alpha_heads):])[:, None]], dim=1)
 
-    P(z > 0) = sigmoid(log_alpha - beta log(-l / r)) is what the sparsity constraint acts on (the
-    expected sparsity is 1 - its mean), and unlike the clamped deterministic mask it never piles
-    up at exactly 0 or 1, so thresholds can tell units apart. The threshold is searched on
-    THRESHOLD_GRID for the achieved sparsity closest to the target (ties go to the threshold
-    nearest 0.5). Returns (kept units, achieved sparsity, threshold).
+
+def discretize(log_alpha_heads: Tensor, log_alpha_mlps: Tensor, target: float,
+               method: str = "global-threshold") -> tuple[list[Unit], float, float]:
+    """Binary mask: keep the units whose score exceeds a threshold.
+
+    The score is, with ``method="global-threshold"``, the keep-probability P(z > 0) = sigmoid(log_alpha -
+    beta log(-l / r)): what the sparsity constraint acts on (the expected sparsity is 1 - its mean), and
+    unlike the clamped deterministic mask it never piles up at exactly 0 or 1, so thresholds can tell
+    units apart. With ``"per-layer"`` it is the released code's ``per_layer_soft_mask``. The threshold
+    is searched on THRESHOLD_GRID for the achieved sparsity closest to the target (ties go to the
+    threshold nearest 0.5). Returns (kept units, achieved sparsity, threshold).
     """
     n_layers, n_heads = log_alpha_heads.shape
-    mask = HardConcrete(n_layers * (n_heads + 1))
     with torch.no_grad():
-        mask.log_alpha.copy_(torch.cat([log_alpha_heads, log_alpha_mlps[:, None]], dim=1).flatten())
-        keep_probability = mask.prob_nonzero().view(n_layers, n_heads + 1)
+        if method == "per-layer":
+            score = per_layer_soft_mask(log_alpha_heads, log_alpha_mlps)
+        elif method == "global-threshold":
+            score = HardConcrete.keep_probability(torch.cat([log_alpha_heads, log_alpha_mlps[:, None]], dim=1))
+        else:
+            raise HeurlensError(f"unknown discretization {method!r}; use 'global-threshold' or 'per-layer'")
 
     def sparsity_at(threshold: float) -> float:
-        return 1 - (keep_probability > threshold).float().mean().item()
+        return 1 - (score > threshold).float().mean().item()
 
     threshold = min(THRESHOLD_GRID, key=lambda t: (abs(sparsity_at(t) - target), abs(t - 0.5)))
-    keep = keep_probability > threshold
+    keep = score > threshold
     kept = [Unit(layer, head if head < n_heads else None)
             for layer in range(n_layers) for head in range(n_heads + 1) if keep[layer, head]]
     return kept, sparsity_at(threshold), threshold
