@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from heurlens.errors import HeurlensError
+from heurlens.run_folders import check_writable_dir, refuse_foreign_dir
 
 CACHE_ENV_VAR = "HEURLENS_CACHE"
 
@@ -20,7 +21,14 @@ def cache_dir() -> Path:
         root = Path(os.environ[CACHE_ENV_VAR])
     else:
         root = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "heurlens"
-    root.mkdir(parents=True, exist_ok=True)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError) as error:
+        raise HeurlensError(f"the heurlens cache {root} is a file, not a folder; point ${CACHE_ENV_VAR} at a "
+                            "folder (or unset it)") from error
+    except OSError as error:
+        raise HeurlensError(f"the heurlens cache {root} cannot be created ({error.strerror}); point "
+                            f"${CACHE_ENV_VAR} at a folder you can write to") from error
     return root
 
 
@@ -58,8 +66,14 @@ def guard_run_settings(folder: Path, settings: dict, may_grow: Iterable[str], ki
     """Record ``settings`` in ``folder/settings.json``, refusing a folder that holds a ``kind`` run with
     other settings; the keys in ``may_grow`` (more seeds, conditions...) may differ, so a run can be
     resumed with more of them. Nothing is overwritten when it refuses."""
+    refuse_foreign_dir(Path(folder), ["settings.json"], f"the {kind} folder")
+    check_writable_dir(Path(folder), f"the {kind} folder")
     path = Path(folder) / "settings.json"
-    previous = json.loads(path.read_text()) if path.exists() else None
+    try:
+        previous = json.loads(path.read_text()) if path.exists() else None
+    except (OSError, ValueError) as error:
+        raise HeurlensError(f"{path} cannot be read ({type(error).__name__}); it records the settings of the {kind} "
+                            f"in {folder}: restore it, or use another folder") from error
     if previous is not None:
         changed = sorted(k for k in previous.keys() | settings.keys()
                          if previous.get(k) != settings.get(k) and k not in set(may_grow))

@@ -14,6 +14,7 @@ from safetensors.torch import load_file
 from torch import Tensor
 
 from heurlens.cache import atomic_save_tensors
+from heurlens.errors import HeurlensError
 from heurlens.evaluate import EvalSet, predict_logits
 from heurlens.models.classifier import HookedClassifier
 from heurlens.units import Unit
@@ -33,14 +34,21 @@ class UnitMeans:
         atomic_save_tensors(path, tensors, metadata={"source": self.source})
 
     @classmethod
-    def load(cls, path: Path) -> "UnitMeans":
+    def load(cls, path: Path, repair: str = "delete it and run the command that wrote it again") -> "UnitMeans":
+        """Read means saved by ``save``; a file that cannot be read whole, or holds NaN or inf, is refused
+        with a HeurlensError that names it and says how to ``repair`` it."""
         from safetensors import safe_open
 
-        with safe_open(str(path), "pt") as handle:
-            source = (handle.metadata() or {}).get("source", "")
-        tensors = load_file(str(path))
+        try:
+            with safe_open(str(path), "pt") as handle:
+                source = (handle.metadata() or {}).get("source", "")
+            tensors = load_file(str(path))
+        except Exception as error:  # safetensors raises its own error types for truncated or garbled files
+            raise HeurlensError(f"the unit means {path} cannot be read ({type(error).__name__}); {repair}") from error
         heads = {int(k.split(".")[1]): v for k, v in tensors.items() if k.startswith("heads.")}
         mlps = {int(k.split(".")[1]): v for k, v in tensors.items() if k.startswith("mlps.")}
+        if not heads or heads.keys() != mlps.keys() or not all(t.isfinite().all() for t in tensors.values()):
+            raise HeurlensError(f"the unit means {path} are incomplete or hold NaN/inf values; {repair}")
         return cls(heads, mlps, source)
 
 

@@ -10,6 +10,7 @@ from heurlens.cache import cache_dir
 from heurlens.data.files import load_pair_file
 from heurlens.data.hans import generate_hans, resolve_subcases
 from heurlens.data.snli import load_snli
+from heurlens.errors import HeurlensError
 from heurlens.evaluate import EvalSet, tokenize_pairs
 from heurlens.models.classifier import HookedClassifier
 
@@ -37,12 +38,20 @@ def snli_pruning_data(model: HookedClassifier, examples: int = 2000, batch_size:
                           sort_by_length=True)
 
 
-def snli_reference_means(model: HookedClassifier, examples: int = 2000, seed: int = 0,
+REFERENCE_PAIRS = 8000  # the SNLI training pairs (sample seed 0) the default model was fine-tuned on
+
+
+def snli_reference_means(model: HookedClassifier, examples: int = REFERENCE_PAIRS, seed: int = 0,
                          batch_size: int = 64) -> UnitMeans:
-    """Unit means over ``examples`` SNLI training pairs; computed once per model and cached."""
+    """Unit means over ``examples`` SNLI training pairs: by default the one reference set that ablation,
+    pruning, evaluation and the analyses all replace units by. Computed once per model and cached (a
+    cache file that cannot be read back whole is computed again)."""
     path = cache_dir() / "means" / f"{model.fingerprint()}-snli-train-{examples}-s{seed}.safetensors"
     if path.exists():
-        return UnitMeans.load(path)
+        try:
+            return UnitMeans.load(path)
+        except HeurlensError:
+            path.unlink()  # a damaged cache entry: heurlens' own file, recomputed below
     reference = tokenize_pairs("snli-train", load_snli("train", limit=examples, seed=seed), model.tokenizer, batch_size)
     means = compute_means(model, reference)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -4,14 +4,17 @@ Rules, checked before any work is done:
 - a path that must be a directory but is a file, or that cannot be created or written, is refused;
 - a non-empty directory is written into only if heurlens made it: it holds one of the marker files
   that heurlens writes into its run folders (``markers``). Anything else there is the user's, and
-  heurlens refuses rather than mixing its files in or deleting anything.
+  heurlens refuses rather than mixing its files in or deleting anything;
+- one process at a time writes into a run folder (``exclusive``).
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from heurlens.errors import HeurlensError
@@ -52,3 +55,23 @@ def refuse_foreign_dir(path: Path, markers: Iterable[str], what: str) -> None:
         return
     raise HeurlensError(f"{what} {path} is not empty and was not written by heurlens; nothing was changed. "
                         "Give a new or empty directory")
+
+
+LOCK_FILE = ".heurlens.lock"
+
+
+@contextmanager
+def exclusive(folder: Path, what: str) -> Iterator[None]:
+    """Hold ``folder``'s lock while writing into it: a second heurlens process that tries to write into the
+    same folder at the same time is refused at once instead of doing the same work twice. The lock is
+    an OS file lock, so a killed process never leaves it held."""
+    handle = open(Path(folder) / LOCK_FILE, "a")
+    try:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as error:
+            raise HeurlensError(f"another heurlens process is writing to {what} {folder} now; wait for it to "
+                                "finish (then run this again to pick up what it wrote), or use another folder") from error
+        yield
+    finally:
+        handle.close()

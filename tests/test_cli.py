@@ -92,7 +92,8 @@ def test_prune_then_evaluate_and_resume(tiny_bert_dir, tmp_path):
 def test_prune_errors(tiny_bert_dir, tmp_path):
     assert_one_line_error(heurlens("evaluate", str(tmp_path)), "holds no subnetworks")
     assert_one_line_error(heurlens("prune", "--sparsity", "1.5", "--model", str(tiny_bert_dir), "--out",
-                                   str(tmp_path / "r"), "--train-examples", "32", "--steps", "1"), "outside [0, 1)")
+                                   str(tmp_path / "r"), "--train-examples", "32", "--steps", "1"),
+                          "'--sparsity': 1.5 is not in the range 0<=x<1")  # refused before loading anything
 
 
 def test_ablate_mode_errors(tiny_bert_dir):

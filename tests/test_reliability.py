@@ -4,8 +4,9 @@ import json
 import shutil
 
 import pytest
-from cli_run import assert_one_line_error, heurlens
+from cli_run import assert_one_line_error, assert_refused, heurlens
 
+from heurlens.cache import cache_dir
 from heurlens.errors import HeurlensError
 from heurlens.models import load_model
 from heurlens.models.default import FINETUNE_RECORD, FinetuneSettings, default_model_dir, finetune_nli
@@ -88,3 +89,262 @@ def test_fingerprint_is_the_content_not_the_path(tiny_bert_dir, tmp_path):
     tokenizer["model"]["vocab"]["thee"] = tokenizer["model"]["vocab"].pop("the")  # one word renamed
     (copy / "tokenizer.json").write_text(json.dumps(tokenizer))
     assert load_model(copy).fingerprint() != load_model(tiny_bert_dir).fingerprint()
+
+
+# --- every bad value refused up front, in one line ---------------------------------------------------------------
+
+@pytest.mark.parametrize("args, fragment", [
+    (["prune", "--steps", "-5"], "'--steps': -5 is not in the range x>=1"),
+    (["prune", "--batch-size", "0"], "'--batch-size': 0 is not in the range x>=1"),
+    (["prune", "--train-examples", "0"], "'--train-examples': 0 is not in the range x>=1"),
+    (["prune", "--lr-log-alpha", "-1"], "'--lr-log-alpha': -1.0 is not in the range x>0"),
+    (["prune", "--lr-schedule", "cosine"], "'--lr-schedule'"),
+    (["finetune", "--examples", "0"], "'--examples': 0 is not in the range x>=1"),
+    (["finetune", "--examples", "-5"], "'--examples': -5 is not in the range x>=1"),
+    (["finetune", "--epochs", "0"], "'--epochs': 0 is not in the range x>=1"),
+    (["effective-size", "--seeds", "0", "x"], "'--seeds': 0 is not in the range x>=1"),
+    (["transfer", "--seeds", "0"], "'--seeds': 0 is not in the range x>=1"),
+    (["transfer", "--modulus", "0"], "'--modulus': 0 is not in the range x>=2"),
+    (["transfer", "--layers", "0"], "'--layers': 0 is not in the range x>=1"),
+    (["ablate", "--heads", "L0.H0", "--in-domain-examples", "-5"], "'--in-domain-examples': -5"),
+    (["ablate", "--heads", "L0.H0", "--per-subcase", "0"], "'--per-subcase': 0"),
+    (["ablate", "--heads", "L0.H0", "--reference-examples", "0"], "'--reference-examples': 0"),
+    (["ablate", "--heads", "L0.H0", "--seed", "-1"], "'--seed': -1"),
+    (["patterns", "--examples", "0"], "'--examples': 0 is not in the range x>=1"),
+    (["prune", "--sparsity", "1.5"], "'--sparsity': 1.5 is not in the range 0<=x<1"),
+    (["ablate", "--heads", "L0.H0", "--json", "--csv", "--model", "/nowhere"], "choose one of --json and --csv"),
+    (["ablate", "--heads", "L1.H0", "--heads", "L2.H0"], "--heads is given twice"),
+    (["ablate", "--nope"], "No such option '--nope'"),
+])
+def test_bad_values_are_refused_before_any_work(capsys, args, fragment):
+    assert_refused(capsys, fragment, *args)
+
+
+def test_multi_value_options_stop_at_the_first_non_number():
+    from heurlens.cli import expand_multi_value_options
+
+    assert expand_multi_value_options(["effective-size", "--sparsity", "0.5", "0.7", "runs/ft/step-50"]) == [
+        "effective-size", "--sparsity", "0.5", "--sparsity", "0.7", "runs/ft/step-50"]
+
+
+def test_empty_unit_list_is_refused_with_and_without_scan(capsys, tiny_bert_dir):
+    assert_refused(capsys, "empty unit", "ablate", "--heads", "", "--model", str(tiny_bert_dir))
+    assert_refused(capsys, "empty unit", "ablate", "--scan", "--heads", "", "--model", str(tiny_bert_dir))
+
+
+def test_core_that_is_neither_a_run_nor_heads(capsys, tiny_bert_dir, tmp_path):
+    assert_refused(capsys, "no such run directory", "ablate", "--scan", "--core", str(tmp_path / "typo"),
+                   "--model", str(tiny_bert_dir))
+
+
+# --- user data files -------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("content, fragment", [
+    ("", "is empty"),
+    ('{"premise": "a", "hypothesis": "b", "label": null}\n', "row 1 has no label"),
+    ('{"premise": "a", "hypothesis": "b", "label": 0}\n{"premise": null, "hypothesis": "b", "label": 1}\n',
+     "row 2 has no premise text"),
+    ('{"premise": "a", "hypothesis": "b", "label": 1}\n{"premise": "a", "hypothesis": "b", "label": 1.5}\n',
+     "row 2 has label 1.5"),
+])
+def test_bad_pair_files_are_named_by_row(tmp_path, content, fragment):
+    from heurlens.data.files import load_pair_file
+
+    path = tmp_path / "pairs.jsonl"
+    path.write_text(content)
+    with pytest.raises(HeurlensError, match=fragment):
+        load_pair_file(path)
+
+
+# --- models -------------------------------------------------------------------------------------------------------
+
+def test_model_folder_without_weights(tiny_bert_dir, tmp_path):
+    copy = tmp_path / "no-weights"
+    shutil.copytree(tiny_bert_dir, copy)
+    (copy / "model.safetensors").unlink()
+    with pytest.raises(HeurlensError, match="cannot read the weights of model .*save the model again"):
+        load_model(copy)
+
+
+def test_unreachable_hub_name_fails_at_once():
+    import time
+
+    start = time.time()
+    with pytest.raises(HeurlensError, match="not reachable on the hub"):
+        load_model("some-org/some-model")
+    assert time.time() - start < 5
+
+
+def test_relative_model_path_is_recorded_absolute(tiny_bert_dir, tmp_path, monkeypatch):
+    monkeypatch.chdir(tiny_bert_dir.parent)
+    model = load_model(tiny_bert_dir.name)
+    assert model.model_id == str(tiny_bert_dir.resolve())
+
+
+# --- output locations, run folders and caches ------------------------------------------------------------------------
+
+def test_unwritable_outputs_are_refused_before_any_work(capsys, tmp_path, monkeypatch):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    inside = str(blocker / "sub")  # cannot be created: its parent is a file (root can write anywhere else)
+    assert_refused(capsys, "cannot be written", "core", str(tmp_path), "--out", inside)
+    assert_refused(capsys, "cannot be written", "patterns", "--html", inside + "/p.html", "--model", "/nowhere")
+    assert_refused(capsys, "is a file", "prune", "--out", str(blocker), "--model", "/nowhere")
+    monkeypatch.setenv("HEURLENS_CACHE", str(blocker))
+    assert_refused(capsys, "is a file, not a folder", "ablate", "--heads", "L0.H0")
+
+
+def test_prune_refuses_a_folder_it_did_not_make(capsys, tmp_path):
+    (tmp_path / "thesis.tex").write_text("mine")
+    assert_refused(capsys, "not empty and was not written by heurlens", "prune", "--out", str(tmp_path),
+                   "--model", "/nowhere")
+    assert [p.name for p in tmp_path.iterdir()] == ["thesis.tex"]
+
+
+@pytest.fixture(scope="module")
+def small_run(tiny_bert_dir, tmp_path_factory):
+    """A pruning run folder of the tiny model: 50%, one seed, 3 steps."""
+    from heurlens.data.snli import load_snli
+    from heurlens.evaluate import tokenize_pairs
+    from heurlens.pruning import PruneConfig, prune
+
+    model = load_model(tiny_bert_dir)
+    data = tokenize_pairs("snli-train", load_snli("train", limit=32, seed=0), model.tokenizer, 16)
+    out = tmp_path_factory.mktemp("small-run")
+    prune(model, data, 0.5, [0], out, PruneConfig(total_steps=3), progress=False)
+    return model, data, out
+
+
+def test_run_folder_refuses_other_settings_model_or_data_at_any_sparsity(small_run, tiny_finetuned):
+    from heurlens.pruning import PruneConfig, prune
+
+    model, data, out = small_run
+    with pytest.raises(HeurlensError, match="another model, data set or settings"):
+        prune(model, data, 0.3, [0], out, PruneConfig(total_steps=3, lr_log_alpha=0.2), progress=False)
+    fewer = type(data)(data.name, data.batches[:1], data.labels[:16], data.label_names)
+    with pytest.raises(HeurlensError, match="another model, data set or settings"):
+        prune(model, fewer, 0.3, [0], out, PruneConfig(total_steps=3), progress=False)
+    other = load_model(tiny_finetuned)
+    with pytest.raises(HeurlensError, match="another model"):
+        prune(other, data, 0.3, [0], out, PruneConfig(total_steps=3), progress=False)
+    assert sorted(p.name for p in out.iterdir()) == [".heurlens.lock", "sparsity-0.50", "unit-means.safetensors"]
+
+
+def test_two_prunes_into_one_folder_do_not_both_work(small_run):
+    from heurlens.pruning import PruneConfig, prune
+    from heurlens.run_folders import exclusive
+
+    model, data, out = small_run
+    with exclusive(out, "run directory"):  # another process holding the folder
+        with pytest.raises(HeurlensError, match="another heurlens process is writing to run directory"):
+            prune(model, data, 0.5, [0, 1], out, PruneConfig(total_steps=3), progress=False)
+    assert not (out / "sparsity-0.50" / "seed-01.json").exists()
+
+
+@pytest.mark.parametrize("damage, fragment", [
+    (lambda stem: stem.with_suffix(".safetensors").write_bytes(stem.with_suffix(".safetensors").read_bytes()[:40]),
+     "cannot be read"),
+    (lambda stem: stem.with_suffix(".json").write_text("{}"), "cannot be read"),
+])
+def test_damaged_subnetwork_files_are_named_with_their_fix(small_run, tmp_path, damage, fragment):
+    from heurlens.pruning import Subnetwork
+
+    _, _, out = small_run
+    copy = tmp_path / "run"
+    shutil.copytree(out, copy)
+    stem = copy / "sparsity-0.50" / "seed-00"
+    damage(stem)
+    with pytest.raises(HeurlensError, match=f"subnetwork {stem} {fragment}.*delete {stem}.json"):
+        Subnetwork.load(stem)
+
+
+def test_damaged_run_means_are_named_with_their_fix(small_run, tmp_path):
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    from heurlens.pruning.runs import MEANS_FILE, load_run_means
+
+    _, _, out = small_run
+    copy = tmp_path / "run"
+    shutil.copytree(out, copy)
+    means = copy / MEANS_FILE
+    tensors = load_file(means)
+    tensors["heads.0"][0, 0] = float("nan")
+    save_file(tensors, means)
+    with pytest.raises(HeurlensError, match=f"{means} are incomplete or hold NaN.*run heurlens prune --out {copy}"):
+        load_run_means(copy)
+    means.write_bytes(b"\x00" * 10)
+    with pytest.raises(HeurlensError, match=f"{means} cannot be read"):
+        load_run_means(copy)
+    assert torch.isnan(tensors["heads.0"][0, 0])
+
+
+def test_damaged_means_cache_is_computed_again(tiny_bert_dir, tmp_path, monkeypatch):
+    import torch
+
+    from heurlens.nli import snli_reference_means
+
+    real_cache = cache_dir()
+    monkeypatch.setenv("HEURLENS_CACHE", str(tmp_path))
+    for name in ("downloads", "data"):  # the SNLI files, without fetching them again
+        shutil.copytree(real_cache / name, tmp_path / name)
+    model = load_model(tiny_bert_dir)
+    means = snli_reference_means(model, 40)
+    cached = next((tmp_path / "means").iterdir())
+    cached.write_bytes(cached.read_bytes()[:100])  # truncated
+    again = snli_reference_means(model, 40)
+    assert all(torch.allclose(again.heads[layer], means.heads[layer]) for layer in means.heads)
+    assert cached.stat().st_size > 100
+
+
+def test_cut_snli_file_is_extracted_again(tmp_path, monkeypatch):
+    from heurlens.data.snli import load_snli
+
+    real_cache = cache_dir()
+    monkeypatch.setenv("HEURLENS_CACHE", str(tmp_path))
+    shutil.copytree(real_cache / "downloads", tmp_path / "downloads")
+    assert len(load_snli("test")) == 9824
+    test_file = tmp_path / "data" / "snli" / "snli_1.0_test.jsonl"
+    lines = test_file.read_text().splitlines(keepends=True)
+    test_file.write_text("".join(lines[:5000]))  # cut at a line boundary
+    assert len(load_snli("test")) == 9824
+
+
+def test_report_cache_follows_the_subnetworks_contents(small_run, tmp_path):
+    import json as json_module
+
+    from heurlens.analysis.run_report import cache_path, cached_table
+
+    model, data, out = small_run
+    copy = tmp_path / "run"
+    shutil.copytree(out, copy)
+    before = cache_path(copy, "evaluation", [data], model)
+    record = copy / "sparsity-0.50" / "seed-00.json"
+    changed = json_module.loads(record.read_text()) | {"threshold": 0.55}  # as if pruned again
+    record.write_text(json_module.dumps(changed))
+    assert cache_path(copy, "evaluation", [data], model) != before
+    import pandas as pd
+
+    table = pd.DataFrame({"a": [1, 2, 3]})
+    path = tmp_path / "t.csv"
+    assert cached_table(path, 3, lambda: table).equals(table)
+    path.write_text("a\n1\n")  # truncated: one row of three
+    calls = []
+    cached_table(path, 3, lambda: calls.append(1) or table)
+    assert calls == [1]
+
+
+def test_kl_rounding_below_zero_is_reported_as_zero():
+    import torch
+    import torch.nn.functional as F
+
+    from heurlens.evaluate import mean_kl
+
+    for seed in range(200):  # float32 rounding: KL of a distribution to itself plus a constant shift
+        logits = torch.randn(8, 3, generator=torch.Generator().manual_seed(seed))
+        shifted = logits + 1.0  # the same distribution
+        p, q = F.log_softmax(logits, -1), F.log_softmax(shifted, -1)
+        if (p.exp() * (p - q)).sum(-1).mean().item() < 0:
+            assert mean_kl(logits, shifted) == 0.0
+            return
+    pytest.fail("no rounding below zero found to test with")

@@ -1,7 +1,8 @@
 """The report of a pruning run directory: evaluation, overlap and core, core-head patterns,
 effective size when the directory has it. What is expensive to recompute is cached in the run
-directory (``evaluation-<key>.csv``, ``patterns-<key>.csv``, the key a hash of the data and the
-subnetworks they cover), written atomically."""
+directory (``evaluation-<key>.csv``, ``patterns-<key>.csv``, the key a hash of the data, the model
+and the contents of the subnetwork and means files they cover), written atomically; a cache file
+that cannot be read back whole is computed again."""
 
 from __future__ import annotations
 
@@ -25,7 +26,6 @@ from heurlens.analysis.patterns import attention_plot, pattern_scores
 from heurlens.analysis.report import Report
 from heurlens.cache import atomic_write_bytes
 from heurlens.evaluate import EvalSet
-from heurlens.means import UnitMeans
 from heurlens.models.classifier import HookedClassifier
 from heurlens.pruning.runs import (
     MEANS_FILE,
@@ -33,6 +33,7 @@ from heurlens.pruning.runs import (
     data_fingerprint,
     evaluate_subnetworks,
     find_subnetworks,
+    load_run_means,
     subnetworks_by_sparsity,
 )
 from heurlens.units import format_units
@@ -47,33 +48,44 @@ def write_csv(table: pd.DataFrame, path: Path) -> None:
     atomic_write_bytes(path, buffer.getvalue().encode())
 
 
-def cache_path(run_dir: Path, kind: str, data: list[EvalSet]) -> Path:
-    """``RUN_DIR/<kind>-<key>.csv``: the key changes with the data and with the subnetworks on disk."""
-    digest = hashlib.sha256()
-    for item in [*(f"{s.name}:{data_fingerprint(s)}" for s in data), *map(str, find_subnetworks(Path(run_dir)))]:
-        digest.update(item.encode())
+def cache_path(run_dir: Path, kind: str, data: list[EvalSet], model: HookedClassifier) -> Path:
+    """``RUN_DIR/<kind>-<key>.csv``: the key changes with the data, the model's fingerprint and the bytes
+    of every subnetwork and means file in the run directory (re-pruning changes it)."""
+    digest = hashlib.sha256(model.fingerprint().encode())
+    for s in data:
+        digest.update(f"{s.name}:{data_fingerprint(s)}".encode())
+    files = [f for p in find_subnetworks(Path(run_dir)) for f in (p, p.with_suffix(".safetensors"))]
+    for file in [*files, Path(run_dir) / MEANS_FILE]:
+        digest.update(file.name.encode())
+        digest.update(file.read_bytes() if file.exists() else b"")
     return Path(run_dir) / f"{kind}-{digest.hexdigest()[:12]}.csv"
 
 
 def cached_evaluation(run_dir: Path, model: HookedClassifier, eval_sets: list[EvalSet]) -> pd.DataFrame:
     """The evaluation of every subnetwork of the run directory, read from its cache file or computed."""
-    path = cache_path(run_dir, "evaluation", eval_sets)
-    if path.exists():
-        return pd.read_csv(path)
     subnetworks = [s for group in subnetworks_by_sparsity([run_dir]).values() for s in group]
-    evaluation = evaluate_subnetworks(model, subnetworks, eval_sets, UnitMeans.load(Path(run_dir) / MEANS_FILE))
-    write_csv(evaluation, path)
-    return evaluation
+    return cached_table(
+        cache_path(run_dir, "evaluation", eval_sets, model), (1 + len(subnetworks)) * len(eval_sets),
+        lambda: evaluate_subnetworks(model, subnetworks, eval_sets, load_run_means(Path(run_dir))))
 
 
 def cached_patterns(run_dir: Path, eager_model: HookedClassifier, pattern_data: EvalSet) -> pd.DataFrame:
     """Attention-pattern scores of every head, read from the run directory's cache or computed."""
-    path = cache_path(run_dir, "patterns", [pattern_data])
-    if path.exists():
-        return pd.read_csv(path)
-    patterns = pattern_scores(eager_model, pattern_data)
-    write_csv(patterns, path)
-    return patterns
+    return cached_table(cache_path(run_dir, "patterns", [pattern_data], eager_model),
+                        eager_model.n_layers * eager_model.n_heads, lambda: pattern_scores(eager_model, pattern_data))
+
+
+def cached_table(path: Path, rows: int, compute) -> pd.DataFrame:
+    """The table cached at ``path`` if it reads back with ``rows`` complete rows; else ``compute()``, saved."""
+    try:
+        table = pd.read_csv(path)
+        if len(table) == rows and not table.isna().all(axis=1).any():
+            return table
+    except (OSError, ValueError, pd.errors.ParserError):
+        pass  # missing, truncated or garbled: computed again below
+    table = compute()
+    write_csv(table, path)
+    return table
 
 
 def build_run_report(run_dir: Path, model: HookedClassifier, eager_model: HookedClassifier,

@@ -1,6 +1,7 @@
 """The ``heurlens`` command line. Every command works on the embedded default model and data.
 
-User mistakes print one line on stderr and exit 2 (``main``), never a traceback.
+User mistakes, click's usage errors included, print one line on stderr and exit 2 (``main``), never a
+traceback.
 """
 
 from __future__ import annotations
@@ -16,31 +17,62 @@ from heurlens.errors import HeurlensError
 MULTI_VALUE_OPTIONS = {"--sparsity", "--disambiguation"}  # options that take several values: --sparsity 0.5 0.7
 
 
+def _is_number(token: str) -> bool:
+    try:
+        float(token)
+    except ValueError:
+        return False
+    return True
+
+
 def expand_multi_value_options(argv: list[str]) -> list[str]:
-    """Rewrite ``--sparsity 0.5 0.7`` as ``--sparsity 0.5 --sparsity 0.7`` (click takes one value per use)."""
+    """Rewrite ``--sparsity 0.5 0.7`` as ``--sparsity 0.5 --sparsity 0.7`` (click takes one value per use).
+    Only numbers continue the list: in ``--sparsity 0.5 0.7 runs/ft/step-50`` the path is an argument."""
     expanded: list[str] = []
     current = None
     for token in argv:
-        if token.startswith("-"):
+        if token.startswith("-") and not _is_number(token):
             current = token if token in MULTI_VALUE_OPTIONS else None
             expanded.append(token)
-        elif current is not None and expanded[-1] != current:
+        elif current is not None and expanded[-1] != current and _is_number(token):
             expanded += [current, token]
         else:
+            current = None if not _is_number(token) else current
             expanded.append(token)
     return expanded
 
 
+def refuse_repeated_options(argv: list[str]) -> None:
+    """An option given twice (other than the multi-value ones) is a mistake click would settle silently
+    by keeping the last; say so instead."""
+    command = cli.commands.get(argv[0]) if argv else None
+    if command is None:
+        return
+    single = {opt for param in command.params if isinstance(param, click.Option) and not param.multiple
+              for opt in (*param.opts, *param.secondary_opts)}
+    seen: set[str] = set()
+    for token in argv[1:]:
+        if token == "--":
+            break
+        name = token.split("=", 1)[0]
+        if name in single:
+            if name in seen:
+                raise HeurlensError(f"{name} is given twice; give it once")
+            seen.add(name)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: user mistakes print one line on stderr and exit 2, never a traceback."""
+    argv = sys.argv[1:] if argv is None else argv
     try:
-        cli(expand_multi_value_options(sys.argv[1:] if argv is None else argv), standalone_mode=False)
+        refuse_repeated_options(argv)
+        cli(expand_multi_value_options(argv), standalone_mode=False)
     except HeurlensError as error:
         click.echo(f"heurlens: error: {error}", err=True)
         sys.exit(2)
     except click.exceptions.Abort:
         click.echo("heurlens: aborted", err=True)
         sys.exit(130)
-    except click.ClickException as error:
-        error.show()
-        sys.exit(error.exit_code)
+    except click.ClickException as error:  # click's own usage errors, in heurlens' one-line form
+        click.echo(f"heurlens: error: {error.format_message()}", err=True)
+        sys.exit(2)

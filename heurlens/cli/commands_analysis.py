@@ -16,6 +16,7 @@ from heurlens.cli.options import (
     table_output_options,
 )
 from heurlens.errors import HeurlensError
+from heurlens.run_folders import check_writable_dir, check_writable_file, refuse_foreign_dir
 
 
 @cli.command()
@@ -34,6 +35,8 @@ def core(run_dirs, out, as_json, as_csv) -> None:
 
     if not run_dirs:
         raise HeurlensError("give at least one run directory written by heurlens prune, e.g. heurlens core runs/prune")
+    if out:
+        check_writable_dir(Path(out), "--out")
     groups = subnetworks_by_sparsity(run_dirs)
     everything = [s for group in groups.values() for s in group]
     names = {s: f"{s:.0%}" for s in groups}
@@ -45,7 +48,6 @@ def core(run_dirs, out, as_json, as_csv) -> None:
     agreements = [(a, b, *overlap.frequency_agreement(groups[a], groups[b])) for a, b in zip(sparsities, sparsities[1:])]
     if out:
         out = Path(out)
-        out.mkdir(parents=True, exist_ok=True)
         write_csv(frequencies, out / "frequencies.csv")
         write_csv(summary, out / "intersection.csv")
         for s, group in groups.items():
@@ -74,8 +76,8 @@ def core(run_dirs, out, as_json, as_csv) -> None:
 @cli.command()
 @click.option("--heads", default=None, help="Heads to score (L4.H0,L2.*); default every head.")
 @model_option
-@click.option("--examples", type=int, default=500, show_default=True, help="SNLI test pairs to average over.")
-@click.option("--min-score", type=float, default=0.3, show_default=True,
+@click.option("--examples", type=click.IntRange(min=1), default=500, show_default=True, help="SNLI test pairs to average over.")
+@click.option("--min-score", type=click.FloatRange(0, 1), default=0.3, show_default=True,
               help="Below this, a head's label is 'other'.")
 @click.option("--html", "html_out", type=click.Path(dir_okay=False), default=None,
               help="Write a circuitsvis plot of the heads on --premise/--hypothesis (standalone HTML).")
@@ -88,8 +90,10 @@ def patterns(heads, model, examples, min_score, html_out, premise, hypothesis, a
     from heurlens.analysis.patterns import attention_plot, pattern_scores
     from heurlens.cache import atomic_write_bytes
 
+    if html_out:
+        check_writable_file(Path(html_out), "--html")
     hooked = heurlens.load_model(model, attn_implementation="eager")
-    units = heurlens.parse_units(heads, hooked.n_layers, hooked.n_heads) if heads else None
+    units = heurlens.parse_units(heads, hooked.n_layers, hooked.n_heads) if heads is not None else None
     if units and any(u.is_mlp for u in units):
         raise HeurlensError("--heads lists an MLP; attention patterns exist only for heads")
     data = heurlens.tokenize_pairs("snli-test", heurlens.load_snli("test", limit=examples, seed=0), hooked.tokenizer)
@@ -109,16 +113,16 @@ def patterns(heads, model, examples, min_score, html_out, premise, hypothesis, a
 
 @cli.command(name="effective-size")
 @click.argument("checkpoints", nargs=-1, type=click.Path(exists=True, file_okay=False))
-@click.option("--sparsity", type=float, multiple=True, default=None,
+@click.option("--sparsity", type=click.FloatRange(0, 1, max_open=True), multiple=True, default=None,
               help="Sparsities to prune at (default 0.05, 0.10, ..., 0.95).")
-@click.option("--seeds", type=int, default=3, show_default=True)
+@click.option("--seeds", type=click.IntRange(min=1), default=3, show_default=True)
 @click.option("--search", type=click.Choice(["grid", "bisect"]), default="grid", show_default=True,
               help="grid prunes at every sparsity (the paper); bisect assumes faithfulness is lost monotonically.")
-@click.option("--tolerance", type=float, default=0.03, show_default=True, help="Faithful: accuracy within this.")
+@click.option("--tolerance", type=click.FloatRange(min=0), default=0.03, show_default=True, help="Faithful: accuracy within this.")
 @click.option("--out", type=click.Path(file_okay=False), default="runs/effective-size", show_default=True)
-@click.option("--train-examples", type=int, default=2000, show_default=True)
-@click.option("--batch-size", type=int, default=16, show_default=True)
-@click.option("--steps", type=int, default=None, help="Pruning steps (default: Appendix B's epochs).")
+@click.option("--train-examples", type=click.IntRange(min=1), default=2000, show_default=True)
+@click.option("--batch-size", type=click.IntRange(min=1), default=16, show_default=True)
+@click.option("--steps", type=click.IntRange(min=1), default=None, help="Pruning steps (default: Appendix B's epochs).")
 @eval_options(default_subcases=FOCUS)
 def effective_size(checkpoints, sparsity, seeds, search, tolerance, out, train_examples, batch_size, steps, data,
                    in_domain_examples, per_subcase, subcases, seed, as_json, as_csv) -> None:
@@ -138,21 +142,22 @@ def effective_size(checkpoints, sparsity, seeds, search, tolerance, out, train_e
         effective_size_of,
     )
     from heurlens.analysis.run_report import EFFECTIVE_SIZE_FILE, write_csv
-    from heurlens.means import compute_means
-    from heurlens.nli import snli_pruning_data
+    from heurlens.nli import snli_pruning_data, snli_reference_means
     from heurlens.pruning import PruneConfig
 
     if not checkpoints:
         raise HeurlensError("give checkpoint directories; make them with "
                             "heurlens finetune --checkpoint-every 50 --out runs/ft (then runs/ft/checkpoints/*)")
     out = Path(out)
+    refuse_foreign_dir(out, [EFFECTIVE_SIZE_FILE, "*/sparsity-*", "*/unit-means.safetensors"], "--out")
+    check_writable_dir(out, "--out")
     rows = []
     for index, checkpoint in enumerate(sorted(checkpoints, key=lambda c: checkpoint_step(Path(c), 0))):
         hooked = heurlens.load_model(checkpoint)
         train = snli_pruning_data(hooked, train_examples, batch_size)
         eval_sets = eval_sets_from_options(hooked, data, in_domain_examples, per_subcase, subcases, seed)
         sizes, evaluation = effective_size_of(
-            hooked, train, eval_sets, compute_means(hooked, train), list(sparsity or SPARSITY_GRID), range(seeds),
+            hooked, train, eval_sets, snli_reference_means(hooked), list(sparsity or SPARSITY_GRID), range(seeds),
             out / Path(checkpoint).name, PruneConfig(total_steps=steps), tolerance, search)
         full = accuracy_by_kind(evaluation).iloc[0]
         rows.append({"checkpoint": str(checkpoint), "step": checkpoint_step(Path(checkpoint), index)}
@@ -169,7 +174,7 @@ def effective_size(checkpoints, sparsity, seeds, search, tolerance, out, train_e
 @click.option("--out", type=click.Path(dir_okay=False), default=None,
               help="HTML file to write (default RUN_DIR/report.html).")
 @click.option("--model", default=None, help="Model (default: the one the subnetworks were pruned from).")
-@click.option("--pattern-examples", type=int, default=300, show_default=True,
+@click.option("--pattern-examples", type=click.IntRange(min=1), default=300, show_default=True,
               help="SNLI test pairs the core heads' attention patterns are scored on.")
 @eval_options(default_subcases=FOCUS, table_output=False)
 def report(run_dir, out, model, pattern_examples, data, in_domain_examples, per_subcase, subcases, seed) -> None:
@@ -178,6 +183,7 @@ def report(run_dir, out, model, pattern_examples, data, in_domain_examples, per_
     from heurlens.analysis.run_report import build_run_report
     from heurlens.pruning.runs import subnetworks_by_sparsity
 
+    target = check_writable_file(Path(out) if out else Path(run_dir) / "report.html", "the report file")
     first = next(iter(subnetworks_by_sparsity([run_dir]).values()))[0]
     hooked = heurlens.load_model(model or first.model_id)
     first.check_model(hooked)
@@ -185,6 +191,5 @@ def report(run_dir, out, model, pattern_examples, data, in_domain_examples, per_
     eval_sets = eval_sets_from_options(hooked, data, in_domain_examples, per_subcase, subcases, seed)
     pattern_data = heurlens.tokenize_pairs("snli-test", heurlens.load_snli("test", limit=pattern_examples, seed=seed),
                                            hooked.tokenizer)
-    path = build_run_report(Path(run_dir), hooked, eager, eval_sets, pattern_data).write(
-        Path(out) if out else Path(run_dir) / "report.html")
+    path = build_run_report(Path(run_dir), hooked, eager, eval_sets, pattern_data).write(target)
     click.echo(path)

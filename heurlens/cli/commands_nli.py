@@ -14,7 +14,10 @@ from heurlens.cli.options import (
     model_option,
     print_table,
 )
+from heurlens.cli.settings_options import settings_from_options, settings_options
 from heurlens.errors import HeurlensError
+from heurlens.nli import REFERENCE_PAIRS
+from heurlens.pruning.train import PruneConfig
 
 
 @cli.command()
@@ -29,13 +32,15 @@ from heurlens.errors import HeurlensError
               help="Ablate --heads together, alone and in pairs: group drop vs sum of single drops.")
 @model_option
 @click.option("--method", type=click.Choice(["mean", "zero"]), default="mean", show_default=True)
-@click.option("--reference-examples", type=int, default=2000, show_default=True,
-              help="SNLI training pairs the unit means are taken over (mean ablation).")
+@click.option("--reference-examples", type=click.IntRange(min=1), default=REFERENCE_PAIRS, show_default=True,
+              help="SNLI training pairs (sample seed 0) the unit means are taken over (mean ablation); the default "
+                   "is the reference set prune and the analyses use too.")
 @eval_options(default_subcases=None)
 def ablate(heads, scan, core, superadditivity, model, method, reference_examples, data, in_domain_examples,
            per_subcase, subcases, seed, as_json, as_csv) -> None:
     """Ablate heads/MLPs; print accuracy of full vs ablated model per evaluation set, and the KL."""
     import heurlens
+    from heurlens.means import zero_means
     from heurlens.nli import snli_reference_means
 
     if scan and superadditivity:
@@ -45,12 +50,12 @@ def ablate(heads, scan, core, superadditivity, model, method, reference_examples
     if core is not None and not scan:
         raise HeurlensError("--core only applies to --scan")
     hooked = heurlens.load_model(model)
-    units = heurlens.parse_units(heads, hooked.n_layers, hooked.n_heads) if heads else None
+    units = heurlens.parse_units(heads, hooked.n_layers, hooked.n_heads) if heads is not None else None
     if superadditivity and len(units) < 2:
         raise HeurlensError("--superadditivity needs at least two units in --heads, e.g. L2.H5,L3.H7,L4.H0")
     core_units = _core_units(core, hooked) if core else None
     eval_sets = eval_sets_from_options(hooked, data, in_domain_examples, per_subcase, subcases, seed)
-    means = snli_reference_means(hooked, reference_examples, seed) if method == "mean" else None
+    means = snli_reference_means(hooked, reference_examples) if method == "mean" else zero_means(hooked)
     if scan:
         _print_scan(hooked, units, core_units, eval_sets, method, means, as_json, as_csv)
     elif superadditivity:
@@ -60,6 +65,7 @@ def ablate(heads, scan, core, superadditivity, model, method, reference_examples
 
 
 def _core_units(core: str, hooked):
+    """--core as a run directory of heurlens prune (its heads kept by every subnetwork) or a list of heads."""
     import heurlens
     from heurlens.analysis.overlap import heuristic_core
     from heurlens.pruning import Subnetwork
@@ -69,7 +75,12 @@ def _core_units(core: str, hooked):
         paths = find_subnetworks(Path(core))
         if not paths:
             raise HeurlensError(f"--core {core}: the directory holds no subnetworks (sparsity-*/seed-*.json)")
-        return heuristic_core([Subnetwork.load(p) for p in paths])
+        subnetworks = [Subnetwork.load(p) for p in paths]
+        subnetworks[0].check_model(hooked)
+        return heuristic_core(subnetworks)
+    if "/" in core or core.startswith("."):
+        raise HeurlensError(f"--core {core}: no such run directory; give a run directory of heurlens prune or heads "
+                            "such as L2.H5,L4.H1")
     return heurlens.parse_units(core, hooked.n_layers, hooked.n_heads)
 
 
@@ -84,10 +95,14 @@ def _print_ablation(hooked, units, eval_sets, method, means, as_json, as_csv) ->
         for column in ("full_accuracy", "ablated_accuracy", "delta"):
             shown[column] = (100 * shown[column]).map("{:.1f}".format)
         shown["kl"] = shown["kl"].map("{:.4f}".format)
-        return (f"model {hooked.model_id}, {method}-ablated {table['ablated'][0]} (accuracy in %)\n"
-                + shown.to_string(index=False))
+        return (f"model {hooked.model_id}, {method}-ablated {table['ablated'][0]} (accuracy in %; "
+                f"replaced by {_replacement(means)})\n" + shown.to_string(index=False))
 
     print_table(table, as_json, as_csv, pretty)
+
+
+def _replacement(means) -> str:
+    return "zero" if means.source == "zeros" else f"the unit means over {means.source}"
 
 
 def _print_scan(hooked, units, core_units, eval_sets, method, means, as_json, as_csv) -> None:
@@ -98,23 +113,28 @@ def _print_scan(hooked, units, core_units, eval_sets, method, means, as_json, as
     scan = single_unit_scan(hooked, units, eval_sets, means, method=method)
 
     def pretty(scan):
-        return (f"model {hooked.model_id}, each unit {method}-ablated alone (accuracy in %)\n"
+        return (f"model {hooked.model_id}, each unit {method}-ablated alone (accuracy in %; replaced by "
+                f"{_replacement(means)})\n"
                 + scan_table(scan, core_units).to_string(index=False))
 
     print_table(scan, as_json, as_csv, pretty)
 
 
 def _print_superadditivity(hooked, units, eval_sets, method, means, as_json, as_csv) -> None:
+    import pandas as pd
+
     from heurlens.analysis.ablation_studies import group_superadditivity
 
     summary, interactions = group_superadditivity(hooked, units, eval_sets, means, method=method)
-    if as_json or as_csv:
-        print_table(summary, as_json, as_csv, str)
+    if as_json or as_csv:  # both tables in one, told apart by the "table" column
+        both = pd.concat([summary.assign(table="group"), interactions.assign(table="pairwise")], ignore_index=True)
+        print_table(both[["table", *both.columns.drop("table")]], as_json, as_csv, str)
         return
     shown = summary.copy()
     for column in ("accuracy", "group_drop", "sum_of_single_drops", "excess"):
         shown[column] = (100 * shown[column]).map("{:.1f}".format)
-    click.echo(f"model {hooked.model_id}: drops (points) of {method}-ablating the group vs the sum of single drops\n"
+    click.echo(f"model {hooked.model_id}: drops (points) of {method}-ablating the group vs the sum of single drops "
+               f"(replaced by {_replacement(means)})\n"
                + shown.to_string(index=False))
     if len(interactions):
         pairs = interactions.pivot_table(index="pair", columns="eval_set", values="interaction", sort=False) * 100
@@ -122,34 +142,35 @@ def _print_superadditivity(hooked, units, eval_sets, method, means, as_json, as_
 
 
 @cli.command()
-@click.option("--sparsity", type=float, multiple=True, default=[0.5], show_default=True,
-              help="Target sparsities (fraction of heads and MLPs pruned); several: --sparsity 0.5 0.7.")
-@click.option("--seeds", type=int, default=3, show_default=True, help="Seeds 0..N-1 per sparsity.")
+@click.option("--sparsity", type=click.FloatRange(0, 1, max_open=True), multiple=True, default=[0.5],
+              show_default=True, help="Target sparsities (fraction of heads and MLPs pruned); several: --sparsity 0.5 0.7.")
+@click.option("--seeds", type=click.IntRange(min=1), default=3, show_default=True, help="Seeds 0..N-1 per sparsity.")
 @click.option("--out", type=click.Path(file_okay=False), default="runs/prune", show_default=True,
               help="Run directory; finished subnetworks there are kept and skipped (resume).")
 @model_option
-@click.option("--train-examples", type=int, default=8000, show_default=True,
-              help="SNLI training pairs to prune on (the unit means are taken over them too).")
-@click.option("--batch-size", type=int, default=16, show_default=True)
-@click.option("--steps", type=int, default=None, help="Total steps (default: Appendix B's epochs for the data size).")
-@click.option("--warmup-steps", type=int, default=None, help="Sparsity warm-up steps (default: Appendix B's fraction).")
-@click.option("--lr-log-alpha", type=float, default=0.1, show_default=True)
-@click.option("--lr-lambda", type=float, default=1.0, show_default=True)
+@click.option("--train-examples", type=click.IntRange(min=1), default=8000, show_default=True,
+              help="SNLI training pairs (sample seed 0) to prune on; pruned units are replaced by their means over "
+                   "the reference set (the same 8,000 pairs).")
+@click.option("--batch-size", type=click.IntRange(min=1), default=16, show_default=True)
+@click.option("--recipe", type=click.Choice(["heurlens", "released"]), default="heurlens", show_default=True,
+              help="Settings the options below start from: heurlens' defaults, or the released code's recipe "
+                   "(docs/pruning.md); each option given replaces that one setting.")
+@settings_options(PruneConfig)
 @eval_options(default_subcases=FOCUS)
-def prune(sparsity, seeds, out, model, train_examples, batch_size, steps, warmup_steps, lr_log_alpha, lr_lambda,
-          data, in_domain_examples, per_subcase, subcases, seed, as_json, as_csv) -> None:
+def prune(sparsity, seeds, out, model, train_examples, batch_size, recipe, data, in_domain_examples, per_subcase,
+          subcases, seed, as_json, as_csv, **settings) -> None:
     """Prune heads and MLPs with hard-concrete masks, for several seeds; print the evaluation table."""
     import heurlens
     from heurlens.nli import snli_pruning_data, snli_reference_means
-    from heurlens.pruning import PruneConfig
     from heurlens.pruning import prune as prune_model
+    from heurlens.pruning.runs import check_run_dir
 
-    if seeds < 1:
-        raise HeurlensError("--seeds must be at least 1")
+    base = PruneConfig.released() if recipe == "released" else PruneConfig()
+    config = settings_from_options(base, settings)
+    check_run_dir(out)
     hooked = heurlens.load_model(model)
-    config = PruneConfig(lr_log_alpha=lr_log_alpha, lr_lambda=lr_lambda, total_steps=steps, warmup_steps=warmup_steps)
     train = snli_pruning_data(hooked, train_examples, batch_size)
-    means = snli_reference_means(hooked, train_examples, 0, batch_size)
+    means = snli_reference_means(hooked)
     subnetworks = prune_model(hooked, train, sorted(set(sparsity)), range(seeds), Path(out), config, means)
     _report(hooked, subnetworks, means, data, in_domain_examples, per_subcase, subcases, seed, as_json, as_csv)
 
@@ -161,19 +182,15 @@ def prune(sparsity, seeds, out, model, train_examples, batch_size, steps, warmup
 def evaluate(run_dir, model, data, in_domain_examples, per_subcase, subcases, seed, as_json, as_csv) -> None:
     """Evaluate the subnetworks of a run directory next to the full model."""
     import heurlens
-    from heurlens.means import UnitMeans
     from heurlens.pruning import Subnetwork
-    from heurlens.pruning.runs import MEANS_FILE, find_subnetworks
+    from heurlens.pruning.runs import find_subnetworks, load_run_means
 
     paths = find_subnetworks(Path(run_dir))
     if not paths:
         raise HeurlensError(f"{run_dir} holds no subnetworks (sparsity-*/seed-*.json); run heurlens prune --out {run_dir}")
     subnetworks = [Subnetwork.load(p) for p in paths]
+    means = load_run_means(Path(run_dir))
     hooked = heurlens.load_model(model or subnetworks[0].model_id)
-    means_path = Path(run_dir) / MEANS_FILE
-    if not means_path.exists():
-        raise HeurlensError(f"{means_path} is missing; it is written by heurlens prune --out {run_dir}")
-    means = UnitMeans.load(means_path)
     _report(hooked, subnetworks, means, data, in_domain_examples, per_subcase, subcases, seed, as_json, as_csv)
 
 
@@ -186,18 +203,21 @@ def _report(hooked, subnetworks, means, data, in_domain_examples, per_subcase, s
     def pretty(evaluation):
         wide = accuracy_table(evaluation)
         wide["achieved_sparsity"] = wide["achieved_sparsity"].map("{:.2f}".format)
-        return f"accuracy (%) of model {hooked.model_id} and its subnetworks\n" + wide.to_string(index=False)
+        return (f"accuracy (%) of model {hooked.model_id} and its subnetworks (pruned units replaced by "
+                f"{_replacement(means)})\n" + wide.to_string(index=False))
 
     print_table(evaluation, as_json, as_csv, pretty)
 
 
 @cli.command()
-@click.option("--examples", type=int, default=8000, show_default=True, help="SNLI training pairs to fine-tune on.")
+@click.option("--examples", type=click.IntRange(min=1), default=8000, show_default=True,
+              help="SNLI training pairs to fine-tune on.")
 @click.option("--full", is_flag=True, help="Fine-tune on all ~100k SNLI training pairs instead.")
-@click.option("--epochs", type=int, default=1, show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--checkpoint-every", type=int, default=None, help="Also save a checkpoint every N steps.")
-@click.option("--out", type=click.Path(), default=None, help="Directory to write (default: the cache).")
+@click.option("--epochs", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
+@click.option("--checkpoint-every", type=click.IntRange(min=1), default=None, help="Also save a checkpoint every N steps.")
+@click.option("--out", type=click.Path(), default=None,
+              help="Directory to write: new, empty, or this same fine-tuning's (default: the cache).")
 def finetune(examples, full, epochs, seed, checkpoint_every, out) -> None:
     """Fine-tune the default model (MiniLM + NLI head) on SNLI and print where it was written."""
     from heurlens.cache import cache_dir

@@ -23,20 +23,20 @@ SHAPE_DEFAULTS = ShapeBiasSettings()
 @click.option("--t1", default=DEFAULTS.t1, show_default=True, help="Computation the source model learns.")
 @click.option("--subtask", default=DEFAULTS.subtask, show_default=True, help="Subtask whose subnetwork is transferred.")
 @click.option("--t2", default=DEFAULTS.t2, show_default=True, help="Computation the new model is trained on.")
-@click.option("--max-value", type=int, default=DEFAULTS.max_value, show_default=True,
+@click.option("--max-value", type=click.IntRange(min=2), default=DEFAULTS.max_value, show_default=True,
               help="Numbers 0..N-1, one token each (the paper: 1000).")
-@click.option("--modulus", type=int, default=DEFAULTS.modulus, show_default=True)
-@click.option("--layers", "n_layers", type=int, default=DEFAULTS.n_layers, show_default=True,
+@click.option("--modulus", type=click.IntRange(min=2), default=DEFAULTS.modulus, show_default=True)
+@click.option("--layers", "n_layers", type=click.IntRange(min=1), default=DEFAULTS.n_layers, show_default=True,
               help="Decoder layers (the paper: 2 to 12).")
-@click.option("--disambiguation", type=int, multiple=True, default=DEFAULTS.disambiguation, show_default=True,
+@click.option("--disambiguation", type=click.IntRange(min=0), multiple=True, default=DEFAULTS.disambiguation, show_default=True,
               help="Numbers of disambiguation samples: --disambiguation 0 30 100.")
 @click.option("--conditions", default=",".join(FIGURE3_CONDITIONS), show_default=True,
               help=f"Comma-separated, from: {', '.join(CONDITIONS)}.")
-@click.option("--seeds", type=int, default=DEFAULTS.seeds, show_default=True)
-@click.option("--t1-epochs", type=int, default=DEFAULTS.t1_epochs, show_default=True)
-@click.option("--discovery-epochs", type=int, default=DEFAULTS.discovery_epochs, show_default=True)
-@click.option("--l0-lambda", type=float, default=DEFAULTS.l0_lambda, show_default=True)
-@click.option("--transfer-epochs", type=int, default=DEFAULTS.transfer_epochs, show_default=True,
+@click.option("--seeds", type=click.IntRange(min=1), default=DEFAULTS.seeds, show_default=True)
+@click.option("--t1-epochs", type=click.IntRange(min=1), default=DEFAULTS.t1_epochs, show_default=True)
+@click.option("--discovery-epochs", type=click.IntRange(min=1), default=DEFAULTS.discovery_epochs, show_default=True)
+@click.option("--l0-lambda", type=click.FloatRange(min=0), default=DEFAULTS.l0_lambda, show_default=True)
+@click.option("--transfer-epochs", type=click.IntRange(min=1), default=DEFAULTS.transfer_epochs, show_default=True,
               help="Epochs on T2 (the paper: 100).")
 @click.option("--full-size", is_flag=True, help="The paper's sizes: numbers 0..999, 16 sample counts 10..10^4, "
                                                 "100 transfer and 50 discovery epochs (hours on a CPU).")
@@ -77,13 +77,13 @@ def transfer(out, t1, subtask, t2, max_value, modulus, n_layers, disambiguation,
               help="Run directory; finished parts found there are reused (resumable).")
 @click.option("--arch", type=click.Choice(sorted(SMALL_ARCHITECTURES)), default=SHAPE_DEFAULTS.arch,
               show_default=True, help="The small timm model trained on 28x28 garments.")
-@click.option("--seed", type=int, default=SHAPE_DEFAULTS.seed, show_default=True)
-@click.option("--pretrain-epochs", type=int, default=SHAPE_DEFAULTS.pretrain_epochs, show_default=True)
-@click.option("--discovery-epochs", type=int, default=SHAPE_DEFAULTS.discovery_epochs, show_default=True)
-@click.option("--l0-lambda", type=float, default=SHAPE_DEFAULTS.l0_lambda, show_default=True)
-@click.option("--downstream-size", type=int, default=SHAPE_DEFAULTS.downstream_size, show_default=True,
+@click.option("--seed", type=click.IntRange(min=0), default=SHAPE_DEFAULTS.seed, show_default=True)
+@click.option("--pretrain-epochs", type=click.IntRange(min=1), default=SHAPE_DEFAULTS.pretrain_epochs, show_default=True)
+@click.option("--discovery-epochs", type=click.IntRange(min=1), default=SHAPE_DEFAULTS.discovery_epochs, show_default=True)
+@click.option("--l0-lambda", type=click.FloatRange(min=0), default=SHAPE_DEFAULTS.l0_lambda, show_default=True)
+@click.option("--downstream-size", type=click.IntRange(min=1), default=SHAPE_DEFAULTS.downstream_size, show_default=True,
               help="Training garments of the downstream task (texture always agrees with the class).")
-@click.option("--downstream-epochs", type=int, default=SHAPE_DEFAULTS.downstream_epochs, show_default=True)
+@click.option("--downstream-epochs", type=click.IntRange(min=1), default=SHAPE_DEFAULTS.downstream_epochs, show_default=True)
 @table_output_options
 def shape_bias(out, arch, seed, pretrain_epochs, discovery_epochs, l0_lambda, downstream_size, downstream_epochs,
                as_json, as_csv) -> None:

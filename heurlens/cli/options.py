@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import click
 
 from heurlens.errors import HeurlensError
@@ -15,9 +17,16 @@ def model_option(function):
 
 
 def table_output_options(function):
-    """--json / --csv: print the command's table machine-readably (see ``print_table``)."""
-    function = click.option("--csv", "as_csv", is_flag=True, help="Print the table as CSV.")(function)
-    return click.option("--json", "as_json", is_flag=True, help="Print the table as JSON records.")(function)
+    """--json / --csv: print the command's table machine-readably (see ``print_table``); both together are
+    refused before the command does any work."""
+    @functools.wraps(function)
+    def checked(*args, as_json: bool, as_csv: bool, **kwargs):
+        if as_json and as_csv:
+            raise HeurlensError("choose one of --json and --csv")
+        return function(*args, as_json=as_json, as_csv=as_csv, **kwargs)
+
+    checked = click.option("--csv", "as_csv", is_flag=True, help="Print the table as CSV.")(checked)
+    return click.option("--json", "as_json", is_flag=True, help="Print the table as JSON records.")(checked)
 
 
 def eval_options(default_subcases: str | None, table_output: bool = True):
@@ -29,14 +38,15 @@ def eval_options(default_subcases: str | None, table_output: bool = True):
         options = [
             click.option("--data", default="snli", show_default=True,
                          help="In-domain set: 'snli' (SNLI test) or a .jsonl/.csv/.tsv with premise, hypothesis, label."),
-            click.option("--in-domain-examples", type=int, default=2000, show_default=True,
+            click.option("--in-domain-examples", type=click.IntRange(min=0), default=2000, show_default=True,
                          help="Random subset of the in-domain set (0 = all)."),
-            click.option("--per-subcase", type=int, default=200, show_default=True,
+            click.option("--per-subcase", type=click.IntRange(min=1), default=200, show_default=True,
                          help="HANS-style pairs per subcase (the paper used 1000)."),
             click.option("--subcases", default=default_subcases, show_default=default_subcases is not None,
                          help="Comma-separated HANS subcases or abbreviations (SO-Swap,Prep,Embed-If,Embed-Verb)"
                               + ("; default all 30." if default_subcases is None else ".")),
-            click.option("--seed", type=int, default=0, show_default=True, help="Seed of data subsets and generation."),
+            click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
+                         help="Seed of data subsets and generation."),
         ]
         for option in reversed(options):
             function = option(function)
@@ -52,8 +62,6 @@ def eval_sets_from_options(hooked, data, in_domain_examples, per_subcase, subcas
 
 
 def print_table(table, as_json: bool, as_csv: bool, pretty) -> None:
-    if as_json and as_csv:
-        raise HeurlensError("choose one of --json and --csv")
     if as_json:
         click.echo(table.to_json(orient="records", indent=2))
     elif as_csv:

