@@ -148,7 +148,8 @@ def test_run_resumes_after_an_interruption(pruning_data, tmp_path, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         prune(model, data, 0.5, [0, 1], out=tmp_path, config=config, progress=False)
     files = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file())
-    assert files == ["sparsity-0.50/seed-00.json", "sparsity-0.50/seed-00.safetensors", "unit-means.safetensors"]
+    assert files == [".heurlens.lock",  # the (released) lock that keeps a second process out
+                     "sparsity-0.50/seed-00.json", "sparsity-0.50/seed-00.safetensors", "unit-means.safetensors"]
 
     calls.clear()
     monkeypatch.setattr(runs_module, "train_unit_mask", lambda *a, **k: calls.append(a[5]) or real_train(*a, **k))

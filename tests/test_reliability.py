@@ -4,7 +4,7 @@ import json
 import shutil
 
 import pytest
-from cli_run import assert_one_line_error, assert_refused, heurlens
+from cli_run import assert_one_line_error, assert_refused, heurlens, heurlens_in_process
 
 from heurlens.cache import cache_dir
 from heurlens.errors import HeurlensError
@@ -348,3 +348,21 @@ def test_kl_rounding_below_zero_is_reported_as_zero():
             assert mean_kl(logits, shifted) == 0.0
             return
     pytest.fail("no rounding below zero found to test with")
+
+
+def test_superadditivity_json_keeps_the_pairwise_table(capsys, tiny_bert_dir):
+    status, out, err = heurlens_in_process(
+        capsys, "ablate", "--superadditivity", "--heads", "L0.H0,L0.H1,L1.H2", "--model", str(tiny_bert_dir),
+        "--subcases", "SO-Swap", "--per-subcase", "6", "--in-domain-examples", "20", "--reference-examples", "20",
+        "--json")
+    assert status == 0, err
+    rows = json.loads(out)
+    pairs = {r["pair"] for r in rows if r["table"] == "pairwise"}
+    assert pairs == {"L0.H0,L0.H1", "L0.H0,L1.H2", "L0.H1,L1.H2"}
+    assert {r["table"] for r in rows} == {"group", "pairwise"}
+
+
+def test_core_from_another_models_run_is_refused(capsys, small_run, tiny_finetuned):
+    _, _, out = small_run
+    assert_refused(capsys, "was pruned from model", "ablate", "--scan", "--core", str(out), "--model",
+                   str(tiny_finetuned))

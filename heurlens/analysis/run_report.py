@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from heurlens.analysis.accuracy_curve import accuracy_curve_figure, highest_faithful_sparsity
 from heurlens.analysis.effective_size import effective_size_figure
 from heurlens.analysis.overlap import (
     analysed_core,
@@ -102,7 +103,12 @@ def build_run_report(run_dir: Path, model: HookedClassifier, eager_model: Hooked
                 f"pruning data {everything[0].data_id}")
 
     report.heading("Accuracy of the full model and each subnetwork (%)")
-    report.table(accuracy_table(cached_evaluation(run_dir, model, eval_sets)))
+    evaluation = cached_evaluation(run_dir, model, eval_sets)
+    report.table(accuracy_table(evaluation))
+    if len(eval_sets) > 1:  # out-of-domain sets next to the in-domain one
+        report.figure(accuracy_curve_figure(evaluation))
+        report.text("Highest sparsity at which every seed stays within 3 points of the full model in-domain: "
+                    f"{highest_faithful_sparsity(evaluation):.0%}")
 
     report.heading("Overlap of the subnetworks")
     for sparsity, group in groups.items():
