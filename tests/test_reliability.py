@@ -71,13 +71,15 @@ def test_damaged_finetuned_model_is_named_with_its_fix(tiny_finetuned, tmp_path)
             load_model(copy)
 
 
-def test_damaged_cached_default_model_says_to_delete_it(tmp_path, monkeypatch):
+def test_damaged_cached_default_model_says_to_delete_it(capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("HEURLENS_CACHE", str(tmp_path))
     damaged = tmp_path / "models" / FinetuneSettings().slug()
     damaged.mkdir(parents=True)
     (damaged / "config.json").write_text("{}")
     with pytest.raises(HeurlensError, match=f"cached default model {damaged} is damaged.*delete that folder"):
         default_model_dir()
+    status, _, err = heurlens_in_process(capsys, "ablate", "--heads", "L0.H0")
+    assert status == 2 and "delete that folder" in err and "--model default" not in err
     assert (damaged / "config.json").exists()
 
 
@@ -158,11 +160,16 @@ def test_bad_pair_files_are_named_by_row(tmp_path, content, fragment):
 
 # --- models -------------------------------------------------------------------------------------------------------
 
-def test_model_folder_without_weights(tiny_bert_dir, tmp_path):
+def test_model_folder_without_or_with_truncated_weights(tiny_bert_dir, tmp_path):
     copy = tmp_path / "no-weights"
     shutil.copytree(tiny_bert_dir, copy)
-    (copy / "model.safetensors").unlink()
-    with pytest.raises(HeurlensError, match="cannot read the weights of model .*save the model again"):
+    weights = copy / "model.safetensors"
+    data = weights.read_bytes()
+    weights.unlink()
+    with pytest.raises(HeurlensError, match="cannot read the weights of model .*OSError.*save the model again"):
+        load_model(copy)
+    weights.write_bytes(data[:5000])
+    with pytest.raises(HeurlensError, match="cannot read the weights of model .*SafetensorError"):
         load_model(copy)
 
 
@@ -190,6 +197,8 @@ def test_unwritable_outputs_are_refused_before_any_work(capsys, tmp_path, monkey
     assert_refused(capsys, "cannot be written", "core", str(tmp_path), "--out", inside)
     assert_refused(capsys, "cannot be written", "patterns", "--html", inside + "/p.html", "--model", "/nowhere")
     assert_refused(capsys, "is a file", "prune", "--out", str(blocker), "--model", "/nowhere")
+    assert_refused(capsys, "cannot be written", "report", str(tmp_path), "--out", inside + "/r.html")
+    assert_refused(capsys, "is a file", "finetune", "--out", str(blocker))
     monkeypatch.setenv("HEURLENS_CACHE", str(blocker))
     assert_refused(capsys, "is a file, not a folder", "ablate", "--heads", "L0.H0")
 
