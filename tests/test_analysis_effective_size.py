@@ -4,36 +4,66 @@ import pandas as pd
 import pytest
 
 from heurlens.analysis import effective_size
-from heurlens.analysis.effective_size import accuracy_by_kind, checkpoint_step, effective_sizes
+from heurlens.analysis.effective_size import (
+    accuracy_by_kind,
+    checkpoint_step,
+    effective_size_per_seed,
+    effective_size_spread,
+    effective_sizes,
+)
 
 
-def evaluation(rows):
-    """Long table as evaluate_subnetworks returns it, from (name, sparsity, in-domain, [ood...])."""
+def evaluation(rows, seed=0):
+    """Long table as evaluate_subnetworks returns it, from (name, sparsity, in-domain, [ood...][, seed])."""
     records = []
-    for name, sparsity, in_domain, ood in rows:
-        records.append({"subnetwork": name, "target_sparsity": sparsity, "achieved_sparsity": sparsity, "seed": 0,
-                        "eval_set": "snli", "accuracy": in_domain})
-        records += [{"subnetwork": name, "target_sparsity": sparsity, "achieved_sparsity": sparsity, "seed": 0,
-                     "eval_set": f"hans/{i}", "accuracy": a} for i, a in enumerate(ood)]
+    for name, sparsity, in_domain, ood, *row_seed in rows:
+        keys = {"subnetwork": name, "target_sparsity": sparsity, "achieved_sparsity": sparsity,
+                "seed": None if name == "full model" else (row_seed or [seed])[0]}
+        records.append(keys | {"eval_set": "snli", "accuracy": in_domain})
+        records += [keys | {"eval_set": f"hans/{i}", "accuracy": a} for i, a in enumerate(ood)]
     return pd.DataFrame(records)
 
 
-TABLE = evaluation([("full model", 0.0, 0.80, [0.30, 0.50]),  # ood 0.40, mixed 0.60
-                    ("20%", 0.2, 0.79, [0.10, 0.30]),          # ood 0.20 (unfaithful), mixed 0.495
-                    ("50%", 0.5, 0.78, [0.40, 0.42]),          # ood 0.41, mixed 0.595
-                    ("70%", 0.7, 0.70, [0.38, 0.40])])         # in-domain -10, ood 0.39, mixed 0.545
+TABLE = evaluation([("full model", 0.0, 0.80, [0.30, 0.50]),  # ood 0.40
+                    ("20%", 0.2, 0.79, [0.10, 0.30]),          # ood 0.20 (unfaithful)
+                    ("50%", 0.5, 0.78, [0.40, 0.42]),          # ood 0.41
+                    ("70%", 0.7, 0.70, [0.38, 0.40])])         # in-domain -10, ood 0.39
 
 
 def test_accuracy_by_kind():
     table = accuracy_by_kind(TABLE).set_index("subnetwork")
     assert table.loc["full model", "ood"] == pytest.approx(0.40)
-    assert table.loc["50%", "mixed"] == pytest.approx((0.78 + 0.41) / 2)
+    assert table.loc["50%", "mixed"] == pytest.approx((0.78 + 0.40 + 0.42) / 3)  # every set counts once
 
 
-def test_effective_sizes_are_the_smallest_faithful_subnetworks():
+# Two seeds, 100 units; full model: in-domain 0.80, OOD (0.30 + 0.40) / 2 = 0.35, all sets 0.50.
+SEEDS = evaluation([("full model", 0.0, 0.80, [0.30, 0.40]),
+                    ("30% s0", 0.3, 0.79, [0.50, 0.60], 0),  # OOD 0.55: beats the full model by 20 points
+                    ("60% s0", 0.6, 0.70, [0.45, 0.45], 0),  # OOD 0.45: beats it by 10
+                    ("30% s1", 0.3, 0.78, [0.20, 0.20], 1),
+                    ("60% s1", 0.6, 0.76, [0.30, 0.30], 1)])
+
+
+def test_effective_size_is_per_seed_one_sided_and_averaged():
+    # in-domain (> 0.77): seed 0 up to 30% (0.70 at 60% fails), seed 1 up to 30% (0.76 fails): 70 and 70
+    # OOD (> 0.32): seed 0 up to 60% -> 40 units; seed 1 never (0.20, 0.30) -> 100 units; mean 70.
+    #   Two-sided (|diff| <= 0.03) seed 0 would never be faithful (100, mean 100); pooling the seeds'
+    #   sparsest faithful subnetwork, as heurlens did before, would give 40.
+    # all sets (> 0.47): seed 0 60% (0.70 + 0.90) / 3 = 0.533 -> 40; seed 1 30% 0.393, 60% 0.453 -> 100; mean 70
+    per_seed = effective_size_per_seed(SEEDS, n_units=100).set_index(["kind", "seed"])["size"]
+    assert per_seed.to_dict() == pytest.approx({("in_domain", 0): 70, ("in_domain", 1): 70, ("ood", 0): 40,
+                                                ("ood", 1): 100, ("mixed", 0): 40, ("mixed", 1): 100})
+    assert effective_sizes(SEEDS, n_units=100) == pytest.approx({"in_domain": 70, "ood": 70, "mixed": 70})
+    assert effective_size_spread(SEEDS, n_units=100) == pytest.approx({"in_domain": 0, "ood": 30, "mixed": 30})
+
+
+def test_effective_size_uses_the_target_sparsity_and_a_strict_margin():
     sizes = effective_sizes(TABLE, n_units=78)
-    assert sizes == {"in_domain": 39, "ood": 23, "mixed": 39}  # 78 * (1 - 0.5), 78 * (1 - 0.7) = 23.4
-    assert effective_sizes(TABLE, n_units=78, tolerance=0.001) == {"in_domain": 78, "ood": 78, "mixed": 78}
+    assert sizes == pytest.approx({"in_domain": 39, "ood": 78 * 0.3, "mixed": 39})
+    achieved = TABLE.assign(achieved_sparsity=TABLE["achieved_sparsity"] - 0.01)  # what was reached is not used
+    assert effective_sizes(achieved, n_units=78) == sizes
+    # margin 0.001: in-domain 0.79 and 0.78 fall short of 0.799; OOD 0.41 > 0.399; all sets 0.533 > 0.532
+    assert effective_sizes(TABLE, n_units=78, margin=0.001) == {"in_domain": 78, "ood": 78 * 0.5, "mixed": 39}
 
 
 def test_bisection_prunes_fewer_sparsities_and_agrees_with_the_grid(monkeypatch):
@@ -54,11 +84,11 @@ def test_bisection_prunes_fewer_sparsities_and_agrees_with_the_grid(monkeypatch)
 
     monkeypatch.setattr(effective_size, "prune", fake_prune)
     monkeypatch.setattr(effective_size, "evaluate_subnetworks", fake_evaluate)
-    grid_sizes, _ = effective_size.effective_size_of(Model(), None, [], None, search="grid")
+    grid_sizes, _ = effective_size.effective_size_of(Model(), None, [], None, seeds=[0], search="grid")
     grid_count = len(pruned)
     pruned.clear()
-    bisect_sizes, table = effective_size.effective_size_of(Model(), None, [], None, search="bisect")
-    assert grid_sizes == bisect_sizes == {"in_domain": round(78 * 0.4), "ood": round(78 * 0.7), "mixed": round(78 * 0.7)}
+    bisect_sizes, table = effective_size.effective_size_of(Model(), None, [], None, seeds=[0], search="bisect")
+    assert grid_sizes == bisect_sizes == pytest.approx({"in_domain": 78 * 0.4, "ood": 78 * 0.7, "mixed": 78 * 0.7})
     assert grid_count == 19 and len(pruned) < 12
     assert (table["subnetwork"] == "full model").sum() == 2  # one row per eval set, not one per sparsity
 

@@ -25,16 +25,17 @@ N = IDS.shape[1]
 
 
 def hand_patterns() -> torch.Tensor:
-    """Five heads, each a pure pattern: previous token, next token, separators, repeat, self.
+    """Six heads, each a pure pattern: previous token, next token, [CLS] only, repeat, self, [SEP] only.
 
     The repeat head attends to the same token in the other sentence where one exists (c<->c,
     a<->a) and to itself otherwise (b, d)."""
-    pattern = torch.zeros(1, 5, N, N)
+    pattern = torch.zeros(1, 6, N, N)
     for q in range(N):
         pattern[0, 0, q, max(q - 1, 0)] = 1
         pattern[0, 1, q, min(q + 1, N - 1)] = 1
-        pattern[0, 2, q, [0, 4, 8]] = 1 / 3
+        pattern[0, 2, q, 0] = 1
         pattern[0, 4, q, q] = 1
+        pattern[0, 5, q, [4, 8]] = 1 / 2
     repeat_of = {1: 6, 6: 1, 3: 5, 5: 3}
     for q in range(N):
         pattern[0, 3, q, repeat_of.get(q, q)] = 1
@@ -42,22 +43,26 @@ def hand_patterns() -> torch.Tensor:
 
 
 def test_hand_built_patterns_get_their_labels_and_exact_scores():
-    totals = PatternTotals(n_heads=5)
-    accumulate_patterns(totals, hand_patterns(), IDS, MASK, SEGMENTS, SPECIAL)
+    totals = PatternTotals(n_heads=6)
+    accumulate_patterns(totals, hand_patterns(), IDS, MASK, SEGMENTS, SPECIAL, cls_id=101, sep_id=102)
     scores = totals.scores()
-    expected_label = ["previous_token", "next_token", "separator", "repeated_token", "self"]
+    expected_label = ["previous_token", "next_token", "cls", "repeated_token", "self", "sep"]
     for head, label in enumerate(expected_label):
         assert max(PATTERNS, key=lambda p: scores[p][head]) == label
     # 6 real queries a b c c a d (positions 1-3, 5-7); each pure head scores 1 on its own pattern
     assert scores["previous_token"][0] == pytest.approx(1.0)
     assert scores["next_token"][1] == pytest.approx(1.0)
-    assert scores["separator"][2] == pytest.approx(1.0)
+    assert scores["cls"][2] == pytest.approx(1.0) and scores["sep"][2] == 0.0
+    assert scores["sep"][5] == pytest.approx(1.0) and scores["cls"][5] == 0.0
     assert scores["repeated_token"][3] == pytest.approx(1.0)  # over the 4 queries with a repeat
     assert scores["self"][3] == pytest.approx(2 / 6)  # b and d attend to themselves
     assert scores["self"][4] == pytest.approx(1.0)
-    # the separator head puts 1/3 on each [SEP], the next token of positions 3 and 7
-    assert scores["next_token"][2] == pytest.approx((2 / 3) / 6)
+    # the [SEP] head puts 1/2 on each [SEP]: the next token of positions 3 and 7
+    assert scores["next_token"][5] == pytest.approx((2 / 2) / 6)
+    assert scores["previous_token"][2] == pytest.approx(1 / 6)  # [CLS] is the previous token of position 1
     assert scores["repeated_token"][4] == pytest.approx(0.0)
+    # previous token: the previous-token head's A[q, q-1] = 1 for every query; the others' only by accident
+    assert scores["previous_token"][1] == 0.0
 
 
 def test_scores_from_hooks_match_hf_attention_probabilities(tiny_bert_dir):
@@ -78,7 +83,8 @@ def test_scores_from_hooks_match_hf_attention_probabilities(tiny_bert_dir):
             attentions = hf(**batch, output_attentions=True).attentions
             for layer in range(2):
                 accumulate_patterns(totals[layer], attentions[layer], batch["input_ids"], batch["attention_mask"],
-                                    batch["token_type_ids"], torch.isin(batch["input_ids"], special_ids))
+                                    batch["token_type_ids"], torch.isin(batch["input_ids"], special_ids),
+                                    model.tokenizer.cls_token_id, model.tokenizer.sep_token_id)
     for layer in range(2):
         scores = totals[layer].scores()
         for head in range(4):

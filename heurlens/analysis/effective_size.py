@@ -1,10 +1,13 @@
-"""Effective size over training (seed 001, Section 4, Figure 6).
+"""Effective size over training (seed 001, Section 4, Figure 6), as the released script computes it
+(princeton-nlp/Heuristic-Core, ``scripts/visualization/mnli-effective-size.py``).
 
-A subnetwork is *faithful* to its model on a data set D when their accuracies on D differ by at
-most 3 points; the *effective size* on D is the size (kept heads and MLPs) of the smallest
-faithful subnetwork among those found by pruning at sparsities in steps of 5%. D is the
-in-domain set, the out-of-domain sets (mean accuracy over the HANS-style subcases), or the equal
-mix of the two.
+A subnetwork is *faithful* to its model on a data set D when its accuracy on D is above the full
+model's minus a margin (3 points): one-sided, so a subnetwork that beats the full model is
+faithful. For each pruning seed, the effective size on D is the size of the sparsest faithful
+subnetwork of that seed, 1 - (its *target* sparsity), in kept heads and MLPs (the full model when
+none is faithful); the effective size is the mean of that over seeds, shown with its spread. D is
+the in-domain set, the out-of-domain sets (mean accuracy over the HANS-style subcases), or all
+sets together (mean over every evaluation set, the released script's "both").
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ DATA_KINDS = ("in_domain", "ood", "mixed")
 
 def accuracy_by_kind(evaluation: pd.DataFrame) -> pd.DataFrame:
     """Per subnetwork (and the full model) of ``evaluate_subnetworks``' table: accuracy in-domain (its
-    first eval set), OOD (mean over the other sets) and mixed (the average of the two)."""
+    first eval set), OOD (mean over the other sets) and mixed (mean over every set)."""
     first = evaluation["eval_set"].iloc[0]
     keys = ["subnetwork", "target_sparsity", "achieved_sparsity", "seed"]
     grouped = evaluation.assign(in_domain=evaluation["eval_set"] == first).groupby(keys, sort=False, dropna=False)
@@ -41,20 +44,35 @@ def accuracy_by_kind(evaluation: pd.DataFrame) -> pd.DataFrame:
         ood = group.loc[~group["in_domain"], "accuracy"].mean()
         if pd.isna(ood):
             raise HeurlensError("effective size needs out-of-domain sets next to the in-domain one")
-        rows.append(dict(zip(keys, key)) | {"in_domain": in_domain, "ood": ood, "mixed": (in_domain + ood) / 2})
+        rows.append(dict(zip(keys, key)) | {"in_domain": in_domain, "ood": ood, "mixed": group["accuracy"].mean()})
     return pd.DataFrame(rows)
 
 
-def effective_sizes(evaluation: pd.DataFrame, n_units: int, tolerance: float = 0.03) -> dict[str, int]:
-    """Kept units of the smallest faithful subnetwork per data kind (``n_units`` when none is faithful)."""
+def effective_size_per_seed(evaluation: pd.DataFrame, n_units: int, margin: float = 0.03) -> pd.DataFrame:
+    """One row per (seed, data kind): the sparsest faithful target sparsity of that seed (0 when none is:
+    the full model) and its effective size, n_units x (1 - that sparsity)."""
     table = accuracy_by_kind(evaluation)
     full = table[table["subnetwork"] == "full model"].iloc[0]
     subs = table[table["subnetwork"] != "full model"]
-    sizes = {}
-    for kind in DATA_KINDS:
-        faithful = subs[(subs[kind] - full[kind]).abs() <= tolerance]
-        sizes[kind] = n_units if faithful.empty else int(round(n_units * (1 - faithful["achieved_sparsity"].max())))
-    return sizes
+    rows = []
+    for seed, runs in subs.groupby("seed", sort=True):
+        for kind in DATA_KINDS:
+            faithful = runs[runs[kind] > full[kind] - margin]
+            sparsity = float(faithful["target_sparsity"].max()) if len(faithful) else 0.0
+            rows.append({"seed": seed, "kind": kind, "sparsity": sparsity, "size": n_units * (1 - sparsity)})
+    return pd.DataFrame(rows)
+
+
+def effective_sizes(evaluation: pd.DataFrame, n_units: int, margin: float = 0.03) -> dict[str, float]:
+    """Effective size per data kind: the mean over seeds of ``effective_size_per_seed``."""
+    per_seed = effective_size_per_seed(evaluation, n_units, margin)
+    return {kind: float(per_seed.loc[per_seed["kind"] == kind, "size"].mean()) for kind in DATA_KINDS}
+
+
+def effective_size_spread(evaluation: pd.DataFrame, n_units: int, margin: float = 0.03) -> dict[str, float]:
+    """The standard deviation over seeds of each kind's effective size (0 for one seed)."""
+    per_seed = effective_size_per_seed(evaluation, n_units, margin)
+    return {kind: float(per_seed.loc[per_seed["kind"] == kind, "size"].std(ddof=0)) for kind in DATA_KINDS}
 
 
 def checkpoint_step(path: Path, index: int) -> int:
@@ -67,12 +85,12 @@ def effective_size_of(model: HookedClassifier, train: EvalSet, eval_sets: list[E
                       sparsities: Sequence[float] = SPARSITY_GRID, seeds: Sequence[int] = range(3),
                       out: Path | None = None, config: PruneConfig = PruneConfig(), tolerance: float = 0.03,
                       search: Literal["grid", "bisect"] = "grid",
-                      progress: bool = True) -> tuple[dict[str, int], pd.DataFrame]:
+                      progress: bool = True) -> tuple[dict[str, float], pd.DataFrame]:
     """Prune ``model`` at the sparsities (every seed), evaluate, and return (effective sizes, evaluation).
 
-    ``search="grid"`` prunes at every sparsity (the paper). ``"bisect"`` assumes faithfulness only
-    gets lost as sparsity grows and bisects the sorted grid for each data kind, pruning at about
-    log2(len(grid)) sparsities per kind instead of all of them.
+    ``search="grid"`` prunes at every sparsity (the paper). ``"bisect"`` assumes a seed's
+    faithfulness only gets lost as sparsity grows and bisects the sorted grid for each data kind and
+    seed, pruning at about log2(len(grid)) sparsities per kind instead of all of them.
     """
     grid = sorted(sparsities)
     n_units = model.n_layers * (model.n_heads + 1)
@@ -89,13 +107,16 @@ def effective_size_of(model: HookedClassifier, train: EvalSet, eval_sets: list[E
             evaluation_at(sparsity)
     elif search == "bisect":
         for kind in DATA_KINDS:
-            low, high = -1, len(grid)  # grid[low] is faithful (or low = -1), grid[high] is not (or = len)
-            while high - low > 1:
-                middle = (low + high) // 2
-                if effective_sizes(evaluation_at(grid[middle]), n_units, tolerance)[kind] < n_units:
-                    low = middle
-                else:
-                    high = middle
+            for seed in seeds:
+                low, high = -1, len(grid)  # grid[low] is faithful for this seed (or low = -1), grid[high] is not
+                while high - low > 1:
+                    middle = (low + high) // 2
+                    at = evaluation_at(grid[middle])
+                    at = at[(at["subnetwork"] == "full model") | (at["seed"] == seed)]
+                    if effective_size_per_seed(at, n_units, tolerance).set_index("kind").loc[kind, "sparsity"] > 0:
+                        low = middle
+                    else:
+                        high = middle
     else:
         raise HeurlensError(f"unknown search {search!r}; use grid or bisect")
     tables = [evaluated[s] for s in sorted(evaluated)]
@@ -107,13 +128,17 @@ def effective_size_figure(table: pd.DataFrame) -> go.Figure:
     """Figure 6: accuracy and effective size against training step, per data kind.
 
     ``table`` has one row per checkpoint: step, full-model accuracy ``acc_<kind>`` and effective
-    size ``size_<kind>`` for each kind."""
+    size ``size_<kind>`` (mean over seeds; ``size_<kind>_std`` their spread, drawn as error bars)
+    for each kind."""
     figure = make_subplots(rows=1, cols=2, subplot_titles=("Accuracy of the full model", "Effective size"))
     for kind in DATA_KINDS:
         figure.add_trace(go.Scatter(x=table["step"], y=100 * table[f"acc_{kind}"], name=f"accuracy ({kind})",
                                     mode="lines+markers"), row=1, col=1)
+        spread = table[f"size_{kind}_std"] if f"size_{kind}_std" in table else None
         figure.add_trace(go.Scatter(x=table["step"], y=table[f"size_{kind}"], name=f"effective size ({kind})",
-                                    mode="lines+markers"), row=1, col=2)
+                                    mode="lines+markers",
+                                    error_y=None if spread is None else {"type": "data", "array": spread}),
+                         row=1, col=2)
     figure.update_xaxes(title_text="training step")
     figure.update_yaxes(title_text="accuracy (%)", row=1, col=1)
     figure.update_yaxes(title_text="kept heads + MLPs", row=1, col=2)

@@ -6,10 +6,13 @@ For head h and a query token q (a real, non-special token), with A = softmax att
 - ``repeated_token``: sum of A[q, k] over keys k in the *other* sentence carrying q's token id,
   averaged over the queries that have such a repeat (the lexical-overlap heads of Figure 7);
 - ``previous_token``: A[q, q-1];   ``next_token``: A[q, q+1];   ``self``: A[q, q];
-- ``separator``: the attention on special tokens ([CLS], [SEP], ...).
+- ``cls``: the attention on the [CLS] token;   ``sep``: the attention on the [SEP] tokens (the
+  paper's separator heads). A model without such a token scores 0 on it.
 
 Scores are means over every eligible query of a data set (padding excluded). A head's label is
-its highest-scoring pattern, or ``other`` when no score reaches ``min_score``.
+its highest-scoring pattern, or ``other`` when no score reaches ``min_score``: 0.3 by default,
+heurlens' own choice (the paper labels heads by looking at their patterns and gives no number), so
+the full score table is always returned next to the label.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from heurlens.evaluate import EvalSet
 from heurlens.models.classifier import HookedClassifier
 from heurlens.units import Unit
 
-PATTERNS = ("repeated_token", "previous_token", "next_token", "separator", "self")
+PATTERNS = ("repeated_token", "previous_token", "next_token", "cls", "sep", "self")
 
 
 @dataclass
@@ -49,16 +52,19 @@ class PatternTotals:
 
 def accumulate_patterns(totals: PatternTotals, pattern: Float[Tensor, "batch head query key"],
                         input_ids: Int[Tensor, "batch pos"], attention_mask: Int[Tensor, "batch pos"],
-                        segment_ids: Int[Tensor, "batch pos"], special: Bool[Tensor, "batch pos"]) -> None:
-    """Add one batch's attention patterns to ``totals`` (see the module docstring for the scores)."""
+                        segment_ids: Int[Tensor, "batch pos"], special: Bool[Tensor, "batch pos"],
+                        cls_id: int | None = None, sep_id: int | None = None) -> None:
+    """Add one batch's attention patterns to ``totals`` (see the module docstring for the scores);
+    ``special`` marks the tokens that are never queries, ``cls_id`` / ``sep_id`` the [CLS] and [SEP] ids."""
     real = attention_mask.bool()
     query = real & ~special
     totals.add("self", pattern.diagonal(0, -2, -1), query)
     # diagonal(-1) holds A[q, q-1] for q = 1..n-1; diagonal(1) holds A[q, q+1] for q = 0..n-2.
     totals.add("previous_token", pattern.diagonal(-1, -2, -1), query[:, 1:])
     totals.add("next_token", pattern.diagonal(1, -2, -1), query[:, :-1] & real[:, 1:])
-    separator_keys = (real & special)[:, None, None, :]
-    totals.add("separator", (pattern * separator_keys).sum(-1), query)
+    for name, token_id in (("cls", cls_id), ("sep", sep_id)):
+        keys = (real & (input_ids == (-1 if token_id is None else token_id)))[:, None, None, :]
+        totals.add(name, (pattern * keys).sum(-1), query)
     repeats = ((input_ids[:, :, None] == input_ids[:, None, :]) & (segment_ids[:, :, None] != segment_ids[:, None, :])
                & query[:, None, :])
     totals.add("repeated_token", (pattern * repeats[:, None]).sum(-1), query & repeats.any(-1))
@@ -84,6 +90,7 @@ def pattern_scores(model: HookedClassifier, data: EvalSet, heads: list[Unit] | N
     tokenizer = model.tokenizer
     special_ids = torch.tensor(sorted(tokenizer.all_special_ids)) if tokenizer is not None else torch.tensor([])
     separator_id = getattr(tokenizer, "sep_token_id", None) if tokenizer is not None else None
+    cls_id = getattr(tokenizer, "cls_token_id", None) if tokenizer is not None else None
     layers = sorted({u.layer for u in heads}) if heads else list(range(model.n_layers))
     totals = {layer: PatternTotals(model.n_heads) for layer in layers}
     current: dict[str, Tensor] = {}
@@ -92,7 +99,7 @@ def pattern_scores(model: HookedClassifier, data: EvalSet, heads: list[Unit] | N
         def hook(pattern: Tensor, hook) -> None:
             fired.add(layer)
             accumulate_patterns(totals[layer], pattern.float(), current["input_ids"], current["attention_mask"],
-                                current["segments"], torch.isin(current["input_ids"], special_ids))
+                                current["segments"], torch.isin(current["input_ids"], special_ids), cls_id, separator_id)
         return hook
 
     fired: set[int] = set()

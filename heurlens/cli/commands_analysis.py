@@ -78,7 +78,7 @@ def core(run_dirs, out, as_json, as_csv) -> None:
 @model_option
 @click.option("--examples", type=click.IntRange(min=1), default=500, show_default=True, help="SNLI test pairs to average over.")
 @click.option("--min-score", type=click.FloatRange(0, 1), default=0.3, show_default=True,
-              help="Below this, a head's label is 'other'.")
+              help="Below this, a head's label is 'other' (heurlens' own threshold: the paper gives none).")
 @click.option("--html", "html_out", type=click.Path(dir_okay=False), default=None,
               help="Write a circuitsvis plot of the heads on --premise/--hypothesis (standalone HTML).")
 @click.option("--premise", default="The doctor advised the president.", show_default=True)
@@ -118,7 +118,7 @@ def patterns(heads, model, examples, min_score, html_out, premise, hypothesis, a
 @click.option("--seeds", type=click.IntRange(min=1), default=3, show_default=True)
 @click.option("--search", type=click.Choice(["grid", "bisect"]), default="grid", show_default=True,
               help="grid prunes at every sparsity (the paper); bisect assumes faithfulness is lost monotonically.")
-@click.option("--tolerance", type=click.FloatRange(min=0), default=0.03, show_default=True, help="Faithful: accuracy within this.")
+@click.option("--tolerance", type=click.FloatRange(min=0), default=0.03, show_default=True, help="Faithful: accuracy above the full model's minus this margin (one-sided, per seed).")
 @click.option("--out", type=click.Path(file_okay=False), default="runs/effective-size", show_default=True)
 @click.option("--train-examples", type=click.IntRange(min=1), default=2000, show_default=True)
 @click.option("--batch-size", type=click.IntRange(min=1), default=16, show_default=True)
@@ -126,7 +126,7 @@ def patterns(heads, model, examples, min_score, html_out, premise, hypothesis, a
 @eval_options(default_subcases=FOCUS)
 def effective_size(checkpoints, sparsity, seeds, search, tolerance, out, train_examples, batch_size, steps, data,
                    in_domain_examples, per_subcase, subcases, seed, as_json, as_csv) -> None:
-    """Effective size (smallest faithful subnetwork) of each fine-tuning checkpoint: Figure 6.
+    """Effective size (smallest faithful subnetwork, per seed, averaged) of each fine-tuning checkpoint: Figure 6.
 
     Make checkpoints of the default model with: heurlens finetune --checkpoint-every 50 --out runs/ft
     """
@@ -140,6 +140,7 @@ def effective_size(checkpoints, sparsity, seeds, search, tolerance, out, train_e
         checkpoint_step,
         effective_size_figure,
         effective_size_of,
+        effective_size_spread,
     )
     from heurlens.analysis.run_report import EFFECTIVE_SIZE_FILE, write_csv
     from heurlens.nli import snli_pruning_data, snli_reference_means
@@ -154,6 +155,7 @@ def effective_size(checkpoints, sparsity, seeds, search, tolerance, out, train_e
     rows = []
     for index, checkpoint in enumerate(sorted(checkpoints, key=lambda c: checkpoint_step(Path(c), 0))):
         hooked = heurlens.load_model(checkpoint)
+        n_units = hooked.n_layers * (hooked.n_heads + 1)
         train = snli_pruning_data(hooked, train_examples, batch_size)
         eval_sets = eval_sets_from_options(hooked, data, in_domain_examples, per_subcase, subcases, seed)
         sizes, evaluation = effective_size_of(
@@ -162,7 +164,8 @@ def effective_size(checkpoints, sparsity, seeds, search, tolerance, out, train_e
         full = accuracy_by_kind(evaluation).iloc[0]
         rows.append({"checkpoint": str(checkpoint), "step": checkpoint_step(Path(checkpoint), index)}
                     | {f"acc_{k}": full[k] for k in DATA_KINDS} | {f"size_{k}": sizes[k] for k in DATA_KINDS}
-                    | {"n_units": hooked.n_layers * (hooked.n_heads + 1)})
+                    | {f"size_{k}_std": v for k, v in effective_size_spread(evaluation, n_units, tolerance).items()}
+                    | {"n_units": n_units})
         table = pd.DataFrame(rows)
         write_csv(table, out / EFFECTIVE_SIZE_FILE)  # after every checkpoint: nothing finished is lost
     effective_size_figure(table).write_html(out / "effective-size.html")
