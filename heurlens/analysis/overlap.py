@@ -11,6 +11,7 @@ leaves Hypergeometric(N, x, m) heads.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -46,6 +47,24 @@ def heuristic_core(subnetworks: Sequence[Subnetwork]) -> list[Unit]:
     _check_same_model(subnetworks)
     common = set.intersection(*(set(s.kept_heads) for s in subnetworks))
     return sorted(common)
+
+
+def core_from(spec: str, n_layers: int, n_heads: int) -> tuple[list[Unit], list[Subnetwork]]:
+    """A core given as a run directory of ``heurlens prune`` (its heads kept by every subnetwork) or as a
+    list of heads (``L2.H5,L4.H1``); returns (core heads, the run's subnetworks or [])."""
+    from heurlens.pruning.runs import find_subnetworks
+    from heurlens.units import parse_units
+
+    if Path(spec).is_dir():
+        paths = find_subnetworks(Path(spec))
+        if not paths:
+            raise HeurlensError(f"--core {spec}: the directory holds no subnetworks (sparsity-*/seed-*.json)")
+        subnetworks = [Subnetwork.load(p) for p in paths]
+        return heuristic_core(subnetworks), subnetworks
+    if "/" in spec or spec.startswith("."):
+        raise HeurlensError(f"--core {spec}: no such run directory; give a run directory of heurlens prune or heads "
+                            "such as L2.H5,L4.H1")
+    return parse_units(spec, n_layers, n_heads), []
 
 
 def analysed_core(groups: dict[float, Sequence[Subnetwork]]) -> tuple[list[Unit], str]:

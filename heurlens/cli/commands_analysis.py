@@ -196,3 +196,39 @@ def report(run_dir, out, model, pattern_examples, data, in_domain_examples, per_
                                            hooked.tokenizer)
     path = build_run_report(Path(run_dir), hooked, eager, eval_sets, pattern_data).write(target)
     click.echo(path)
+
+
+@cli.command(name="core-over-training")
+@click.argument("checkpoint_runs", type=click.Path(exists=True, file_okay=False))
+@click.option("--core", "core_spec", required=True,
+              help="The core to follow: a run directory of heurlens prune (its heads kept by every subnetwork, "
+                   "e.g. of the final model) or heads such as L2.H5,L4.H1.")
+@click.option("--sparsity", type=click.FloatRange(0, 1, max_open=True), default=0.5, show_default=True,
+              help="Target sparsity of the checkpoint subnetworks to look in.")
+@click.option("--html", "html_out", type=click.Path(dir_okay=False), default=None,
+              help="Also write the heatmap (core heads against checkpoint step) as a standalone HTML page.")
+@table_output_options
+def core_over_training(checkpoint_runs, core_spec, sparsity, html_out, as_json, as_csv) -> None:
+    """How often the subnetworks of each earlier checkpoint keep the core heads (CHECKPOINT_RUNS: the --out of
+    heurlens effective-size, one folder per checkpoint)."""
+    from heurlens.analysis.core_over_training import checkpoint_subnetworks, core_presence, core_presence_figure
+    from heurlens.analysis.overlap import core_from
+    from heurlens.cache import atomic_write_bytes
+
+    if html_out:
+        check_writable_file(Path(html_out), "--html")
+    runs = checkpoint_subnetworks(Path(checkpoint_runs), sparsity)
+    first = next(iter(runs.values()))[0]
+    core, _ = core_from(core_spec, first.n_layers, first.n_heads)
+    table = core_presence(core, runs)
+    if html_out:
+        atomic_write_bytes(Path(html_out), core_presence_figure(table).to_html(include_plotlyjs=True).encode())
+
+    def pretty(table):
+        wide = table.pivot_table(index="unit", columns="step", values="kept", sort=False)
+        counts = table.groupby("step")["subnetworks"].first()
+        wide.columns = [f"step {step} (of {counts[step]})" for step in wide.columns]
+        return (f"core heads kept by the {sparsity:.0%} subnetworks of each checkpoint\n"
+                + wide.astype(int).to_string())
+
+    print_table(table, as_json, as_csv, pretty)

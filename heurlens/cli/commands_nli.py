@@ -65,23 +65,13 @@ def ablate(heads, scan, core, superadditivity, model, method, reference_examples
 
 
 def _core_units(core: str, hooked):
-    """--core as a run directory of heurlens prune (its heads kept by every subnetwork) or a list of heads."""
-    import heurlens
-    from heurlens.analysis.overlap import heuristic_core
-    from heurlens.pruning import Subnetwork
-    from heurlens.pruning.runs import find_subnetworks
+    """--core as a run directory of heurlens prune (pruned from this model) or a list of heads."""
+    from heurlens.analysis.overlap import core_from
 
-    if Path(core).is_dir():
-        paths = find_subnetworks(Path(core))
-        if not paths:
-            raise HeurlensError(f"--core {core}: the directory holds no subnetworks (sparsity-*/seed-*.json)")
-        subnetworks = [Subnetwork.load(p) for p in paths]
+    units, subnetworks = core_from(core, hooked.n_layers, hooked.n_heads)
+    if subnetworks:
         subnetworks[0].check_model(hooked)
-        return heuristic_core(subnetworks)
-    if "/" in core or core.startswith("."):
-        raise HeurlensError(f"--core {core}: no such run directory; give a run directory of heurlens prune or heads "
-                            "such as L2.H5,L4.H1")
-    return heurlens.parse_units(core, hooked.n_layers, hooked.n_heads)
+    return units
 
 
 def _print_ablation(hooked, units, eval_sets, method, means, as_json, as_csv) -> None:
