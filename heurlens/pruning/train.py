@@ -186,7 +186,8 @@ def train_unit_mask(model: HookedClassifier, data: EvalSet, full_logits: Float[T
                         order = torch.randperm(len(data.batches), generator=generator).tolist()
                     index = order.pop()
                     z = mask.sample(generator)
-                    hooks.heads, hooks.mlps = z.view(n_layers, n_heads + 1)[:, :n_heads], z.view(n_layers, -1)[:, n_heads]
+                    units = z.view(n_layers, n_heads + 1)  # per layer: its heads, then its MLP
+                    hooks.heads, hooks.mlps = units[:, :n_heads], units[:, n_heads]
                     logits = model(**data.batches[index])
                     reference = full_logits[offsets[index]:offsets[index + 1]]
                     kl = F.kl_div(F.log_softmax(logits, -1), F.log_softmax(reference, -1), log_target=True,
