@@ -118,14 +118,18 @@ def test_gradients_reach_log_alpha_and_never_the_weights(pruning_data):
     assert all(torch.equal(before[k], after[k]) for k in before)  # weights bit for bit
     assert all(p.grad is None for p in model.parameters())
     assert all(p.requires_grad for p in model.parameters())  # restored for the caller
-    assert not torch.allclose(result.log_alpha_heads, torch.zeros_like(result.log_alpha_heads), atol=0.05)
+    torch.manual_seed(0)  # the initial draw, as train_unit_mask makes it for seed 0
+    start = HardConcrete(4 * 9, PruneConfig().log_alpha_init, PruneConfig().log_alpha_init_std).log_alpha.detach()
+    assert not torch.allclose(result.log_alpha_heads, start.view(4, 9)[:, :8], atol=0.05)  # log_alpha trained
 
 
 def test_achieved_sparsity_near_target_and_same_seed_same_subnetwork(pruning_data):
     model, data = pruning_data
     # lr 0.3: on this random model the KL barely prefers any unit, and lr 0.1 leaves most keep-probabilities
     # undecided near 0.4 after 240 steps; 0.3 drives them to 0 or 1 within the budget
-    config = PruneConfig(total_steps=240, warmup_steps=160, lr_log_alpha=0.3)
+    # (and a half-on start, log_alpha 0: from the default 10 the masks of this random model, where no unit
+    # matters, are still on their way down after 240 steps; on the default model 1,516 steps reach 0.50-0.51)
+    config = PruneConfig(total_steps=240, warmup_steps=160, lr_log_alpha=0.3, log_alpha_init=0.0)
     first = prune(model, data, 0.5, [3], config=config, progress=False)[0]
     assert abs(first.achieved_sparsity - 0.5) <= 0.03
     again = prune(model, data, 0.5, [3], config=config, progress=False)[0]

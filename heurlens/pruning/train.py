@@ -55,8 +55,9 @@ class PruneConfig:
         "help": "Optimizer steps (default: from --step-budget).", "option": "--steps", "min": 1})
     warmup_steps: int | None = field(default=None, metadata={
         "help": "Steps over which the target sparsity rises from 0 (default: Appendix B's fraction).", "min": 1})
-    log_alpha_init: float = field(default=0.0, metadata={
-        "help": "Mean of log_alpha at the start: 0 starts every unit half on, 10 (released) fully on.", "min": None})
+    log_alpha_init: float = field(default=10.0, metadata={
+        "help": "Mean of log_alpha at the start: 10 (the released code's) starts every unit fully on, 0 half on.",
+        "min": None})
     log_alpha_init_std: float = field(default=0.01, metadata={"help": "Spread of log_alpha at the start."})
     weight_decay: float = field(default=0.0, metadata={
         "help": "AdamW's decoupled weight decay on log_alpha and the multipliers (0: plain Adam)."})
