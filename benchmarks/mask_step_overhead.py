@@ -5,7 +5,7 @@ Run: .venv/bin/python benchmarks/mask_step_overhead.py [--model default] [--batc
 Both sides run the same HookedClassifier on the same tokenised SNLI batch, in eval mode. The plain
 side computes cross-entropy and backpropagates into every weight; the mask side is heurlens'
 ``train_unit_mask`` (mask sample, hooks on every layer, KL to precomputed full-model logits, the
-Lagrangian term, backward into log_alpha only, two optimizer steps), timed per step over a run of
+Lagrangian term, backward into log_alpha only, one AdamW step), timed per step over a run of
 ``--steps`` steps by ``mask_timing.mask_step_seconds``. Rounds alternate the two sides; the ratio
 of medians is printed.
 """

@@ -19,8 +19,8 @@ def pairs_file(tmp_path_factory):
 def test_help_lists_every_command():
     result = heurlens("--help")
     assert result.returncode == 0
-    for command in ("ablate", "prune", "evaluate", "finetune", "core", "patterns", "effective-size", "report",
-                    "transfer", "shape-bias"):
+    for command in ("ablate", "prune", "evaluate", "finetune", "core", "core-over-training", "patterns",
+                    "effective-size", "report", "transfer", "shape-bias"):
         assert command in result.stdout
 
 
