@@ -105,11 +105,11 @@ class HookedClassifier(nn.Module):
             digest.update(repr(sorted(map(str, self.tokenizer.all_special_tokens))).encode())
         return digest.hexdigest()[:16]
 
-    def matches_fingerprint(self, fingerprint: str) -> bool:
-        """True for this model's fingerprint, or the one heurlens recorded before 2026-11-23 (the model id
-        as typed, then the weights), so run folders written then still load."""
-        return fingerprint in (self.fingerprint(), self._weights_digest(hashlib.sha256(self.model_id.encode()))
-                               .hexdigest()[:16])
+    def known_fingerprints(self) -> tuple[str, str]:
+        """This model's fingerprint and the one heurlens recorded before 2026-11-23 (the model id as typed,
+        then the weights), so run folders written then still match. Each hashes every weight: compute once
+        per check, not once per subnetwork."""
+        return self.fingerprint(), self._weights_digest(hashlib.sha256(self.model_id.encode())).hexdigest()[:16]
 
     def _weights_digest(self, digest):
         for name, tensor in sorted(self.state_dict().items()):

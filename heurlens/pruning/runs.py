@@ -124,9 +124,10 @@ def _check_run_folder(out: Path, model: HookedClassifier, data: EvalSet, config:
                       means: UnitMeans) -> None:
     """Refuse a run folder whose subnetworks (any sparsity) or means come from another model, data set or
     settings; record the means of a new run (what ``heurlens evaluate`` replaces pruned units by)."""
+    known, data_id = model.known_fingerprints(), _data_id(data)
     for path in find_subnetworks(out):
         done = Subnetwork.load(path)
-        if (not model.matches_fingerprint(done.model_fingerprint) or done.data_id != _data_id(data)
+        if (done.model_fingerprint not in known or done.data_id != data_id
                 or done.hyperparameters != _hyperparameters(config, done.target_sparsity, data, means)):
             raise HeurlensError(
                 f"{path} was found with another model, data set or settings than this run; nothing was "
@@ -188,8 +189,9 @@ def evaluate_subnetworks(model: HookedClassifier, subnetworks: list[Subnetwork],
     rows = [{"subnetwork": "full model", "target_sparsity": 0.0, "achieved_sparsity": 0.0, "seed": None,
              "eval_set": s.name, "examples": len(s), "accuracy": accuracy(full_logits[s.name], s, model.labels),
              "kl": 0.0} for s in eval_sets]
+    known = model.known_fingerprints()
     for sub in subnetworks:
-        sub.check_model(model)
+        sub.check_model(model, known)
         table = ablate(model, sub.pruned, eval_sets, "mean", means, full_logits)
         for _, row in table.iterrows():
             rows.append({"subnetwork": f"{sub.target_sparsity:.0%} seed {sub.seed}", "target_sparsity": sub.target_sparsity,

@@ -49,9 +49,10 @@ class Subnetwork:
     def kept_heads(self) -> list[Unit]:
         return [u for u in self.kept if not u.is_mlp]
 
-    def check_model(self, model: HookedClassifier) -> None:
-        """Refuse a model other than the one this subnetwork was pruned from."""
-        if not model.matches_fingerprint(self.model_fingerprint):
+    def check_model(self, model: HookedClassifier, known: tuple[str, ...] | None = None) -> None:
+        """Refuse a model other than the one this subnetwork was pruned from (``known``: the model's
+        ``known_fingerprints()``, when the caller checks several subnetworks)."""
+        if self.model_fingerprint not in (known or model.known_fingerprints()):
             raise HeurlensError(
                 f"this subnetwork was pruned from model {self.model_id!r} (fingerprint {self.model_fingerprint}), "
                 f"not from {model.model_id!r} (fingerprint {model.fingerprint()}); load that model instead")
