@@ -31,7 +31,8 @@ from heurlens.analysis import (
 )
 from heurlens.analysis.run_report import build_run_report, cached_evaluation, cached_patterns
 from heurlens.data.hans import FOCUS_SUBCASES
-from heurlens.nli import nli_eval_sets, snli_pruning_data, snli_reference_means
+from heurlens.nli import PRUNING_BATCH, PRUNING_PAIRS, REFERENCE_PAIRS, nli_eval_sets, snli_pruning_data, snli_reference_means
+from heurlens.pruning import PruneConfig
 from heurlens.pruning.runs import subnetworks_by_sparsity
 from heurlens.units import all_units, format_units
 
@@ -41,12 +42,23 @@ def as_points(table, columns):
     return table.assign(**{c: (100 * table[c]).round(1) for c in columns})
 
 
+def pruning_settings(config: PruneConfig, train_examples: int, batch_size: int) -> str:
+    """The settings the subnetworks were pruned with, and whether they are heurlens prune's defaults."""
+    defaults = config == PruneConfig() and (train_examples, batch_size) == (PRUNING_PAIRS, PRUNING_BATCH)
+    return (f"Pruning settings ({'the current defaults of `heurlens prune`' if defaults else 'NOT the defaults'}): "
+            f"{train_examples:,} SNLI training pairs, batch {batch_size}, "
+            + ", ".join(f"{k}={v}" for k, v in config.to_dict().items())
+            + f"; pruned units replaced by their means over the reference set ({REFERENCE_PAIRS:,} SNLI training "
+              "pairs).\n")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=12)
     parser.add_argument("--sparsity", type=float, nargs="+", default=[0.5, 0.7])
     parser.add_argument("--out", type=Path, default=Path("runs/heuristic-core"))
-    parser.add_argument("--train-examples", type=int, default=2000)
+    parser.add_argument("--train-examples", type=int, default=PRUNING_PAIRS)
+    parser.add_argument("--batch-size", type=int, default=PRUNING_BATCH)
     parser.add_argument("--in-domain-examples", type=int, default=2000)
     parser.add_argument("--per-subcase", type=int, default=200)
     parser.add_argument("--control-heads", type=int, default=0,
@@ -59,12 +71,15 @@ def main() -> None:
 
     model = heurlens.load_model("default")
     eager = heurlens.load_model("default", attn_implementation="eager")
-    train = snli_pruning_data(model, args.train_examples, 16)
+    train = snli_pruning_data(model, args.train_examples, args.batch_size)
     means = snli_reference_means(model)  # the reference set every command uses
-    heurlens.prune(model, train, args.sparsity, range(args.seeds), args.out, means=means)
+    config = PruneConfig()  # heurlens prune's defaults (docs/pruning.md)
+    heurlens.prune(model, train, args.sparsity, range(args.seeds), args.out, config, means)
     timings["pruning"] = time.time() - start
 
-    groups = subnetworks_by_sparsity([args.out])
+    wanted = [round(s, 2) for s in args.sparsity]  # the run folder may hold other sparsities and seeds too
+    groups = {s: [sub for sub in group if sub.seed < args.seeds]
+              for s, group in subnetworks_by_sparsity([args.out]).items() if round(s, 2) in wanted}
     names = {s: f"{s:.0%}" for s in groups}
     everything = [s for group in groups.values() for s in group]
     strict_core = heuristic_core(everything)
@@ -90,11 +105,14 @@ def main() -> None:
 
     patterns = cached_patterns(args.out, eager, pattern_data)
     evaluation = cached_evaluation(args.out, model, eval_sets)
+    evaluation = evaluation[(evaluation["subnetwork"] == "full model")
+                            | evaluation["subnetwork"].isin([s.label for s in everything])]
     lines = ["# Heuristic core of the default model\n",
              f"Produced by `analyses/heuristic_core.py` on this project's 2-core CPU; "
              f"{len(everything)} subnetworks ({args.seeds} seeds at {', '.join(names.values())}); "
              + "; ".join(f"{k} {v / 60:.1f} min" for k, v in timings.items())
              + f"; total {(time.time() - start) / 60:.1f} min (pruning time counts only subnetworks not already on disk).\n",
+             pruning_settings(config, args.train_examples, args.batch_size),
              "## Accuracy (%) of the full model and each subnetwork\n",
              heurlens.accuracy_table(evaluation).to_markdown(index=False), "",
              "## Overlap\n", intersection_summary({names[s]: g for s, g in groups.items()}).to_markdown(index=False), "",

@@ -23,8 +23,8 @@ import torch
 
 import heurlens
 from heurlens.data.hans import FOCUS_SUBCASES
-from heurlens.nli import nli_eval_sets, snli_pruning_data, snli_reference_means
-from heurlens.pruning import PruneConfig, accuracy_table, evaluate_subnetworks, prune
+from heurlens.nli import PRUNING_PAIRS, REFERENCE_PAIRS, nli_eval_sets, snli_pruning_data, snli_reference_means
+from heurlens.pruning import PruneConfig, Subnetwork, accuracy_table, discretize, evaluate_subnetworks, prune
 
 BEFORE = PruneConfig(log_alpha_init=0.0)  # heurlens' default until 2026-11-23: each change below is made to it alone
 # name -> (batch size, settings, what it changes); the released recipe is PruneConfig.released()
@@ -46,11 +46,25 @@ RECIPES: dict[str, tuple[int, PruneConfig, str]] = {
                               total_steps=2400, warmup_steps=1600),
                   "init 10, AdamW 0.01, linear lr (100 warm-up), 2,400 steps, target reached at 1,600"),
 }
+# name -> (recipe whose trained masks are re-used, discretisation, what it changes): no retraining
+REDISCRETISED: dict[str, tuple[str, str, str]] = {
+    "init-10-per-layer": ("init-10", "per-layer", "init-10's trained masks, per-layer discretisation"),
+}
+
+
+def rediscretised(subnetworks: list[Subnetwork], method: str) -> list[Subnetwork]:
+    """The same trained masks (log_alpha) made binary with another discretisation."""
+    changed = []
+    for sub in subnetworks:
+        kept, achieved, threshold = discretize(sub.log_alpha_heads, sub.log_alpha_mlps, sub.target_sparsity, method)
+        changed.append(replace(sub, kept=kept, achieved_sparsity=achieved, threshold=threshold,
+                               hyperparameters={**sub.hyperparameters, "discretization": method}))
+    return changed
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--recipes", nargs="+", default=list(RECIPES), choices=list(RECIPES))
+    parser.add_argument("--recipes", nargs="+", default=list(RECIPES), choices=list(RECIPES) + list(REDISCRETISED))
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     parser.add_argument("--out", type=Path, default=Path("runs/pruning-recipes"))
@@ -64,14 +78,18 @@ def main() -> None:
     results_path = args.out / "recipes.csv"
     done = pd.read_csv(results_path) if results_path.exists() else pd.DataFrame()
     for name in args.recipes:
-        batch_size, config, change = RECIPES[name]
-        folder = args.out / name
+        source, method, change = REDISCRETISED.get(name, (name, None, None))
+        batch_size, config, source_change = RECIPES[source]
+        change = change or source_change
+        folder = args.out / source
         if len(done) and ((done["recipe"] == name) & (done["seeds"] >= args.seeds)).any():
             continue
         start = time.time()
-        train = snli_pruning_data(model, 8000, batch_size)
-        means = snli_reference_means(model, 8000, 0, batch_size)
+        train = snli_pruning_data(model, PRUNING_PAIRS, batch_size)
+        means = snli_reference_means(model, REFERENCE_PAIRS, 0, batch_size)
         subnetworks = prune(model, train, 0.5, range(args.seeds), folder, config, means)
+        if method:
+            subnetworks = rediscretised(subnetworks, method)
         evaluation = evaluate_subnetworks(model, subnetworks, eval_sets, means)
         wide = accuracy_table(evaluation)
         full = wide.iloc[0]
@@ -91,7 +109,7 @@ def main() -> None:
                    "sparsity": " / ".join(f"{v:.2f}" for v in table["achieved_sparsity"]),
                    "final_kl": round(table["final_kl"].mean(), 4),
                    "train_min_per_seed": round(table["train_seconds"].mean() / 60, 1)}
-        (folder / "per-seed.json").write_text(json.dumps(rows, indent=2) + "\n")
+        (folder / f"per-seed{'-' + method if method else ''}.json").write_text(json.dumps(rows, indent=2) + "\n")
         done = pd.concat([done[done["recipe"] != name] if len(done) else done, pd.DataFrame([summary])],
                          ignore_index=True)
         done.to_csv(results_path, index=False)

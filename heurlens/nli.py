@@ -32,13 +32,16 @@ def nli_eval_sets(model: HookedClassifier, in_domain: str | Path = "snli", in_do
     return sets
 
 
-def snli_pruning_data(model: HookedClassifier, examples: int = 2000, batch_size: int = 16) -> EvalSet:
+REFERENCE_PAIRS = 8000  # the SNLI training pairs (sample seed 0) the default model was fine-tuned on
+PRUNING_PAIRS = REFERENCE_PAIRS  # what heurlens prune and the analyses prune on by default (the same pairs)
+PRUNING_BATCH = 16  # pairs per micro-batch of mask training, by default
+
+
+def snli_pruning_data(model: HookedClassifier, examples: int = PRUNING_PAIRS, batch_size: int = PRUNING_BATCH
+                      ) -> EvalSet:
     """``examples`` SNLI training pairs (sample seed 0) to prune on, batched by length (see tokenize_pairs)."""
     return tokenize_pairs("snli-train", load_snli("train", limit=examples, seed=0), model.tokenizer, batch_size,
                           sort_by_length=True)
-
-
-REFERENCE_PAIRS = 8000  # the SNLI training pairs (sample seed 0) the default model was fine-tuned on
 
 
 def snli_reference_means(model: HookedClassifier, examples: int = REFERENCE_PAIRS, seed: int = 0,

@@ -16,7 +16,7 @@ from heurlens.cli.options import (
 )
 from heurlens.cli.settings_options import settings_from_options, settings_options
 from heurlens.errors import HeurlensError
-from heurlens.nli import REFERENCE_PAIRS
+from heurlens.nli import PRUNING_BATCH, PRUNING_PAIRS, REFERENCE_PAIRS
 from heurlens.pruning.train import PruneConfig
 
 
@@ -138,10 +138,10 @@ def _print_superadditivity(hooked, units, eval_sets, method, means, as_json, as_
 @click.option("--out", type=click.Path(file_okay=False), default="runs/prune", show_default=True,
               help="Run directory; finished subnetworks there are kept and skipped (resume).")
 @model_option
-@click.option("--train-examples", type=click.IntRange(min=1), default=8000, show_default=True,
+@click.option("--train-examples", type=click.IntRange(min=1), default=PRUNING_PAIRS, show_default=True,
               help="SNLI training pairs (sample seed 0) to prune on; pruned units are replaced by their means over "
-                   "the reference set (the same 8,000 pairs).")
-@click.option("--batch-size", type=click.IntRange(min=1), default=16, show_default=True)
+                   f"the reference set ({REFERENCE_PAIRS:,} SNLI training pairs, sample seed 0).")
+@click.option("--batch-size", type=click.IntRange(min=1), default=PRUNING_BATCH, show_default=True)
 @click.option("--recipe", type=click.Choice(["heurlens", "released"]), default="heurlens", show_default=True,
               help="Settings the options below start from: heurlens' defaults, or the released code's recipe "
                    "(docs/pruning.md); each option given replaces that one setting.")

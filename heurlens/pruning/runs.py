@@ -194,7 +194,7 @@ def evaluate_subnetworks(model: HookedClassifier, subnetworks: list[Subnetwork],
         sub.check_model(model, known)
         table = ablate(model, sub.pruned, eval_sets, "mean", means, full_logits)
         for _, row in table.iterrows():
-            rows.append({"subnetwork": f"{sub.target_sparsity:.0%} seed {sub.seed}", "target_sparsity": sub.target_sparsity,
+            rows.append({"subnetwork": sub.label, "target_sparsity": sub.target_sparsity,
                          "achieved_sparsity": sub.achieved_sparsity, "seed": sub.seed, "eval_set": row["eval_set"],
                          "examples": row["examples"], "accuracy": row["ablated_accuracy"], "kl": row["kl"]})
     return pd.DataFrame(rows)

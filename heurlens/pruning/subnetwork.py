@@ -42,6 +42,11 @@ class Subnetwork:
     log_alpha_mlps: Float[Tensor, "layer"] | None = None
 
     @property
+    def label(self) -> str:
+        """How tables name it: target sparsity and seed, e.g. '50% seed 2'."""
+        return f"{self.target_sparsity:.0%} seed {self.seed}"
+
+    @property
     def pruned(self) -> list[Unit]:
         return [u for u in all_units(self.n_layers, self.n_heads) if u not in set(self.kept)]
 
