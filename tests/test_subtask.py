@@ -13,8 +13,9 @@ from heurlens.subtask import (ArithmeticTask, DiscoveryConfig, WeightSubnetwork,
                               beta_at, copy_subnetwork, discover_subnetwork, evaluation_set, masked_forward,
                               select_weights, training_set, transfer_condition)
 from heurlens.subtask.arithmetic import COMPUTATIONS
-from heurlens.subtask.sweep import SweepSettings, run_sweep, summary_table
-from heurlens.subtask.training import arithmetic_model, next_token_loss
+from heurlens.subtask import training
+from heurlens.subtask.sweep import SweepSettings, most_accurate, run_sweep, summary_table
+from heurlens.subtask.training import TrainingResult, arithmetic_model, next_token_loss, train_with_lr_search
 
 
 def test_beta_schedule():
@@ -146,6 +147,86 @@ def test_arithmetic_labels_for_every_computation():
             assert sep == 50 and c == f(a, b) % 7, name
 
 
+def test_new_computations_by_hand():
+    """Appendix B.4's a^2-b^2 and its subtask a-b: negative values reduce into [0, 7)."""
+    task, subtask = ArithmeticTask("a^2-b^2", 10, 7), ArithmeticTask("a-b", 10, 7)
+    a, b = torch.tensor([1, 5, 3, 0]), torch.tensor([3, 2, 3, 6])
+    assert task.answer(a, b).tolist() == [6, 0, 0, 6]  # -8, 21, 0, -36 mod 7
+    assert subtask.answer(a, b).tolist() == [5, 3, 0, 1]  # -2, 3, 0, -6 mod 7
+    assert "a^3+ab+b^2" not in COMPUTATIONS  # not in the paper
+
+
+def test_paper_preset_is_appendix_b1():
+    paper = SweepSettings.paper()
+    expected = dict(t1="a+ab", subtask="ab", t2="a^2+ab", max_value=1000, modulus=7, n_layers=2, t1_fraction=0.2,
+                    t1_lr=5e-4, t1_test_examples=20_000, subtask_fraction=0.05, discovery_epochs=50,
+                    discovery_lr=1e-3, l0_lambdas=(1e-7, 5e-7, 1e-8), filling="fresh", seeds=5, transfer_epochs=100,
+                    transfer_lrs=(2e-4,),
+                    disambiguation=(10, 16, 25, 40, 63, 100, 158, 251, 398, 631, 1000, 1585, 2512, 3981, 6310, 10000))
+    assert {k: getattr(paper, k) for k in expected} == expected
+    assert round(paper.t1_fraction * paper.max_value ** 2) == 200_000  # Section 4.2's rows
+    assert round(paper.subtask_fraction * paper.max_value ** 2) == 50_000
+    assert DiscoveryConfig().beta_final == 100.0
+    assert SweepSettings.paper(seeds=3).seeds == 3
+    with pytest.raises(HeurlensError, match="unknown filling"):
+        SweepSettings(filling="zeros")
+
+
+def test_inherited_filling_keeps_t1_outside_the_masked_matrices():
+    task = ArithmeticTask("a+ab", 20)
+    trained, seed = arithmetic_model(task, 1, seed=0), 5
+    sub = random_subnetwork(trained)
+    fresh = dict(arithmetic_model(task, 1, seed).named_parameters())
+    source = dict(trained.named_parameters())
+    model, _ = transfer_condition("subtask induction", sub, trained, lambda s: arithmetic_model(task, 1, s), seed,
+                                  filling="inherited")
+    unmasked = [name for name in source if name not in sub.masks]
+    assert any("embed" in name for name in unmasked) and any(".ln" in name or "norm" in name for name in unmasked)
+    for name, p in model.named_parameters():
+        if name in sub.masks:
+            mask = sub.masks[name]
+            assert torch.equal(p[mask], source[name][mask]) and torch.equal(p[~mask], fresh[name][~mask])
+        else:
+            assert torch.equal(p, source[name]), name  # embeddings, LayerNorms, biases: T1's, bit for bit
+    plain, _ = transfer_condition("subtask induction", sub, trained, lambda s: arithmetic_model(task, 1, s), seed)
+    assert all(torch.equal(p, fresh[n]) for n, p in plain.named_parameters() if n not in sub.masks)  # fresh filling
+
+
+def test_most_accurate_subnetwork_ties_go_to_the_sparser():
+    def candidate(l0_lambda, kept, accuracy):
+        return WeightSubnetwork({"w": torch.arange(10) < kept}, settings={"l0_lambda": l0_lambda,
+                                                                          "subtask_accuracy": accuracy})
+    dense, sparse, worse = candidate(1e-8, 9, 1.0), candidate(1e-7, 4, 1.0), candidate(5e-7, 2, 0.99)
+    assert most_accurate([dense, worse, sparse]) is sparse
+    assert most_accurate([dense, worse]) is dense
+    with pytest.raises(HeurlensError, match="no candidate"):
+        most_accurate([])
+
+
+def test_lr_search_keeps_the_best_on_evaluation(monkeypatch):
+    """Each lr gets a freshly prepared model; the best evaluation accuracy wins (ties: the earlier lr);
+    a perfect one ends the search, as in the released script."""
+    eval_accuracy = {1e-3: 0.6, 5e-4: 0.9, 2e-4: 0.9, 1e-4: 1.0, 5e-5: 1.0}
+    trained_with, prepared = [], []
+
+    def fake_training(model, train, evaluation, test, epochs, lr, *args, **kwargs):
+        trained_with.append((model, lr))
+        return TrainingResult(eval_accuracy[lr], 1 - eval_accuracy[lr], [], lr)
+
+    monkeypatch.setattr(training, "train_next_token", fake_training)
+
+    def prepare():
+        prepared.append(object())
+        return prepared[-1], None
+
+    result = train_with_lr_search(prepare, [1e-3, 5e-4, 2e-4], None, None, None, 1, progress=False)
+    assert result.lr == 5e-4 and result.best_eval_accuracy == 0.9 and result.test_accuracy == pytest.approx(0.1)
+    assert [m for m, _ in trained_with] == prepared  # one fresh model per lr
+    trained_with.clear()
+    result = train_with_lr_search(prepare, [1e-3, 1e-4, 5e-5, 2e-4], None, None, None, 1, progress=False)
+    assert result.lr == 1e-4 and [lr for _, lr in trained_with] == [1e-3, 1e-4]  # stopped at 100%
+
+
 def test_training_and_ambiguous_sets():
     task = ArithmeticTask("a^2+ab", 100, 7)
     train = training_set(task, 0.05, seed=0)
@@ -171,6 +252,18 @@ def test_tiny_sweep_resumes(tmp_path):
         run_sweep(tmp_path, SweepSettings(max_value=13), progress=False)
     more = run_sweep(tmp_path, SweepSettings(**{**settings.__dict__, "seeds": 2}), progress=False)  # adds seed 1
     assert len(more) == 8 and more[more["seed"] == 0].reset_index(drop=True).equals(results)
+
+
+def test_tiny_sweep_with_lambda_and_lr_search(tmp_path):
+    settings = SweepSettings(max_value=12, t1_epochs=2, discovery_epochs=2, disambiguation=(5,), l0_lambdas=(1e-5, 1e-3),
+                             conditions=("subtask induction",), transfer_epochs=2, transfer_lrs=(1e-3, 1e-2),
+                             filling="inherited")
+    results = run_sweep(tmp_path, settings, progress=False)
+    chosen = WeightSubnetwork.load(tmp_path / "subnetwork")
+    candidates = [WeightSubnetwork.load(tmp_path / "candidates" / f"lambda-{x:g}") for x in (1e-5, 1e-3)]
+    assert chosen.settings["l0_lambda"] == most_accurate(candidates).settings["l0_lambda"]
+    assert [c["l0_lambda"] for c in chosen.settings["candidates"]] == [1e-5, 1e-3]
+    assert results["lr"].isin([1e-3, 1e-2]).all()
 
 
 def test_transfer_command_rejects_unknown_condition():

@@ -9,7 +9,7 @@ import click
 from heurlens.cli.group import cli
 from heurlens.cli.options import print_table, table_output_options
 from heurlens.subtask.sweep import FIGURE3_CONDITIONS, SweepSettings
-from heurlens.subtask.transfer import CONDITIONS
+from heurlens.subtask.transfer import CONDITIONS, FILLINGS
 from heurlens.vision.models import SMALL_ARCHITECTURES
 from heurlens.vision.shape_bias import ShapeBiasSettings
 
@@ -20,54 +20,64 @@ SHAPE_DEFAULTS = ShapeBiasSettings()
 @cli.command()
 @click.option("--out", type=click.Path(file_okay=False), default="runs/transfer", show_default=True,
               help="Run directory; finished parts found there are reused (resumable).")
-@click.option("--t1", default=DEFAULTS.t1, show_default=True, help="Computation the source model learns.")
-@click.option("--subtask", default=DEFAULTS.subtask, show_default=True, help="Subtask whose subnetwork is transferred.")
-@click.option("--t2", default=DEFAULTS.t2, show_default=True, help="Computation the new model is trained on.")
-@click.option("--max-value", type=click.IntRange(min=2), default=DEFAULTS.max_value, show_default=True,
-              help="Numbers 0..N-1, one token each (the paper: 1000).")
-@click.option("--modulus", type=click.IntRange(min=2), default=DEFAULTS.modulus, show_default=True)
-@click.option("--layers", "n_layers", type=click.IntRange(min=1), default=DEFAULTS.n_layers, show_default=True,
-              help="Decoder layers (the paper: 2 to 12).")
-@click.option("--disambiguation", type=click.IntRange(min=0), multiple=True, default=DEFAULTS.disambiguation, show_default=True,
-              help="Numbers of disambiguation samples: --disambiguation 0 30 100.")
-@click.option("--conditions", default=",".join(FIGURE3_CONDITIONS), show_default=True,
-              help=f"Comma-separated, from: {', '.join(CONDITIONS)}.")
-@click.option("--seeds", type=click.IntRange(min=1), default=DEFAULTS.seeds, show_default=True)
-@click.option("--t1-epochs", type=click.IntRange(min=1), default=DEFAULTS.t1_epochs, show_default=True)
-@click.option("--discovery-epochs", type=click.IntRange(min=1), default=DEFAULTS.discovery_epochs, show_default=True)
-@click.option("--l0-lambda", type=click.FloatRange(min=0), default=DEFAULTS.l0_lambda, show_default=True)
-@click.option("--transfer-epochs", type=click.IntRange(min=1), default=DEFAULTS.transfer_epochs, show_default=True,
-              help="Epochs on T2 (the paper: 100).")
-@click.option("--full-size", is_flag=True, help="The paper's sizes: numbers 0..999, 16 sample counts 10..10^4, "
-                                                "100 transfer and 50 discovery epochs (hours on a CPU).")
+@click.option("--preset", type=click.Choice(["small", "paper"]), default="small", show_default=True,
+              help="Settings the options below start from: small (numbers 0..99, minutes on a CPU) or paper "
+                   "(Section 4.2 and Appendix B.1 exactly: numbers 0..999, 16 sample counts 10..10^4, 5 seeds; "
+                   "hours on a CPU). Each option given replaces that one setting.")
+@click.option("--t1", default=None, help=f"Computation the source model learns. [default: {DEFAULTS.t1}]")
+@click.option("--subtask", default=None, help=f"Subtask whose subnetwork is transferred. [default: {DEFAULTS.subtask}]")
+@click.option("--t2", default=None, help=f"Computation the new model is trained on. [default: {DEFAULTS.t2}]")
+@click.option("--max-value", type=click.IntRange(min=2), default=None,
+              help=f"Numbers 0..N-1, one token each (the paper: 1000). [default: {DEFAULTS.max_value}]")
+@click.option("--modulus", type=click.IntRange(min=2), default=None, help=f"[default: {DEFAULTS.modulus}]")
+@click.option("--layers", "n_layers", type=click.IntRange(min=1), default=None,
+              help=f"Decoder layers (the paper: 2 to 12). [default: {DEFAULTS.n_layers}]")
+@click.option("--disambiguation", type=click.IntRange(min=0), multiple=True, default=None,
+              help="Numbers of disambiguation samples: --disambiguation 0 30 100. "
+                   f"[default: {' '.join(map(str, DEFAULTS.disambiguation))}]")
+@click.option("--conditions", default=None,
+              help=f"Comma-separated, from: {', '.join(CONDITIONS)}. [default: {','.join(FIGURE3_CONDITIONS)}]")
+@click.option("--filling", type=click.Choice(FILLINGS), default=None,
+              help="Weights outside the transferred subnetwork: fresh (the paper's prose: everything else "
+                   "re-initialised) or inherited (the released script: only the masked-out entries of the "
+                   f"masked matrices re-initialised, embeddings and LayerNorms from T1). [default: {DEFAULTS.filling}]")
+@click.option("--seeds", type=click.IntRange(min=1), default=None, help=f"[default: {DEFAULTS.seeds}]")
+@click.option("--t1-epochs", type=click.IntRange(min=1), default=None, help=f"[default: {DEFAULTS.t1_epochs}]")
+@click.option("--t1-lr", type=click.FloatRange(min=0, min_open=True), default=None, help=f"[default: {DEFAULTS.t1_lr}]")
+@click.option("--discovery-epochs", type=click.IntRange(min=1), default=None,
+              help=f"[default: {DEFAULTS.discovery_epochs}]")
+@click.option("--l0-lambda", "l0_lambdas", type=click.FloatRange(min=0), multiple=True, default=None,
+              help="L0 penalties; several (--l0-lambda 1e-7 5e-7 1e-8) find one subnetwork each and transfer the "
+                   f"most accurate. [default: {' '.join(map(str, DEFAULTS.l0_lambdas))}]")
+@click.option("--transfer-epochs", type=click.IntRange(min=1), default=None,
+              help=f"Epochs on T2 (the paper: 100). [default: {DEFAULTS.transfer_epochs}]")
+@click.option("--transfer-lr", "transfer_lrs", type=click.FloatRange(min=0, min_open=True), multiple=True, default=None,
+              help="Learning rates on T2; several are searched per run and the best on the evaluation set kept "
+                   f"(the released script: 2e-3 1e-3 5e-4 2e-4 1e-4). [default: {' '.join(map(str, DEFAULTS.transfer_lrs))}]")
 @click.option("--json", "as_json", is_flag=True, help="Print every run as JSON records.")
 @click.option("--csv", "as_csv", is_flag=True, help="Print every run as CSV.")
-def transfer(out, t1, subtask, t2, max_value, modulus, n_layers, disambiguation, conditions, seeds, t1_epochs,
-             discovery_epochs, l0_lambda, transfer_epochs, full_size, as_json, as_csv) -> None:
+def transfer(out, preset, conditions, as_json, as_csv, **given) -> None:
     """Subtask Induction on modular arithmetic: train on T1, find the subtask's subnetwork, transfer it
     and train on T2 from ambiguous data plus disambiguation samples, next to the controls."""
     from heurlens.errors import HeurlensError
     from heurlens.subtask.sweep import figure3, run_sweep, summary_table
 
-    chosen = tuple(c.strip() for c in conditions.split(",") if c.strip())
-    unknown = [c for c in chosen if c not in CONDITIONS]
-    if unknown or not chosen:
-        raise HeurlensError(f"unknown condition(s) {', '.join(unknown) or '(none given)'}; choose from {', '.join(CONDITIONS)}")
-    settings = SweepSettings(t1=t1, subtask=subtask, t2=t2, max_value=max_value, modulus=modulus, n_layers=n_layers,
-                             disambiguation=tuple(disambiguation), conditions=chosen, seeds=seeds,
-                             t1_epochs=t1_epochs, discovery_epochs=discovery_epochs, l0_lambda=l0_lambda,
-                             transfer_epochs=transfer_epochs)
-    if full_size:
-        counts = tuple(sorted({round(10 ** (1 + 3 * i / 15)) for i in range(16)}))
-        settings = SweepSettings(**{**settings.__dict__, "max_value": 1000, "disambiguation": counts,
-                                    "transfer_epochs": 100, "discovery_epochs": 50, "t1_fraction": 0.2,
-                                    "subtask_fraction": 0.05})
+    if conditions is not None:
+        chosen = tuple(c.strip() for c in conditions.split(",") if c.strip())
+        unknown = [c for c in chosen if c not in CONDITIONS]
+        if unknown or not chosen:
+            raise HeurlensError(f"unknown condition(s) {', '.join(unknown) or '(none given)'}; "
+                                f"choose from {', '.join(CONDITIONS)}")
+        given["conditions"] = chosen
+    given = {k: tuple(v) if isinstance(v, (tuple, list)) else v for k, v in given.items() if v not in (None, ())}
+    settings = SweepSettings.paper(**given) if preset == "paper" else SweepSettings(**given)
     results = run_sweep(Path(out), settings)
     figure3(results).write_html(Path(out) / "figure3.html")
 
     def pretty(results):
         table = (100 * summary_table(results)).round(1)
-        return f"test accuracy (%) on T2 = {settings.t2} by disambiguation samples ({seeds} seed(s))\n" + table.to_string()
+        return (f"test accuracy (%) on T2 = {settings.t2} by disambiguation samples ({settings.seeds} seed(s), "
+                f"{settings.filling} filling)\n" + table.to_string())
 
     print_table(results, as_json, as_csv, pretty)
 

@@ -14,18 +14,21 @@ from torch import Tensor
 
 from heurlens.errors import HeurlensError
 
-# Appendix B.4's computations and their subtasks (all mod p).
+# Appendix B.4's six computations (Equations 1-6) and the subtasks whose subnetworks it transfers
+# (ab, a^2, a+b; a-b and b^2 complete a^2-b^2 = (a+b)(a-b)), all mod p. A difference is reduced into
+# [0, p) like any other value (Python's and torch's % take the sign of the modulus).
 COMPUTATIONS: dict[str, Callable[[Tensor, Tensor], Tensor]] = {
     "a+ab": lambda a, b: a + a * b,
     "a^2+b^2": lambda a, b: a * a + b * b,
     "a^2+ab": lambda a, b: a * a + a * b,
-    "a^3+ab": lambda a, b: a ** 3 + a * b,
     "a^2+b^2+ab": lambda a, b: a * a + b * b + a * b,
-    "a^3+ab+b^2": lambda a, b: a ** 3 + a * b + b * b,
+    "a^3+ab": lambda a, b: a ** 3 + a * b,
+    "a^2-b^2": lambda a, b: a * a - b * b,
     "a": lambda a, b: a,
     "b": lambda a, b: b,
     "ab": lambda a, b: a * b,
     "a+b": lambda a, b: a + b,
+    "a-b": lambda a, b: a - b,
     "a^2": lambda a, b: a * a,
     "b^2": lambda a, b: b * b,
     "a^3": lambda a, b: a ** 3,

@@ -4,7 +4,7 @@ cross-entropy on ``<a> <b> <sep> <c>`` and scored on the last token (c)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -13,6 +13,7 @@ from jaxtyping import Int
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
+from heurlens.errors import HeurlensError
 from heurlens.subtask.arithmetic import ArithmeticTask
 from heurlens.subtask.transfer import FrozenWeights, optimizer_step
 
@@ -57,6 +58,7 @@ class TrainingResult:
     best_eval_accuracy: float
     test_accuracy: float  # at the epoch with the best evaluation accuracy (the paper's model selection)
     history: list[dict] = field(default_factory=list)
+    lr: float | None = None
 
 
 def train_next_token(model: nn.Module, train: Tensor, evaluation: Tensor, test: Tensor, epochs: int,
@@ -76,4 +78,24 @@ def train_next_token(model: nn.Module, train: Tensor, evaluation: Tensor, test: 
         history.append(scores)
         if scores["eval"] > best[0]:
             best = (scores["eval"], scores["test"])
-    return TrainingResult(best[0], best[1], history)
+    return TrainingResult(best[0], best[1], history, lr)
+
+
+def train_with_lr_search(prepare: Callable[[], tuple[nn.Module, FrozenWeights | None]], lrs: Sequence[float],
+                         train: Tensor, evaluation: Tensor, test: Tensor, epochs: int, batch_size: int = 128,
+                         seed: int = 0, progress: bool = True, desc: str = "training") -> TrainingResult:
+    """``train_next_token`` once per learning rate, each on a model fresh from ``prepare()``; the run
+    with the best evaluation accuracy wins (ties: the earlier lr), as in the released transfer script,
+    which also stops searching once an lr reaches 100% on the evaluation set."""
+    best = None
+    for lr in lrs:
+        model, frozen = prepare()
+        result = train_next_token(model, train, evaluation, test, epochs, lr, batch_size, frozen, seed, progress,
+                                  f"{desc} (lr {lr:g})")
+        if best is None or result.best_eval_accuracy > best.best_eval_accuracy:
+            best = result
+        if best.best_eval_accuracy == 1.0:
+            break
+    if best is None:
+        raise HeurlensError("give at least one learning rate to search")
+    return best

@@ -5,12 +5,20 @@ initialised model of the same architecture and keep them fixed while the rest tr
 
 ``transfer_condition`` builds the model for Subtask Induction and for each control of the paper
 (random initialisation, a random subnetwork with the same number of weights per tensor, one drawn
-from the complement, the whole trained model), frozen or not.
+from the complement, the whole trained model), frozen or not. What fills the weights outside the
+subnetwork (``FILLINGS``):
+
+- ``fresh`` (the paper's prose, Section 3.2): every other weight is freshly initialised, the
+  embeddings, LayerNorms, biases and unembedding included;
+- ``inherited`` (the released transfer script, which starts from the trained model and re-initialises
+  only the unselected entries of the masked matrices): every parameter the subnetwork does not mask
+  is copied from the trained model; only the masked-out entries of the masked matrices are fresh.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Literal
 
 import torch
 from jaxtyping import Bool
@@ -21,6 +29,8 @@ from heurlens.subtask.weight_subnetwork import WeightSubnetwork
 
 CONDITIONS = ("subtask induction", "subtask induction (unfrozen)", "random subnetwork",
               "random subnetwork (unfrozen)", "random complement", "full model", "random init")
+FILLINGS = ("fresh", "inherited")
+Filling = Literal["fresh", "inherited"]
 
 
 class FrozenWeights:
@@ -65,11 +75,26 @@ def copy_subnetwork(subnetwork: WeightSubnetwork, source: nn.Module, target: nn.
         target_parameters[name][mask] = source_parameters[name][mask]
 
 
+@torch.no_grad()
+def inherit_unmasked(subnetwork: WeightSubnetwork, source: nn.Module, target: nn.Module) -> None:
+    """Copy every parameter the subnetwork does not mask (embeddings, LayerNorms, biases...) from
+    ``source`` into ``target``: the ``inherited`` filling."""
+    source_parameters = dict(source.named_parameters())
+    for name, parameter in target.named_parameters():
+        if name not in subnetwork.masks:
+            parameter.copy_(source_parameters[name])
+
+
 def transfer_condition(condition: str, subnetwork: WeightSubnetwork, trained: nn.Module,
-                       make_model: Callable[[int], nn.Module], seed: int) -> tuple[nn.Module, FrozenWeights | None]:
-    """A fresh model (``make_model(seed)``) prepared for one condition, and its frozen weights (if any)."""
+                       make_model: Callable[[int], nn.Module], seed: int, filling: Filling = "fresh"
+                       ) -> tuple[nn.Module, FrozenWeights | None]:
+    """A fresh model (``make_model(seed)``) prepared for one condition, and its frozen weights (if any).
+    ``filling`` decides what lies outside the (real or random) subnetwork; it does not apply to
+    "random init" and "full model"."""
     if condition not in CONDITIONS:
         raise HeurlensError(f"unknown condition {condition!r}; choose from {', '.join(CONDITIONS)}")
+    if filling not in FILLINGS:
+        raise HeurlensError(f"unknown filling {filling!r}; choose from {', '.join(FILLINGS)}")
     model = make_model(seed)
     if condition == "random init":
         return model, None
@@ -81,4 +106,6 @@ def transfer_condition(condition: str, subnetwork: WeightSubnetwork, trained: nn
     else:
         chosen = subnetwork.random_like(seed, complement=condition == "random complement")
     copy_subnetwork(chosen, trained, model)
+    if filling == "inherited":
+        inherit_unmasked(chosen, trained, model)
     return model, None if condition.endswith("(unfrozen)") else FrozenWeights(model, chosen.masks)
