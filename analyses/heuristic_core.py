@@ -31,7 +31,14 @@ from heurlens.analysis import (
 )
 from heurlens.analysis.run_report import build_run_report, cached_evaluation, cached_patterns
 from heurlens.data.hans import FOCUS_SUBCASES
-from heurlens.nli import PRUNING_BATCH, PRUNING_PAIRS, REFERENCE_PAIRS, nli_eval_sets, snli_pruning_data, snli_reference_means
+from heurlens.nli import (
+    PRUNING_BATCH,
+    PRUNING_PAIRS,
+    REFERENCE_PAIRS,
+    nli_eval_sets,
+    snli_pruning_data,
+    snli_reference_means,
+)
 from heurlens.pruning import PruneConfig
 from heurlens.pruning.runs import subnetworks_by_sparsity
 from heurlens.units import all_units, format_units
@@ -126,9 +133,10 @@ def main() -> None:
                   f"Figure 5 as numbers: heads kept by i of the {names[a]} (rows) and j of the {names[b]} (columns) "
                   f"subnetworks\n", cooccurrence_counts(groups[a], groups[b]).to_markdown(), ""]
     lines += ["## Single-head ablation (Table 3)\n",
-              f"Mean ablation from the full model; 'avg (non-core)' averages "
+              "Mean ablation from the full model; 'avg (non-core)' averages "
               + (f"all {len(controls)} non-core heads" if controls == others
-                 else f"{len(controls)} randomly drawn non-core heads ({format_units(controls)})") + ".\n", table3.to_markdown(index=False), ""]
+                 else f"{len(controls)} randomly drawn non-core heads ({format_units(controls)})") + ".\n",
+              table3.to_markdown(index=False), ""]
     if summary is not None:
         lines += [f"## Super-additivity of {format_units(strongest)}\n",
                   "Drops in accuracy (points); excess = group drop - sum of single drops.\n",

@@ -20,7 +20,6 @@ from heurlens.vision.shape_bias import SCORES, ShapeBiasRun, ShapeBiasSettings, 
 from heurlens.vision.textured_shapes import BACKGROUND, FASHION_CLASSES, TEXTURES
 
 
-
 def percent(table):
     table = table.copy()
     table[list(SCORES)] = (100 * table[list(SCORES)]).round(1)

@@ -42,7 +42,8 @@ def main() -> None:
              f"Produced by `analyses/subtask_induction_arithmetic.py` on this project's 2-core CPU in "
              f"{(time.time() - start) / 60:.1f} min (parts already on disk are not recomputed). Settings: "
              f"`{json.dumps(settings.to_dict())}`.\n",
-             f"T1 ({settings.t1} mod {settings.modulus}) model: test accuracy {100 * t1.get('test_accuracy', float('nan')):.1f}%.",
+             f"T1 ({settings.t1} mod {settings.modulus}) model: test accuracy "
+             f"{100 * t1.get('test_accuracy', float('nan')):.1f}%.",
              f"The {settings.subtask} subnetwork keeps {subnetwork.kept} of {subnetwork.total} masked weights "
              f"({100 * subnetwork.fraction_kept:.2f}%); alone it scores "
              f"{100 * subnetwork.settings['subtask_accuracy']:.1f}% on {settings.subtask} and "

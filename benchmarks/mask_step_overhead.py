@@ -18,11 +18,11 @@ import time
 
 import torch
 import torch.nn.functional as F
+from mask_timing import mask_step_seconds
 
 import heurlens
 from heurlens.evaluate import EvalSet, predict_logits, tokenize_pairs
 from heurlens.means import compute_means
-from mask_timing import mask_step_seconds
 
 
 def main() -> None:

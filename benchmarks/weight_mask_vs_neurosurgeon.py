@@ -81,8 +81,8 @@ def main() -> None:
     batches = [data[i:i + 128] for i in range(0, len(data), 128)]
     try:
         import NeuroSurgeon  # noqa: F401
-    except ImportError:
-        raise SystemExit("neurosurgeon is not installed: .venv/bin/pip install neurosurgeon==0.1.0 matplotlib")
+    except ImportError as error:
+        raise SystemExit("neurosurgeon is not installed: .venv/bin/pip install neurosurgeon==0.1.0 matplotlib") from error
     ours = heurlens_seconds_per_epoch(batches, task.vocab_size)
     theirs = neurosurgeon_seconds_per_epoch(batches, task.vocab_size)
     print(f"{len(data)} rows in {len(batches)} batches, {EPOCHS} timed epochs each, torch threads {torch.get_num_threads()}")

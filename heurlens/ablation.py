@@ -32,7 +32,8 @@ def ablation_hooks(model: HookedClassifier, units: list[Unit], method: Method = 
     if method == "mean" and means is None:
         raise HeurlensError("mean ablation needs the units' means: pass means=compute_means(model, reference)")
     heads, mlps = binary_mask(units, model.n_layers, model.n_heads)
-    return UnitMaskHooks(zero_means(model) if method == "zero" else means, heads, mlps).hooks
+    replacement = zero_means(model) if method == "zero" or means is None else means
+    return UnitMaskHooks(replacement, heads, mlps).hooks
 
 
 def ablate(model: HookedClassifier, units: list[Unit], eval_sets: list[EvalSet], method: Method = "mean",

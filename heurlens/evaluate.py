@@ -27,7 +27,7 @@ class EvalSet:
 
     name: str
     batches: list[Batch]
-    labels: Int[Tensor, "example"]
+    labels: Int[Tensor, " example"]
     label_names: tuple[str, ...]
 
     def __len__(self) -> int:
@@ -40,7 +40,8 @@ def tokenize_pairs(name: str, data: datasets.Dataset, tokenizer, batch_size: int
 
     Each batch is padded to its longest pair. ``sort_by_length`` orders the pairs by token count
     first, so batches hold pairs of similar length and carry little padding (for training data
-    whose batches are drawn in random order anyway; SNLI pairs: 1.6x faster mask-training steps, benchmarks/length_sorted_batches.py).
+    whose batches are drawn in random order anyway; SNLI pairs: 1.6x faster mask-training steps,
+    benchmarks/length_sorted_batches.py).
     """
     if tokenizer is None:
         raise HeurlensError(f"cannot tokenise {name}: this model has no tokenizer; build an EvalSet from token ids")
@@ -74,7 +75,7 @@ def predict_logits(model: HookedClassifier, eval_set: EvalSet, fwd_hooks: list |
     return torch.cat(outputs)
 
 
-def label_map(model_labels: tuple[str, ...] | None, data_labels: tuple[str, ...]) -> Int[Tensor, "model_label"]:
+def label_map(model_labels: tuple[str, ...] | None, data_labels: tuple[str, ...]) -> Int[Tensor, " model_label"]:
     """For each model label, the index of the data label it predicts.
 
     Same names map by name; a 3-way NLI model on 2-way HANS-style data maps neutral and

@@ -24,7 +24,7 @@ class UnitMaskHooks:
     """
 
     def __init__(self, replacement: UnitMeans, heads: Float[Tensor, "layer head"],
-                 mlps: Float[Tensor, "layer"]):
+                 mlps: Float[Tensor, " layer"]):
         self.replacement = replacement
         self.heads = heads
         self.mlps = mlps

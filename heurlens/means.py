@@ -25,7 +25,7 @@ class UnitMeans:
     """Mean activation of every head (``[n_heads, d_head]`` per layer) and MLP (``[d_model]``)."""
 
     heads: dict[int, Float[Tensor, "head d_head"]]
-    mlps: dict[int, Float[Tensor, "d_model"]]
+    mlps: dict[int, Float[Tensor, " d_model"]]
     source: str  # what the means were taken over
 
     def save(self, path: Path) -> None:
@@ -34,7 +34,7 @@ class UnitMeans:
         atomic_save_tensors(path, tensors, metadata={"source": self.source})
 
     @classmethod
-    def load(cls, path: Path, repair: str = "delete it and run the command that wrote it again") -> "UnitMeans":
+    def load(cls, path: Path, repair: str = "delete it and run the command that wrote it again") -> UnitMeans:
         """Read means saved by ``save``; a file that cannot be read whole, or holds NaN or inf, is refused
         with a HeurlensError that names it and says how to ``repair`` it."""
         from safetensors import safe_open

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from heurlens.means import UnitMeans, compute_means
 from heurlens.cache import cache_dir
 from heurlens.data.files import load_pair_file
 from heurlens.data.hans import generate_hans, resolve_subcases
 from heurlens.data.snli import load_snli
 from heurlens.errors import HeurlensError
 from heurlens.evaluate import EvalSet, tokenize_pairs
+from heurlens.means import UnitMeans, compute_means
 from heurlens.models.classifier import HookedClassifier
 
 

@@ -39,7 +39,7 @@ class Unit:
     def __str__(self) -> str:
         return f"L{self.layer}.MLP" if self.is_mlp else f"L{self.layer}.H{self.head}"
 
-    def __lt__(self, other: "Unit") -> bool:  # heads of a layer first, then its MLP
+    def __lt__(self, other: Unit) -> bool:  # heads of a layer first, then its MLP
         return (self.layer, self.head is None, self.head or 0) < (
             other.layer, other.head is None, other.head or 0)
 

@@ -26,7 +26,7 @@ def test_thirty_subcases_five_per_heuristic_and_label():
 def test_sizes_labels_and_distinct_pairs(hans):
     assert len(hans) == 30 * 200
     for name, case in SUBCASES.items():
-        rows = hans.filter(lambda r: r["subcase"] == name)
+        rows = hans.filter(lambda r, name=name: r["subcase"] == name)
         assert len(rows) == 200
         assert set(rows["label"]) == {HANS_LABELS.index(case.label)}
         assert set(rows["heuristic"]) == {case.heuristic}

@@ -109,8 +109,8 @@ def test_length_sorted_batches_hold_the_same_pairs_with_less_padding(pruning_dat
 def test_gradients_reach_log_alpha_and_never_the_weights(pruning_data):
     model, data = pruning_data
     before = {k: v.clone() for k, v in model.state_dict().items()}
-    from heurlens.means import compute_means
     from heurlens.evaluate import predict_logits
+    from heurlens.means import compute_means
 
     result = train_unit_mask(model, data, predict_logits(model, data), compute_means(model, data), 0.5, seed=0,
                              config=PruneConfig(total_steps=3), progress=False)

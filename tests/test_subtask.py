@@ -9,11 +9,22 @@ import torch
 from torch import nn
 
 from heurlens.errors import HeurlensError
-from heurlens.subtask import (ArithmeticTask, DiscoveryConfig, WeightSubnetwork, ambiguous_set,
-                              beta_at, copy_subnetwork, discover_subnetwork, evaluation_set, masked_forward,
-                              select_weights, training_set, transfer_condition)
+from heurlens.subtask import (
+    ArithmeticTask,
+    DiscoveryConfig,
+    WeightSubnetwork,
+    ambiguous_set,
+    beta_at,
+    copy_subnetwork,
+    discover_subnetwork,
+    evaluation_set,
+    masked_forward,
+    select_weights,
+    training,
+    training_set,
+    transfer_condition,
+)
 from heurlens.subtask.arithmetic import COMPUTATIONS
-from heurlens.subtask import training
 from heurlens.subtask.sweep import SweepSettings, most_accurate, run_sweep, summary_table
 from heurlens.subtask.training import TrainingResult, arithmetic_model, next_token_loss, train_with_lr_search
 

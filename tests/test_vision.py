@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from heurlens.errors import HeurlensError
-from heurlens.vision.hooks import activation_cache, mask_sites, masks_for, unit_means, unit_masks
+from heurlens.vision.hooks import activation_cache, mask_sites, masks_for, unit_masks, unit_means
 from heurlens.vision.mean_pool import SLIC, Felzenszwalb, mean_pool, mean_pool_images
 from heurlens.vision.metrics import accuracy, cue_conflict_scores, read_cue_conflict_folder
 from heurlens.vision.models import create_classifier
@@ -213,7 +213,14 @@ def _fashion_mnist_or_skip():
 
 def test_textured_sets_assign_textures_as_asked():
     _fashion_mnist_or_skip()
-    from heurlens.vision.textured_shapes import BACKGROUND, TEXTURE_MEAN, load_fashion_mnist, paint, texture_bank, textured_set
+    from heurlens.vision.textured_shapes import (
+        BACKGROUND,
+        TEXTURE_MEAN,
+        load_fashion_mnist,
+        paint,
+        texture_bank,
+        textured_set,
+    )
 
     indices = torch.arange(200)
     agreeing, conflicting = textured_set("train", indices, 1.0, 0), textured_set("train", indices, 0.0, 0)

@@ -70,7 +70,8 @@ def scan_table(scan: pd.DataFrame, core: list[Unit] | None = None) -> pd.DataFra
 
 
 def group_superadditivity(model: HookedClassifier, group: list[Unit], eval_sets: list[EvalSet],
-                          means: UnitMeans | None, method: Method = "mean", pairs: bool = True, full_logits: dict[str, Tensor] | None = None,
+                          means: UnitMeans | None, method: Method = "mean", pairs: bool = True,
+                          full_logits: dict[str, Tensor] | None = None,
                           progress: bool = True) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Ablate ``group`` together and each member alone (and each pair, with ``pairs``).
 

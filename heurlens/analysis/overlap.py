@@ -10,7 +10,7 @@ leaves Hypergeometric(N, x, m) heads.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -67,7 +67,7 @@ def core_from(spec: str, n_layers: int, n_heads: int) -> tuple[list[Unit], list[
     return parse_units(spec, n_layers, n_heads), []
 
 
-def analysed_core(groups: dict[float, Sequence[Subnetwork]]) -> tuple[list[Unit], str]:
+def analysed_core(groups: Mapping[float, Sequence[Subnetwork]]) -> tuple[list[Unit], str]:
     """The heads to study as the core, and what they are: the heads in every subnetwork, or, when no
     head is in all of them, the heads in every subnetwork of the lowest sparsity (said so)."""
     everything = [s for group in groups.values() for s in group]
@@ -96,7 +96,7 @@ def random_intersection_distribution(n_units: int, sizes: Sequence[int]) -> np.n
     for m in sizes[1:]:
         following = np.zeros(n_units + 1)
         for current in np.nonzero(distribution)[0]:
-            survivors = np.arange(0, min(current, m) + 1)
+            survivors = np.arange(0, min(int(current), m) + 1)
             following[survivors] += distribution[current] * hypergeom.pmf(survivors, n_units, current, m)
         distribution = following
     return distribution

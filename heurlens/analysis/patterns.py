@@ -18,6 +18,7 @@ the full score table is always returned next to the label.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import pandas as pd
 import torch
@@ -45,7 +46,7 @@ class PatternTotals:
         self.sums[pattern] = self.sums.get(pattern, 0) + (mass * weights).sum(dim=(0, 2))
         self.counts[pattern] = self.counts.get(pattern, 0) + eligible.sum()
 
-    def scores(self) -> dict[str, Float[Tensor, "head"]]:
+    def scores(self) -> dict[str, Float[Tensor, " head"]]:
         return {p: self.sums[p] / self.counts[p].clamp(min=1) if p in self.sums else torch.zeros(self.n_heads)
                 for p in PATTERNS}
 
@@ -119,7 +120,7 @@ def pattern_scores(model: HookedClassifier, data: EvalSet, heads: list[Unit] | N
         for head in range(model.n_heads):
             if heads and Unit(layer, head) not in heads:
                 continue
-            row = {"unit": str(Unit(layer, head)), "layer": layer, "head": head}
+            row: dict[str, Any] = {"unit": str(Unit(layer, head)), "layer": layer, "head": head}
             row |= {p: float(scores[p][head]) for p in PATTERNS}
             best = max(PATTERNS, key=lambda p: row[p])
             row["label"] = best if row[best] >= min_score else "other"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import html
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -30,7 +31,7 @@ class Report:
     """Sections of text, tables and figures, in order; ``to_html`` renders the page."""
 
     title: str
-    parts: list[tuple[str, object]] = field(default_factory=list)
+    parts: list[tuple[str, Any]] = field(default_factory=list)  # (kind, text / table / figure / html)
 
     def heading(self, text: str) -> None:
         self.parts.append(("heading", text))

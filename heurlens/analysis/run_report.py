@@ -112,7 +112,8 @@ def build_run_report(run_dir: Path, model: HookedClassifier, eager_model: Hooked
 
     report.heading("Overlap of the subnetworks")
     for sparsity, group in groups.items():
-        report.figure(frequency_figure(head_frequencies(group), f"Fraction of {names[sparsity]} subnetworks keeping each head"))
+        report.figure(frequency_figure(head_frequencies(group),
+                                       f"Fraction of {names[sparsity]} subnetworks keeping each head"))
     sparsities = list(groups)
     for a, b in zip(sparsities, sparsities[1:]):
         rho, p = frequency_agreement(groups[a], groups[b])

@@ -14,7 +14,8 @@ from heurlens.cli import commands_analysis, commands_nli, commands_subtask  # no
 from heurlens.cli.group import cli
 from heurlens.errors import HeurlensError
 
-MULTI_VALUE_OPTIONS = {"--sparsity", "--disambiguation", "--l0-lambda", "--transfer-lr"}  # options that take several values: --sparsity 0.5 0.7
+# options that take several values: --sparsity 0.5 0.7
+MULTI_VALUE_OPTIONS = {"--sparsity", "--disambiguation", "--l0-lambda", "--transfer-lr"}
 
 
 def _is_number(token: str) -> bool:

@@ -76,7 +76,8 @@ def core(run_dirs, out, as_json, as_csv) -> None:
 @cli.command()
 @click.option("--heads", default=None, help="Heads to score (L4.H0,L2.*); default every head.")
 @model_option
-@click.option("--examples", type=click.IntRange(min=1), default=500, show_default=True, help="SNLI test pairs to average over.")
+@click.option("--examples", type=click.IntRange(min=1), default=500, show_default=True,
+              help="SNLI test pairs to average over.")
 @click.option("--min-score", type=click.FloatRange(0, 1), default=0.3, show_default=True,
               help="Below this, a head's label is 'other' (heurlens' own threshold: the paper gives none).")
 @click.option("--html", "html_out", type=click.Path(dir_okay=False), default=None,
@@ -118,7 +119,8 @@ def patterns(heads, model, examples, min_score, html_out, premise, hypothesis, a
 @click.option("--seeds", type=click.IntRange(min=1), default=3, show_default=True)
 @click.option("--search", type=click.Choice(["grid", "bisect"]), default="grid", show_default=True,
               help="grid prunes at every sparsity (the paper); bisect assumes faithfulness is lost monotonically.")
-@click.option("--tolerance", type=click.FloatRange(min=0), default=0.03, show_default=True, help="Faithful: accuracy above the full model's minus this margin (one-sided, per seed).")
+@click.option("--tolerance", type=click.FloatRange(min=0), default=0.03, show_default=True,
+              help="Faithful: accuracy above the full model's minus this margin (one-sided, per seed).")
 @click.option("--out", type=click.Path(file_okay=False), default="runs/effective-size", show_default=True)
 @click.option("--train-examples", type=click.IntRange(min=1), default=2000, show_default=True)
 @click.option("--batch-size", type=click.IntRange(min=1), default=16, show_default=True)

@@ -51,7 +51,7 @@ def ablate(heads, scan, core, superadditivity, model, method, reference_examples
         raise HeurlensError("--core only applies to --scan")
     hooked = heurlens.load_model(model)
     units = heurlens.parse_units(heads, hooked.n_layers, hooked.n_heads) if heads is not None else None
-    if superadditivity and len(units) < 2:
+    if superadditivity and (units is None or len(units) < 2):
         raise HeurlensError("--superadditivity needs at least two units in --heads, e.g. L2.H5,L3.H7,L4.H0")
     core_units = _core_units(core, hooked) if core else None
     eval_sets = eval_sets_from_options(hooked, data, in_domain_examples, per_subcase, subcases, seed)

@@ -53,7 +53,8 @@ SHAPE_DEFAULTS = ShapeBiasSettings()
               help=f"Epochs on T2 (the paper: 100). [default: {DEFAULTS.transfer_epochs}]")
 @click.option("--transfer-lr", "transfer_lrs", type=click.FloatRange(min=0, min_open=True), multiple=True, default=None,
               help="Learning rates on T2; several are searched per run and the best on the evaluation set kept "
-                   f"(the released script: 2e-3 1e-3 5e-4 2e-4 1e-4). [default: {' '.join(map(str, DEFAULTS.transfer_lrs))}]")
+                   "(the released script: 2e-3 1e-3 5e-4 2e-4 1e-4). "
+                   f"[default: {' '.join(map(str, DEFAULTS.transfer_lrs))}]")
 @click.option("--json", "as_json", is_flag=True, help="Print every run as JSON records.")
 @click.option("--csv", "as_csv", is_flag=True, help="Print every run as CSV.")
 def transfer(out, preset, conditions, as_json, as_csv, **given) -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Literal
+from typing import Literal, cast
 
 import torch
 from jaxtyping import Float, Int
@@ -91,7 +91,7 @@ class HookedClassifier(nn.Module):
         return pooled if self.head is None else self.head(pooled)
 
     @contextmanager
-    def hooks(self, fwd_hooks: list) -> Iterator["HookedClassifier"]:
+    def hooks(self, fwd_hooks: list) -> Iterator[HookedClassifier]:
         """Run forward passes inside with ``fwd_hooks`` ([(hook name, fn)]) on the bridge's hook points."""
         with self.bridge.hooks(fwd_hooks=fwd_hooks):
             yield self
@@ -123,7 +123,7 @@ class BertPoolerHead(nn.Module):
 
     def __init__(self, pooler: nn.Module, dropout: nn.Module, classifier: nn.Linear):
         super().__init__()
-        self.dense = pooler.dense
+        self.dense = cast(nn.Linear, pooler.dense)
         self.dropout = dropout
         self.classifier = classifier
 

@@ -156,6 +156,9 @@ def _bridge_bert(path, config, tokenizer, num_labels, attn, model_id) -> HookedC
     shell.tie_weights()
     bridge = build_bridge_from_module(shell.eval(), "BertForMaskedLM", hf_config=classifier.config,
                                       tokenizer=tokenizer, model_name=model_id)
+    if classifier.bert.pooler is None:
+        raise HeurlensError(f"model {model_id!r} has no pooler layer, which its classification head reads; "
+                            "save it with BertForSequenceClassification so the pooler is included")
     head = BertPoolerHead(classifier.bert.pooler, classifier.dropout, classifier.classifier)
     return HookedClassifier(bridge, head, "first", "mlm_head.hook_in", _labels_of(classifier.config), model_id)
 

@@ -39,13 +39,13 @@ class HardConcrete(nn.Module):
         self.log_alpha = nn.Parameter(torch.empty(n).normal_(init_mean, init_std))
         self.beta, self.left, self.right = beta, left, right
 
-    def sample(self, generator: torch.Generator | None = None) -> Float[Tensor, "unit"]:
+    def sample(self, generator: torch.Generator | None = None) -> Float[Tensor, " unit"]:
         """A training-time mask draw (differentiable in log_alpha through the reparameterisation)."""
         u = torch.rand(self.log_alpha.shape, generator=generator).clamp(EPS, 1 - EPS)
         s = torch.sigmoid((torch.log(u) - torch.log(1 - u) + self.log_alpha) / self.beta)
         return (s * (self.right - self.left) + self.left).clamp(0, 1)
 
-    def prob_nonzero(self) -> Float[Tensor, "unit"]:
+    def prob_nonzero(self) -> Float[Tensor, " unit"]:
         """P(z_i > 0) for each entry; its sum is the expected L0 norm."""
         return self.keep_probability(self.log_alpha, self.beta, self.left, self.right)
 

@@ -39,7 +39,7 @@ class Subnetwork:
     hyperparameters: dict = field(default_factory=dict)
     metrics: dict = field(default_factory=dict)
     log_alpha_heads: Float[Tensor, "layer head"] | None = None
-    log_alpha_mlps: Float[Tensor, "layer"] | None = None
+    log_alpha_mlps: Float[Tensor, " layer"] | None = None
 
     @property
     def label(self) -> str:
@@ -70,13 +70,16 @@ class Subnetwork:
 
     def save(self, stem: Path) -> None:
         """Write ``stem.safetensors`` then ``stem.json``, each atomically: the JSON marks it complete."""
+        if self.log_alpha_heads is None or self.log_alpha_mlps is None:
+            raise HeurlensError(f"subnetwork {stem} has no trained log_alpha to save (only subnetworks found by "
+                                "heurlens prune carry them)")
         stem.parent.mkdir(parents=True, exist_ok=True)
         tensors = {"log_alpha_heads": self.log_alpha_heads.contiguous(), "log_alpha_mlps": self.log_alpha_mlps.contiguous()}
         atomic_save_tensors(stem.with_suffix(".safetensors"), tensors)
         atomic_write_json(stem.with_suffix(".json"), self.to_json())
 
     @classmethod
-    def load(cls, path: Path) -> "Subnetwork":
+    def load(cls, path: Path) -> Subnetwork:
         """Read ``stem.json`` (+ ``stem.safetensors``); a file that cannot be read whole is refused with a
         HeurlensError naming it and how to train that seed again."""
         path = Path(path)
@@ -98,7 +101,7 @@ class Subnetwork:
 
 
 def per_layer_soft_mask(log_alpha_heads: Float[Tensor, "layer head"],
-                        log_alpha_mlps: Float[Tensor, "layer"]) -> Float[Tensor, "layer unit"]:
+                        log_alpha_mlps: Float[Tensor, " layer"]) -> Float[Tensor, "layer unit"]:
     """The released code's deterministic mask (``deterministic_z_from_log_alpha``), per group of units (the
     heads of one layer; each MLP alone): soft = sigmoid(log_alpha / beta * 0.8), then the
     round(expected number of zeros) smallest entries of the group, n - sum_i P(z_i > 0), set to 0."""

@@ -19,8 +19,8 @@ compares it with heurlens' default.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields, replace
 import typing
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Literal
 
 import torch
@@ -94,7 +94,7 @@ class PruneConfig:
                     raise HeurlensError(f"pruning setting {setting.name} = {value} must be {bound} {low}")
 
     @classmethod
-    def released(cls, **changes) -> "PruneConfig":
+    def released(cls, **changes) -> PruneConfig:
         """The released code's recipe: log_alpha from N(10, 0.01), AdamW (weight decay 0.01) with lr 0.1 /
         1, 200 warm-up steps then linear decay to 0, gradient clipping at 1.0, 4 micro-batches per step,
         the sampled sparsity, dropout on, Appendix B's step counts, per-layer discretisation. Meant for
@@ -121,7 +121,7 @@ class PruneConfig:
 @dataclass
 class MaskTrainingResult:
     log_alpha_heads: Float[Tensor, "layer head"]
-    log_alpha_mlps: Float[Tensor, "layer"]
+    log_alpha_mlps: Float[Tensor, " layer"]
     final_kl: float
     final_expected_sparsity: float
     steps: int
@@ -132,7 +132,7 @@ def expected_sparsity(mask: HardConcrete) -> Float[Tensor, ""]:
     return 1 - mask.expected_l0() / mask.log_alpha.numel()
 
 
-def sampled_sparsity(z: Float[Tensor, "..."]) -> Float[Tensor, ""]:
+def sampled_sparsity(z: Float[Tensor, ...]) -> Float[Tensor, ""]:
     """1 - sum(z) / n for one mask draw (differentiable in log_alpha through the draw)."""
     return 1 - z.sum() / z.numel()
 
@@ -193,7 +193,8 @@ def train_unit_mask(model: HookedClassifier, data: EvalSet, full_logits: Float[T
                     reference = full_logits[offsets[index]:offsets[index + 1]]
                     kl = F.kl_div(F.log_softmax(logits, -1), F.log_softmax(reference, -1), log_target=True,
                                   reduction="batchmean")
-                    model_sparsity = sampled_sparsity(z) if config.sparsity_estimate == "sampled" else expected_sparsity(mask)
+                    model_sparsity = (sampled_sparsity(z) if config.sparsity_estimate == "sampled"
+                                      else expected_sparsity(mask))
                     gap = model_sparsity - target
                     loss = kl + lambdas[0] * gap + lambdas[1] * gap ** 2
                     (loss / config.grad_accumulation).backward()

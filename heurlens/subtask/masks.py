@@ -18,6 +18,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -76,7 +77,7 @@ def swapped_parameters(module: nn.Module, values: dict[str, Tensor]) -> Iterator
             path, _, leaf = name.rpartition(".")
             owner = module.get_submodule(path) if path else module
             swapped.append((owner, leaf, owner._parameters[leaf]))
-            owner._parameters[leaf] = value
+            owner._parameters[leaf] = value  # type: ignore[assignment]  # a plain tensor on purpose: masked weights
         yield
     finally:
         for owner, leaf, original in reversed(swapped):
@@ -95,7 +96,7 @@ def masked_forward(module: nn.Module, masks: dict[str, Tensor]) -> Callable:
     return forward
 
 
-def discover_subnetwork(module: nn.Module, loss_fn: Callable[[Callable, object], Tensor], batches: Sequence,
+def discover_subnetwork(module: nn.Module, loss_fn: Callable[[Callable, Any], Tensor], batches: Sequence,
                         config: DiscoveryConfig = DiscoveryConfig(), include: str | Iterable[str] | None = None,
                         description: str = "", seed: int = 0, progress: bool = True) -> WeightSubnetwork:
     """Learn a binary weight mask for which ``loss_fn(forward, batch)`` stays low (Algorithm 1).

@@ -19,7 +19,9 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -32,8 +34,14 @@ from heurlens.cache import atomic_save_tensors, atomic_write_json, guard_run_set
 from heurlens.errors import HeurlensError
 from heurlens.subtask.arithmetic import ArithmeticTask, ambiguous_set, evaluation_set, training_set
 from heurlens.subtask.masks import DiscoveryConfig, discover_subnetwork, masked_forward
-from heurlens.subtask.training import (answer_accuracy, arithmetic_model, batches_of, last_token_loss,
-                                       train_next_token, train_with_lr_search)
+from heurlens.subtask.training import (
+    answer_accuracy,
+    arithmetic_model,
+    batches_of,
+    last_token_loss,
+    train_next_token,
+    train_with_lr_search,
+)
 from heurlens.subtask.transfer import FILLINGS, Filling, transfer_condition
 from heurlens.subtask.weight_subnetwork import WeightSubnetwork
 
@@ -80,7 +88,7 @@ class SweepSettings:
             raise HeurlensError("give at least one L0 lambda and one transfer learning rate")
 
     @classmethod
-    def paper(cls, **changes) -> "SweepSettings":
+    def paper(cls, **changes) -> SweepSettings:
         """Section 4.2 and Appendix B.1: numbers 0..999 mod 7; T1 = a+ab on 20% of all pairs (200,000 rows),
         AdamW lr 5e-4, tested on 20,000 rows; the ab subnetwork found on 50,000 rows (5%) for 50 epochs,
         beta_final 100, lr 1e-3, lambda in {1e-7, 5e-7, 1e-8} (the most accurate kept); transfer to
@@ -88,10 +96,10 @@ class SweepSettings:
         released script searches {2e-3, 1e-3, 5e-4, 2e-4, 1e-4}), the model of the best evaluation
         epoch tested; weights outside the subnetwork fresh (the prose); 5 seeds. Not stated in the
         paper, kept from the defaults: T1 epochs, batch size."""
-        settings = dict(max_value=1000, t1_fraction=0.2, t1_lr=5e-4, t1_test_examples=20_000, subtask_fraction=0.05,
-                        discovery_epochs=50, discovery_lr=1e-3, l0_lambdas=(1e-7, 5e-7, 1e-8),
-                        disambiguation=log_spaced_counts(), filling="fresh", seeds=5, transfer_epochs=100,
-                        transfer_lrs=(2e-4,))
+        settings: dict[str, Any] = dict(
+            max_value=1000, t1_fraction=0.2, t1_lr=5e-4, t1_test_examples=20_000, subtask_fraction=0.05,
+            discovery_epochs=50, discovery_lr=1e-3, l0_lambdas=(1e-7, 5e-7, 1e-8), disambiguation=log_spaced_counts(),
+            filling="fresh", seeds=5, transfer_epochs=100, transfer_lrs=(2e-4,))
         return cls(**(settings | changes))
 
     def to_dict(self) -> dict:
@@ -156,7 +164,7 @@ def run_sweep(out: Path, settings: SweepSettings = SweepSettings(), progress: bo
         path = out / "results" / f"{condition.replace(' ', '-').replace('(', '').replace(')', '')}-n{n}-s{seed}.json"
         if not path.exists():
             result = train_with_lr_search(
-                lambda: transfer_condition(condition, subnetwork, trained, make_model, seed + 100, settings.filling),
+                partial(transfer_condition, condition, subnetwork, trained, make_model, seed + 100, settings.filling),
                 settings.transfer_lrs, ambiguous_set(t2, n, seed), evaluation, test, settings.transfer_epochs,
                 settings.batch_size, seed, progress, condition)
             atomic_write_json(path, {"condition": condition, "disambiguation": n, "seed": seed,

@@ -39,12 +39,13 @@ def last_token_loss(forward: Callable, sequences: Int[Tensor, "batch 4"]) -> Ten
 
 
 @torch.no_grad()
-def answer_accuracy(model: nn.Module, sequences: Int[Tensor, "example 4"], batch_size: int = 1024) -> float:
+def answer_accuracy(model: Callable[[Tensor], Tensor], sequences: Int[Tensor, "example 4"],
+                    batch_size: int = 1024) -> float:
     """Fraction of sequences whose answer token c is the model's top prediction after ``<sep>``."""
     correct = 0
     for begin in range(0, len(sequences), batch_size):
         chunk = sequences[begin:begin + batch_size]
-        correct += (model(chunk[:, :-1])[:, -1].argmax(-1) == chunk[:, -1]).sum().item()
+        correct += int((model(chunk[:, :-1])[:, -1].argmax(-1) == chunk[:, -1]).sum())
     return correct / len(sequences)
 
 

@@ -20,7 +20,7 @@ from heurlens.errors import HeurlensError
 
 @dataclass
 class WeightSubnetwork:
-    masks: dict[str, Bool[Tensor, "..."]]
+    masks: dict[str, Bool[Tensor, ...]]
     description: str = ""
     settings: dict = field(default_factory=dict)
 
@@ -50,7 +50,7 @@ class WeightSubnetwork:
                 raise HeurlensError(f"this subnetwork masks {name} {tuple(mask.shape)}, which this model does not "
                                     f"have; use a model of the architecture it was found in")
 
-    def random_like(self, seed: int, complement: bool = False) -> "WeightSubnetwork":
+    def random_like(self, seed: int, complement: bool = False) -> WeightSubnetwork:
         """A random subnetwork with exactly as many kept weights in each tensor as this one; with
         ``complement`` they are drawn only from the weights this one leaves out."""
         generator = torch.Generator().manual_seed(seed)
@@ -76,7 +76,7 @@ class WeightSubnetwork:
             "kept": self.kept, "total": self.total, "tensors": self.sizes().to_dict(orient="records")})
 
     @classmethod
-    def load(cls, stem: Path) -> "WeightSubnetwork":
+    def load(cls, stem: Path) -> WeightSubnetwork:
         stem = Path(stem)
         stem = stem.with_suffix("") if stem.suffix in (".json", ".safetensors") else stem
         try:

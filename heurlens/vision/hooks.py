@@ -20,6 +20,8 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
+from typing import cast
 
 import torch
 from jaxtyping import Float
@@ -49,7 +51,7 @@ class MaskSite:
             return activation.movedim(1, -1)
         return activation
 
-    def mask_view(self, mask: Float[Tensor, "unit"]) -> Tensor:
+    def mask_view(self, mask: Float[Tensor, " unit"]) -> Tensor:
         """The mask shaped to broadcast against ``unit_view`` (a head's mask covers its d_head)."""
         return mask[:, None] if self.kind == "heads" else mask
 
@@ -91,7 +93,7 @@ def mask_sites(model: nn.Module) -> dict[str, MaskSite]:
             sites[f"{name}.attn"] = MaskSite(f"{name}.attn.proj", True, module.attn.num_heads, "heads")
             sites[f"{name}.mlp"] = MaskSite(f"{name}.mlp", False, 1, "mlp")
         elif isinstance(module, (BasicBlock, Bottleneck)):
-            out_channels = (module.bn3 if isinstance(module, Bottleneck) else module.bn2).num_features
+            out_channels = cast(nn.BatchNorm2d, module.bn3 if isinstance(module, Bottleneck) else module.bn2).num_features
             sites[f"{name}.residual"] = MaskSite(f"{name}.{_residual_end(module)}", False, 1, "residual")
             sites[name] = MaskSite(name, False, out_channels, "channels")
     if not sites:
@@ -108,7 +110,7 @@ def vit_layers(model: nn.Module) -> tuple[int, int]:
     return len(heads), heads[0].n_units
 
 
-def masks_for(model: nn.Module, spec: str) -> dict[str, Float[Tensor, "unit"]]:
+def masks_for(model: nn.Module, spec: str) -> dict[str, Float[Tensor, " unit"]]:
     """All-ones masks for every site with the units named in ``spec`` set to 0.
 
     ViT units: ``L3.H1``, ``L3.*``, ``L3.MLP``; ResNet units: ``layer2.1`` (residual branch),
@@ -166,12 +168,16 @@ def unit_masks(model: nn.Module, masks: dict[str, Tensor],
     try:
         for name, mask in masks.items():
             replacement = None if replacements is None else replacements[name]
-            handles.append(sites[name].register(
-                model, lambda activation, s=sites[name], m=mask, c=replacement: apply(s, m, c, activation)))
+            handles.append(sites[name].register(model, partial(apply, sites[name], mask, replacement)))
         yield
     finally:
         for handle in handles:
             handle.remove()
+
+
+def record(calls: list[Tensor], activation: Tensor) -> None:
+    """Keep a detached copy of one activation."""
+    calls.append(activation.detach().clone())
 
 
 @contextmanager
@@ -184,8 +190,7 @@ def activation_cache(model: nn.Module, sites: Iterable[str] | None = None) -> It
     handles = []
     try:
         for name in names:  # copies: ResNet blocks add the shortcut to bn2's output in place
-            handles.append(all_sites[name].register(
-                model, lambda activation, n=name: cache[n].append(activation.detach().clone())))
+            handles.append(all_sites[name].register(model, partial(record, cache[name])))
         yield cache
     finally:
         for handle in handles:

@@ -136,7 +136,7 @@ def mean_pool_images(images: Float[Tensor, "n channel height width"], segmenter:
     return result
 
 
-def images_of(dataset) -> tuple[Float[Tensor, "n channel height width"], Int[Tensor, "n"]]:
+def images_of(dataset) -> tuple[Float[Tensor, "n channel height width"], Int[Tensor, " n"]]:
     """Stack a torchvision-style dataset (``dataset[i] == (image, label)``; image a tensor or PIL
     image) or a folder of class sub-folders (a path, read with ``torchvision.datasets.ImageFolder``)
     into one image tensor and one label tensor. Images must share one size."""

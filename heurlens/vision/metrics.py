@@ -23,14 +23,14 @@ from heurlens.errors import HeurlensError
 _CUE_CONFLICT_NAME = re.compile(r"^([a-z_]+?)\d+-([a-z_]+?)\d+\.\w+$")
 
 
-def accuracy(predictions: Int[Tensor, "n"], labels: Int[Tensor, "n"]) -> float:
+def accuracy(predictions: Int[Tensor, " n"], labels: Int[Tensor, " n"]) -> float:
     if predictions.shape != labels.shape:
         raise HeurlensError(f"{len(predictions)} predictions for {len(labels)} labels")
     return (predictions == labels).float().mean().item()
 
 
-def cue_conflict_scores(predictions: Int[Tensor, "n"], shape_labels: Int[Tensor, "n"],
-                        texture_labels: Int[Tensor, "n"]) -> dict[str, float]:
+def cue_conflict_scores(predictions: Int[Tensor, " n"], shape_labels: Int[Tensor, " n"],
+                        texture_labels: Int[Tensor, " n"]) -> dict[str, float]:
     """accuracy, robustness and shape_bias over the images whose two cues disagree."""
     conflict = shape_labels != texture_labels
     if not conflict.any():

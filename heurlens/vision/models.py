@@ -4,6 +4,7 @@ file, or random; plus the two small architectures the offline experiment trains 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, cast
 
 from torch import nn
 
@@ -12,7 +13,7 @@ from heurlens.errors import HeurlensError
 # Small versions of the paper's two architectures, for 28x28 images on a CPU: a ResNet18 at a
 # quarter of its block width with a CIFAR-style stem (one 64-channel 3x3 stride-1 convolution, no max-pooling, so
 # fine texture survives the first layer), and a 4-layer ViT-Tiny with 4x4 patches.
-SMALL_ARCHITECTURES = {
+SMALL_ARCHITECTURES: dict[str, tuple[str, dict[str, Any]]] = {
     "resnet18-quarter": ("resnet18", {"channels": (16, 32, 64, 128)}),
     "vit-tiny-4layer": ("vit_tiny_patch16_224", {"patch_size": 4, "depth": 4}),
 }
@@ -21,7 +22,7 @@ SMALL_IMAGE_STEM = {"resnet18-quarter"}
 
 def _small_image_stem(model: nn.Module, in_chans: int) -> None:
     """Replace a timm ResNet's 7x7 stride-2 stem and max-pool by a 3x3 stride-1 convolution."""
-    width = model.conv1.out_channels
+    width = cast(nn.Conv2d, model.conv1).out_channels
     model.conv1 = nn.Conv2d(in_chans, width, kernel_size=3, stride=1, padding=1, bias=False)
     model.maxpool = nn.Identity()
 

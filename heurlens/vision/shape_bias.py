@@ -23,6 +23,7 @@ import json
 import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import cast
 
 import pandas as pd
 import torch
@@ -66,7 +67,8 @@ class ShapeBiasSettings:
 
 
 def classifier_name(model: torch.nn.Module) -> str:
-    return model.pretrained_cfg["classifier"]
+    config = cast(dict, model.pretrained_cfg)  # timm's record of the model, with its head's name
+    return str(config["classifier"])
 
 
 class ShapeBiasRun:
@@ -82,7 +84,8 @@ class ShapeBiasRun:
         s, start = self.settings, 0
         sizes = {"pretrain": s.pretrain_size, "discovery": s.discovery_size, "downstream": s.downstream_size,
                  "validation": s.validation_size}
-        split = self.split = {}
+        split: dict[str, torch.Tensor] = {}
+        self.split = split
         for name, size in sizes.items():
             split[name] = torch.arange(start, start + size)
             start += size

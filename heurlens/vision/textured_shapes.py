@@ -62,7 +62,7 @@ def fashion_mnist_dir() -> Path:
 
 
 @cache
-def load_fashion_mnist(split: str) -> tuple[Float[Tensor, "n 28 28"], Int[Tensor, "n"]]:
+def load_fashion_mnist(split: str) -> tuple[Float[Tensor, "n 28 28"], Int[Tensor, " n"]]:
     """Garment intensities in [0, 1] and labels of the ``train`` (60k) or ``test`` (10k) split."""
     if split not in ("train", "test"):
         raise HeurlensError(f"split must be 'train' or 'test', not {split!r}")
@@ -92,7 +92,7 @@ def texture_bank() -> list[Float[Tensor, "h w"]]:
     return bank
 
 
-def paint(shapes: Float[Tensor, "n 28 28"], textures: Int[Tensor, "n"],
+def paint(shapes: Float[Tensor, "n 28 28"], textures: Int[Tensor, " n"],
           generator: torch.Generator) -> Float[Tensor, "n 1 28 28"]:
     """Each garment, lifted to the background level, times a random 28x28 crop of its texture."""
     bank = texture_bank()
@@ -110,14 +110,14 @@ class TexturedSet:
     """Images with their shape class (the label) and texture class."""
 
     images: Float[Tensor, "n 1 28 28"]
-    shapes: Int[Tensor, "n"]
-    textures: Int[Tensor, "n"]
+    shapes: Int[Tensor, " n"]
+    textures: Int[Tensor, " n"]
 
     def __len__(self) -> int:
         return len(self.shapes)
 
 
-def textured_set(split: str, indices: Int[Tensor, "n"], texture_agreement: float, seed: int) -> TexturedSet:
+def textured_set(split: str, indices: Int[Tensor, " n"], texture_agreement: float, seed: int) -> TexturedSet:
     """The garments ``indices`` of ``split`` painted with their own class's texture with probability
     ``texture_agreement`` and with another class's (uniformly) otherwise; 0 gives a cue-conflict set."""
     if not 0 <= texture_agreement <= 1:

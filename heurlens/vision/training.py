@@ -20,7 +20,7 @@ from heurlens.errors import HeurlensError
 from heurlens.subtask.transfer import FrozenWeights, optimizer_step
 
 Images = Float[Tensor, "n channel height width"]
-Labels = Int[Tensor, "n"]
+Labels = Int[Tensor, " n"]
 
 
 @torch.no_grad()
@@ -88,6 +88,8 @@ def train_classifier(model: nn.Module, images: Images, labels: Labels, evaluatio
         if best is None or scores[select_on] > best[select_on]:
             best, best_epoch = scores, epoch
             best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    if best_state is None or best is None:
+        raise HeurlensError(f"train for at least one epoch (epochs = {epochs})")
     model.load_state_dict(best_state)
     model.eval()
     return ClassifierTraining(best_epoch, best, history)

@@ -1,0 +1,39 @@
+"""The shared training helpers: frozen parameters restored whatever happens, frozen entries kept bit for bit."""
+
+import pytest
+import torch
+from torch import nn
+
+from heurlens.training_helpers import FrozenWeights, frozen_parameters, optimizer_step
+
+
+def test_frozen_parameters_restore_after_an_error_and_leave_frozen_ones_frozen():
+    model = nn.Sequential(nn.Linear(3, 3), nn.Linear(3, 1))
+    model[1].bias.requires_grad_(False)  # frozen before: must stay frozen after
+    with pytest.raises(RuntimeError, match="stop"):
+        with frozen_parameters(model):
+            assert not any(p.requires_grad for p in model.parameters())
+            raise RuntimeError("stop")
+    assert [p.requires_grad for p in model.parameters()] == [True, True, True, False]
+
+
+def test_masks_train_inside_frozen_parameters_and_weights_get_no_gradient():
+    model = nn.Linear(2, 1)
+    scale = torch.ones(2, requires_grad=True)
+    with frozen_parameters(model):
+        (model(torch.ones(1, 2) * scale)).sum().backward()
+    assert scale.grad is not None and model.weight.grad is None
+
+
+def test_frozen_entries_stay_bit_for_bit_under_weight_decay():
+    model = nn.Linear(4, 4, bias=False)
+    mask = torch.eye(4, dtype=torch.bool)
+    before = model.weight.detach().clone()
+    frozen = FrozenWeights(model, {"weight": mask})
+    optimizer = torch.optim.AdamW(model.parameters(), lr=0.1, weight_decay=0.5)
+    for _ in range(3):
+        optimizer_step(optimizer, model(torch.randn(8, 4)).pow(2).mean(), frozen)
+    assert torch.equal(model.weight[mask], before[mask]) and not torch.equal(model.weight[~mask], before[~mask])
+    frozen.remove()
+    optimizer_step(optimizer, model(torch.randn(8, 4)).pow(2).mean())
+    assert not torch.equal(model.weight[mask], before[mask])  # hooks removed: the diagonal trains again
