@@ -34,7 +34,7 @@ class FrozenWeights:
     they stay equal bit for bit.
     """
 
-    def __init__(self, module: nn.Module, masks: dict[str, Bool[Tensor, "..."]]):
+    def __init__(self, module: nn.Module, masks: dict[str, Bool[Tensor, " ..."]]):
         parameters = dict(module.named_parameters())
         self.entries = [(parameters[name], mask, parameters[name].detach()[mask].clone()) for name, mask in masks.items()]
         self.handles = [p.register_hook(lambda grad, mask=mask: grad.masked_fill(mask, 0)) for p, mask, _ in self.entries]

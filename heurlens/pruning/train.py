@@ -36,6 +36,7 @@ from heurlens.means import UnitMeans
 from heurlens.models.classifier import HookedClassifier
 from heurlens.pruning.hard_concrete import HardConcrete
 from heurlens.pruning.schedule import paper_steps, scaled_steps, target_at
+from heurlens.training_helpers import frozen_parameters
 
 
 @dataclass(frozen=True)
@@ -132,7 +133,7 @@ def expected_sparsity(mask: HardConcrete) -> Float[Tensor, ""]:
     return 1 - mask.expected_l0() / mask.log_alpha.numel()
 
 
-def sampled_sparsity(z: Float[Tensor, ...]) -> Float[Tensor, ""]:
+def sampled_sparsity(z: Float[Tensor, " ..."]) -> Float[Tensor, ""]:
     """1 - sum(z) / n for one mask draw (differentiable in log_alpha through the draw)."""
     return 1 - z.sum() / z.numel()
 
@@ -169,16 +170,13 @@ def train_unit_mask(model: HookedClassifier, data: EvalSet, full_logits: Float[T
     generator = torch.Generator().manual_seed(seed)
     offsets = torch.tensor([0] + [b["input_ids"].shape[0] for b in data.batches]).cumsum(0)
 
-    frozen = [p for p in model.parameters() if p.requires_grad]
     hooks = UnitMaskHooks(means, torch.ones(n_layers, n_heads), torch.ones(n_layers))
     bar = tqdm(total=total, desc=f"pruning seed {seed} to {sparsity:.0%}", unit="step", disable=not progress)
     order: list[int] = []
     kl = model_sparsity = torch.zeros(())
     try:
-        for parameter in frozen:  # only the mask and the multipliers train
-            parameter.requires_grad_(False)
         model.train(config.dropout)
-        with model.hooks(hooks.hooks):
+        with frozen_parameters(model), model.hooks(hooks.hooks):  # only the mask and the multipliers train
             for step in range(total):
                 target = target_at(step, warmup, sparsity)
                 optimizer.zero_grad()
@@ -207,8 +205,6 @@ def train_unit_mask(model: HookedClassifier, data: EvalSet, full_logits: Float[T
     finally:
         bar.close()
         model.eval()
-        for parameter in frozen:
-            parameter.requires_grad_(True)
     log_alpha = mask.log_alpha.detach().view(n_layers, n_heads + 1)
     return MaskTrainingResult(log_alpha[:, :n_heads].clone(), log_alpha[:, n_heads].clone(), kl.item(),
                               expected_sparsity(mask).item(), total)

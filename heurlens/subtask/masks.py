@@ -26,6 +26,7 @@ from tqdm.auto import tqdm
 
 from heurlens.errors import HeurlensError
 from heurlens.subtask.weight_subnetwork import WeightSubnetwork
+from heurlens.training_helpers import frozen_parameters
 
 DEFAULT_INCLUDE = r"(^|\.)(attn|mlp)\."  # every attention and MLP weight matrix; not embeddings or the head
 
@@ -109,11 +110,8 @@ def discover_subnetwork(module: nn.Module, loss_fn: Callable[[Callable, Any], Te
     parameters = dict(module.named_parameters())
     scores = {name: torch.full_like(parameters[name], config.mask_init, requires_grad=True) for name in names}
     optimizer = torch.optim.Adam(scores.values(), lr=config.lr)
-    trainable = [p for p in module.parameters() if p.requires_grad]
-    for p in trainable:
-        p.requires_grad_(False)
     bar = tqdm(total=config.epochs * len(batches), desc="subnetwork discovery", unit="step", disable=not progress)
-    try:
+    with frozen_parameters(module), bar:  # only the mask scores train
         for epoch in range(config.epochs):
             beta = beta_at(epoch, config.epochs, config.beta_final)
             for batch in batches:
@@ -127,9 +125,5 @@ def discover_subnetwork(module: nn.Module, loss_fn: Callable[[Callable, Any], Te
                 bar.update(1)
             kept = sum((s > 0).sum().item() for s in scores.values()) / sum(s.numel() for s in scores.values())
             bar.set_postfix(beta=f"{beta:.1f}", loss=f"{task_loss.item():.4f}", kept=f"{kept:.3f}")
-    finally:
-        bar.close()
-        for p in trainable:
-            p.requires_grad_(True)
     return WeightSubnetwork({name: (s > 0).detach().clone() for name, s in scores.items()}, description,
                             config.to_dict() | {"seed": seed})

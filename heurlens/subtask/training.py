@@ -15,7 +15,7 @@ from tqdm.auto import tqdm
 
 from heurlens.errors import HeurlensError
 from heurlens.subtask.arithmetic import ArithmeticTask
-from heurlens.subtask.transfer import FrozenWeights, optimizer_step
+from heurlens.training_helpers import FrozenWeights, optimizer_step
 
 
 def arithmetic_model(task: ArithmeticTask, n_layers: int = 2, seed: int = 0) -> nn.Module:

@@ -21,48 +21,16 @@ from collections.abc import Callable
 from typing import Literal
 
 import torch
-from jaxtyping import Bool
-from torch import Tensor, nn
+from torch import nn
 
 from heurlens.errors import HeurlensError
 from heurlens.subtask.weight_subnetwork import WeightSubnetwork
+from heurlens.training_helpers import FrozenWeights
 
 CONDITIONS = ("subtask induction", "subtask induction (unfrozen)", "random subnetwork",
               "random subnetwork (unfrozen)", "random complement", "full model", "random init")
 FILLINGS = ("fresh", "inherited")
 Filling = Literal["fresh", "inherited"]
-
-
-class FrozenWeights:
-    """Entries of a module's parameters that training must not move.
-
-    Their gradients are zeroed by tensor hooks, and ``restore()`` (call it after every optimizer
-    step) writes the saved values back, so optimizers with weight decay cannot drift them either:
-    they stay equal bit for bit.
-    """
-
-    def __init__(self, module: nn.Module, masks: dict[str, Bool[Tensor, ...]]):
-        parameters = dict(module.named_parameters())
-        self.entries = [(parameters[name], mask, parameters[name].detach()[mask].clone()) for name, mask in masks.items()]
-        self.handles = [p.register_hook(lambda grad, mask=mask: grad.masked_fill(mask, 0)) for p, mask, _ in self.entries]
-
-    @torch.no_grad()
-    def restore(self) -> None:
-        for parameter, mask, values in self.entries:
-            parameter[mask] = values
-
-    def remove(self) -> None:
-        for handle in self.handles:
-            handle.remove()
-
-
-def optimizer_step(optimizer: torch.optim.Optimizer, loss: Tensor, frozen: FrozenWeights | None = None) -> None:
-    """One optimizer step on ``loss``; then any ``frozen`` entries are written back."""
-    optimizer.zero_grad()
-    loss.backward()
-    optimizer.step()
-    if frozen is not None:
-        frozen.restore()
 
 
 @torch.no_grad()

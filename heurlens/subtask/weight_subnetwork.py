@@ -20,7 +20,7 @@ from heurlens.errors import HeurlensError
 
 @dataclass
 class WeightSubnetwork:
-    masks: dict[str, Bool[Tensor, ...]]
+    masks: dict[str, Bool[Tensor, " ..."]]
     description: str = ""
     settings: dict = field(default_factory=dict)
 

@@ -17,7 +17,7 @@ from torch import Tensor, nn
 from tqdm.auto import tqdm
 
 from heurlens.errors import HeurlensError
-from heurlens.subtask.transfer import FrozenWeights, optimizer_step
+from heurlens.training_helpers import FrozenWeights, optimizer_step
 
 Images = Float[Tensor, "n channel height width"]
 Labels = Int[Tensor, " n"]
