@@ -16,10 +16,10 @@ from torch import Tensor
 
 from heurlens.errors import HeurlensError
 from heurlens.evaluate import EvalSet, accuracy, mean_kl, predict_logits
-from heurlens.masking import UnitMaskHooks, binary_mask
+from heurlens.masking import UnitMaskHooks
 from heurlens.means import UnitMeans, zero_means
 from heurlens.models.classifier import HookedClassifier
-from heurlens.units import Unit
+from heurlens.units import Unit, UnitLayout
 
 Method = Literal["mean", "zero"]
 
@@ -31,7 +31,7 @@ def ablation_hooks(model: HookedClassifier, units: list[Unit], method: Method = 
         raise HeurlensError(f"unknown ablation method {method!r}; use mean or zero")
     if method == "mean" and means is None:
         raise HeurlensError("mean ablation needs the units' means: pass means=compute_means(model, reference)")
-    heads, mlps = binary_mask(units, model.n_layers, model.n_heads)
+    heads, mlps = UnitLayout(model.n_layers, model.n_heads).mask(units)
     replacement = zero_means(model) if method == "zero" or means is None else means
     return UnitMaskHooks(replacement, heads, mlps).hooks
 

@@ -7,12 +7,11 @@ trainable (seed 001, Section 2). With a binary m the result is exactly x or exac
 
 from __future__ import annotations
 
-import torch
 from jaxtyping import Float
 from torch import Tensor
 
 from heurlens.means import UnitMeans
-from heurlens.units import Unit
+from heurlens.units import heads_hook_name, mlp_hook_name
 
 
 class UnitMaskHooks:
@@ -32,8 +31,8 @@ class UnitMaskHooks:
     @property
     def hooks(self) -> list:
         layers = range(self.heads.shape[0])
-        return ([(Unit(layer, 0).hook_name, self._head_hook(layer)) for layer in layers]
-                + [(Unit(layer).hook_name, self._mlp_hook(layer)) for layer in layers])
+        return ([(heads_hook_name(layer), self._head_hook(layer)) for layer in layers]
+                + [(mlp_hook_name(layer), self._mlp_hook(layer)) for layer in layers])
 
     def _head_hook(self, layer: int):
         def hook(z: Float[Tensor, "batch pos head d_head"], hook) -> Tensor:
@@ -46,14 +45,3 @@ class UnitMaskHooks:
             m = self.mlps[layer].to(out.dtype)
             return out * m + (1 - m) * self.replacement.mlps[layer].to(out.dtype)
         return hook
-
-
-def binary_mask(units_off: list[Unit], n_layers: int, n_heads: int) -> tuple[Tensor, Tensor]:
-    """Masks that are 1 everywhere except 0 at ``units_off``."""
-    heads, mlps = torch.ones(n_layers, n_heads), torch.ones(n_layers)
-    for unit in units_off:
-        if unit.is_mlp:
-            mlps[unit.layer] = 0
-        else:
-            heads[unit.layer, unit.head] = 0
-    return heads, mlps

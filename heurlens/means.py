@@ -17,7 +17,7 @@ from heurlens.cache import atomic_save_tensors
 from heurlens.errors import HeurlensError
 from heurlens.evaluate import EvalSet, predict_logits
 from heurlens.models.classifier import HookedClassifier
-from heurlens.units import Unit
+from heurlens.units import heads_hook_name, mlp_hook_name
 
 
 @dataclass
@@ -67,7 +67,7 @@ def compute_means(model: HookedClassifier, reference: EvalSet) -> UnitMeans:
             sums[name] = sums.get(name, 0) + (activation * weights).sum(dim=(0, 1))
         return accumulate
 
-    names = [unit.hook_name for layer in range(model.n_layers) for unit in (Unit(layer, 0), Unit(layer))]
+    names = [name for layer in range(model.n_layers) for name in (heads_hook_name(layer), mlp_hook_name(layer))]
     hooks = [(name, accumulate_into(name)) for name in names]
 
     def set_mask(batch) -> None:
@@ -76,8 +76,8 @@ def compute_means(model: HookedClassifier, reference: EvalSet) -> UnitMeans:
         count = count + mask["current"].sum()
 
     predict_logits(model, reference, hooks, on_batch=set_mask)
-    heads = {layer: sums[Unit(layer, 0).hook_name] / count for layer in range(model.n_layers)}
-    mlps = {layer: sums[Unit(layer).hook_name] / count for layer in range(model.n_layers)}
+    heads = {layer: sums[heads_hook_name(layer)] / count for layer in range(model.n_layers)}
+    mlps = {layer: sums[mlp_hook_name(layer)] / count for layer in range(model.n_layers)}
     return UnitMeans(heads, mlps, source=f"{reference.name} ({len(reference)} examples, {int(count)} tokens)")
 
 

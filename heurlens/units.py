@@ -12,6 +12,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import total_ordering
 
+import torch
+from jaxtyping import Bool, Float
+from torch import Tensor
+
 from heurlens.errors import HeurlensError
 
 _ITEM = re.compile(r"^L(\d+)\.(?:H(\d+)|(\*)|(MLP))$", re.IGNORECASE)
@@ -32,9 +36,7 @@ class Unit:
 
     @property
     def hook_name(self) -> str:
-        if self.is_mlp:
-            return f"blocks.{self.layer}.hook_mlp_out"
-        return f"blocks.{self.layer}.attn.hook_z"
+        return mlp_hook_name(self.layer) if self.is_mlp else heads_hook_name(self.layer)
 
     def __str__(self) -> str:
         return f"L{self.layer}.MLP" if self.is_mlp else f"L{self.layer}.H{self.head}"
@@ -44,14 +46,66 @@ class Unit:
             other.layer, other.head is None, other.head or 0)
 
 
+def heads_hook_name(layer: int) -> str:
+    """The hook point holding every head's output of ``layer``: ``[batch, pos, head, d_head]``."""
+    return f"blocks.{layer}.attn.hook_z"
+
+
+def mlp_hook_name(layer: int) -> str:
+    """The hook point holding the MLP output of ``layer``: ``[batch, pos, d_model]``."""
+    return f"blocks.{layer}.hook_mlp_out"
+
+
+@dataclass(frozen=True)
+class UnitLayout:
+    """The units of a model with ``n_layers`` layers of ``n_heads`` heads and one MLP each, and the one
+    order in which a flat vector lists them: per layer its heads, then its MLP (``units()``'s order,
+    the order of the pruning masks). Masks are passed around as (heads ``[layer, head]``, MLPs
+    ``[layer]``); ``join`` and ``split`` convert between the two forms."""
+
+    n_layers: int
+    n_heads: int
+
+    @property
+    def n_units(self) -> int:
+        return self.n_layers * (self.n_heads + 1)
+
+    def units(self, include_mlps: bool = True) -> list[Unit]:
+        """Every head of every layer (and every MLP), in layer order."""
+        units = []
+        for layer in range(self.n_layers):
+            units += [Unit(layer, h) for h in range(self.n_heads)]
+            if include_mlps:
+                units.append(Unit(layer))
+        return units
+
+    def split(self, flat: Float[Tensor, " unit"]) -> tuple[Float[Tensor, "layer head"], Float[Tensor, " layer"]]:
+        """(heads, MLPs) of a flat vector in the layout's order."""
+        per_layer = flat.view(self.n_layers, self.n_heads + 1)
+        return per_layer[:, :self.n_heads], per_layer[:, self.n_heads]
+
+    def join(self, heads: Float[Tensor, "layer head"], mlps: Float[Tensor, " layer"]) -> Float[Tensor, " unit"]:
+        """The flat vector of (heads, MLPs), in the layout's order."""
+        return torch.cat([heads, mlps[:, None]], dim=1).flatten()
+
+    def mask(self, units_off: Iterable[Unit]) -> tuple[Float[Tensor, "layer head"], Float[Tensor, " layer"]]:
+        """(heads, MLPs) masks that are 1 everywhere except 0 at ``units_off``."""
+        heads, mlps = torch.ones(self.n_layers, self.n_heads), torch.ones(self.n_layers)
+        for unit in units_off:
+            if unit.is_mlp:
+                mlps[unit.layer] = 0
+            else:
+                heads[unit.layer, unit.head] = 0
+        return heads, mlps
+
+    def units_where(self, keep: Bool[Tensor, " unit"]) -> list[Unit]:
+        """The units whose entry of a flat boolean vector is True, in the layout's order."""
+        return [unit for unit, kept in zip(self.units(), keep.flatten().tolist()) if kept]
+
+
 def all_units(n_layers: int, n_heads: int, include_mlps: bool = True) -> list[Unit]:
     """Every head of every layer (and every MLP), in layer order."""
-    units = []
-    for layer in range(n_layers):
-        units += [Unit(layer, h) for h in range(n_heads)]
-        if include_mlps:
-            units.append(Unit(layer))
-    return units
+    return UnitLayout(n_layers, n_heads).units(include_mlps)
 
 
 def parse_units(spec: str, n_layers: int, n_heads: int) -> list[Unit]:

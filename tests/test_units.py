@@ -1,7 +1,8 @@
 import pytest
+import torch
 
 from heurlens.errors import HeurlensError
-from heurlens.units import Unit, all_units, format_units, parse_units
+from heurlens.units import Unit, UnitLayout, all_units, format_units, heads_hook_name, parse_units
 
 
 def test_parse_single_list_layer_and_mlp():
@@ -44,3 +45,17 @@ def test_bad_specs_name_the_valid_range(spec, fragment):
         parse_units(spec, 6, 12)
     assert fragment in str(error.value)
     assert "L0-L5" in str(error.value)
+
+
+def test_unit_layout_orders_heads_then_mlp_per_layer():
+    layout = UnitLayout(2, 2)
+    assert layout.n_units == 6
+    assert [str(u) for u in layout.units()] == ["L0.H0", "L0.H1", "L0.MLP", "L1.H0", "L1.H1", "L1.MLP"]
+    flat = torch.arange(6.0)
+    heads, mlps = layout.split(flat)
+    assert heads.tolist() == [[0.0, 1.0], [3.0, 4.0]] and mlps.tolist() == [2.0, 5.0]
+    assert torch.equal(layout.join(heads, mlps), flat)
+    assert [str(u) for u in layout.units_where(flat % 3 == 0)] == ["L0.H0", "L1.H0"]
+    heads, mlps = layout.mask([Unit(1, 0), Unit(0)])
+    assert heads.tolist() == [[1.0, 1.0], [0.0, 1.0]] and mlps.tolist() == [0.0, 1.0]
+    assert layout.units() == all_units(2, 2) and Unit(1, 1).hook_name == heads_hook_name(1) == "blocks.1.attn.hook_z"

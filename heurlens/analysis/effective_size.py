@@ -27,6 +27,7 @@ from heurlens.means import UnitMeans
 from heurlens.models.classifier import HookedClassifier
 from heurlens.pruning.runs import evaluate_subnetworks, prune
 from heurlens.pruning.train import PruneConfig
+from heurlens.units import UnitLayout
 
 SPARSITY_GRID = [round(0.05 * i, 2) for i in range(1, 20)]  # 5%, 10%, ..., 95%
 DATA_KINDS = ("in_domain", "ood", "mixed")
@@ -93,7 +94,7 @@ def effective_size_of(model: HookedClassifier, train: EvalSet, eval_sets: list[E
     seed, pruning at about log2(len(grid)) sparsities per kind instead of all of them.
     """
     grid = sorted(sparsities)
-    n_units = model.n_layers * (model.n_heads + 1)
+    n_units = UnitLayout(model.n_layers, model.n_heads).n_units
     evaluated: dict[float, pd.DataFrame] = {}
 
     def evaluation_at(sparsity: float) -> pd.DataFrame:

@@ -147,6 +147,7 @@ def effective_size(checkpoints, sparsity, seeds, search, tolerance, out, train_e
     from heurlens.analysis.run_report import EFFECTIVE_SIZE_FILE, write_csv
     from heurlens.nli import snli_pruning_data, snli_reference_means
     from heurlens.pruning import PruneConfig
+    from heurlens.units import UnitLayout
 
     if not checkpoints:
         raise HeurlensError("give checkpoint directories; make them with "
@@ -157,7 +158,7 @@ def effective_size(checkpoints, sparsity, seeds, search, tolerance, out, train_e
     rows = []
     for index, checkpoint in enumerate(sorted(checkpoints, key=lambda c: checkpoint_step(Path(c), 0))):
         hooked = heurlens.load_model(checkpoint)
-        n_units = hooked.n_layers * (hooked.n_heads + 1)
+        n_units = UnitLayout(hooked.n_layers, hooked.n_heads).n_units
         train = snli_pruning_data(hooked, train_examples, batch_size)
         eval_sets = eval_sets_from_options(hooked, data, in_domain_examples, per_subcase, subcases, seed)
         sizes, evaluation = effective_size_of(

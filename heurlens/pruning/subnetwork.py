@@ -19,7 +19,7 @@ from heurlens.cache import atomic_save_tensors, atomic_write_json
 from heurlens.errors import HeurlensError
 from heurlens.models.classifier import HookedClassifier
 from heurlens.pruning.hard_concrete import BETA, HardConcrete
-from heurlens.units import Unit, all_units, format_units, parse_units
+from heurlens.units import Unit, UnitLayout, format_units, parse_units
 
 THRESHOLD_GRID = [round(0.05 * i, 2) for i in range(21)]  # [0, 1], stride 0.05 (seed 001, App. B)
 
@@ -48,7 +48,7 @@ class Subnetwork:
 
     @property
     def pruned(self) -> list[Unit]:
-        return [u for u in all_units(self.n_layers, self.n_heads) if u not in set(self.kept)]
+        return [u for u in UnitLayout(self.n_layers, self.n_heads).units() if u not in set(self.kept)]
 
     @property
     def kept_heads(self) -> list[Unit]:
@@ -130,12 +130,12 @@ def discretize(log_alpha_heads: Tensor, log_alpha_mlps: Tensor, target: float,
     is searched on THRESHOLD_GRID for the achieved sparsity closest to the target (ties go to the
     threshold nearest 0.5). Returns (kept units, achieved sparsity, threshold).
     """
-    n_layers, n_heads = log_alpha_heads.shape
+    layout = UnitLayout(*log_alpha_heads.shape)
     with torch.no_grad():
         if method == "per-layer":
-            score = per_layer_soft_mask(log_alpha_heads, log_alpha_mlps)
+            score = per_layer_soft_mask(log_alpha_heads, log_alpha_mlps).flatten()  # rows in layout order
         elif method == "global-threshold":
-            score = HardConcrete.keep_probability(torch.cat([log_alpha_heads, log_alpha_mlps[:, None]], dim=1))
+            score = HardConcrete.keep_probability(layout.join(log_alpha_heads, log_alpha_mlps))
         else:
             raise HeurlensError(f"unknown discretization {method!r}; use 'global-threshold' or 'per-layer'")
 
@@ -143,7 +143,4 @@ def discretize(log_alpha_heads: Tensor, log_alpha_mlps: Tensor, target: float,
         return 1 - (score > threshold).float().mean().item()
 
     threshold = min(THRESHOLD_GRID, key=lambda t: (abs(sparsity_at(t) - target), abs(t - 0.5)))
-    keep = score > threshold
-    kept = [Unit(layer, head if head < n_heads else None)
-            for layer in range(n_layers) for head in range(n_heads + 1) if keep[layer, head]]
-    return kept, sparsity_at(threshold), threshold
+    return layout.units_where(score > threshold), sparsity_at(threshold), threshold

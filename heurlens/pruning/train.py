@@ -37,6 +37,7 @@ from heurlens.models.classifier import HookedClassifier
 from heurlens.pruning.hard_concrete import HardConcrete
 from heurlens.pruning.schedule import paper_steps, scaled_steps, target_at
 from heurlens.training_helpers import frozen_parameters
+from heurlens.units import UnitLayout
 
 
 @dataclass(frozen=True)
@@ -160,9 +161,9 @@ def train_unit_mask(model: HookedClassifier, data: EvalSet, full_logits: Float[T
     same order (computed once, in eval mode, and shared by every seed). Batches are drawn in a
     seeded random order, one pass over the data after another.
     """
-    n_layers, n_heads = model.n_layers, model.n_heads
+    layout = UnitLayout(model.n_layers, model.n_heads)
     torch.manual_seed(seed)
-    mask = HardConcrete(n_layers * (n_heads + 1), config.log_alpha_init, config.log_alpha_init_std)
+    mask = HardConcrete(layout.n_units, config.log_alpha_init, config.log_alpha_init_std)
     lambdas = torch.zeros(2, requires_grad=True)
     batch_size = data.batches[0]["input_ids"].shape[0]
     warmup, total = config.steps_for(sparsity, len(data), batch_size)
@@ -170,7 +171,7 @@ def train_unit_mask(model: HookedClassifier, data: EvalSet, full_logits: Float[T
     generator = torch.Generator().manual_seed(seed)
     offsets = torch.tensor([0] + [b["input_ids"].shape[0] for b in data.batches]).cumsum(0)
 
-    hooks = UnitMaskHooks(means, torch.ones(n_layers, n_heads), torch.ones(n_layers))
+    hooks = UnitMaskHooks(means, *layout.mask([]))
     bar = tqdm(total=total, desc=f"pruning seed {seed} to {sparsity:.0%}", unit="step", disable=not progress)
     order: list[int] = []
     kl = model_sparsity = torch.zeros(())
@@ -185,8 +186,7 @@ def train_unit_mask(model: HookedClassifier, data: EvalSet, full_logits: Float[T
                         order = torch.randperm(len(data.batches), generator=generator).tolist()
                     index = order.pop()
                     z = mask.sample(generator)
-                    units = z.view(n_layers, n_heads + 1)  # per layer: its heads, then its MLP
-                    hooks.heads, hooks.mlps = units[:, :n_heads], units[:, n_heads]
+                    hooks.heads, hooks.mlps = layout.split(z)
                     logits = model(**data.batches[index])
                     reference = full_logits[offsets[index]:offsets[index + 1]]
                     kl = F.kl_div(F.log_softmax(logits, -1), F.log_softmax(reference, -1), log_target=True,
@@ -205,6 +205,6 @@ def train_unit_mask(model: HookedClassifier, data: EvalSet, full_logits: Float[T
     finally:
         bar.close()
         model.eval()
-    log_alpha = mask.log_alpha.detach().view(n_layers, n_heads + 1)
-    return MaskTrainingResult(log_alpha[:, :n_heads].clone(), log_alpha[:, n_heads].clone(), kl.item(),
+    log_alpha_heads, log_alpha_mlps = layout.split(mask.log_alpha.detach())
+    return MaskTrainingResult(log_alpha_heads.clone(), log_alpha_mlps.clone(), kl.item(),
                               expected_sparsity(mask).item(), total)
