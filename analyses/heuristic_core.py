@@ -1,4 +1,4 @@
-"""Reproduce the heuristic-core analysis of seed 001 (Sections 4 and 5) on the embedded default model.
+"""Reproduce the heuristic-core analysis of the Heuristic Core paper (Sections 4 and 5) on the embedded default model.
 
 Prunes the default model with 12 seeds at 50% and 70% sparsity, then: accuracy of every
 subnetwork (Figure 2's data), head frequencies, the core and the random-choice null, Spearman rho

@@ -1,4 +1,4 @@
-"""Subtask Induction for shape bias, offline (seed 002, Section 5, Tables 1 and 2), on textured
+"""Subtask Induction for shape bias, offline (Subtask Induction paper, Section 5, Tables 1 and 2), on textured
 Fashion-MNIST with a small timm ResNet18 on this CPU.
 
 Trains the base model, finds its subnetwork for mean-pooled garments, trains every downstream

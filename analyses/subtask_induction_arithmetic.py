@@ -1,4 +1,4 @@
-"""Subtask Induction on modular arithmetic (seed 002, Section 4, Figure 3), small CPU version.
+"""Subtask Induction on modular arithmetic (Subtask Induction paper, Section 4, Figure 3), small CPU version.
 
 Trains on T1 = a + ab (mod 7), finds the ab subnetwork, transfers it into fresh models trained on
 T2 = a^2 + ab from the ambiguous a = b set plus disambiguation samples, beside the controls, and

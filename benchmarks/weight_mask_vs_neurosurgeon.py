@@ -1,7 +1,7 @@
 """Time per epoch of weight-mask discovery (continuous sparsification): heurlens beside the
-`neurosurgeon` package (seed 002's own toolkit), same model, data, masked layers and settings.
+`neurosurgeon` package (the Subtask Induction paper's own toolkit), same model, data, masked layers and settings.
 
-Model: an HF GPT-2 decoder of seed 002's arithmetic size (2 layers, 4 heads, d_model 128,
+Model: an HF GPT-2 decoder of the Subtask Induction paper's arithmetic size (2 layers, 4 heads, d_model 128,
 d_mlp 512, numbers 0..99 as tokens); data: 5,000 ``<a> <b> <sep> <c>`` rows of ab mod 7 in
 batches of 128; masks on every attention and MLP weight matrix (c_attn, c_proj, c_fc); loss =
 last-token cross-entropy + lambda * sum of the soft mask; Adam lr 1e-2; beta (NeuroSurgeon's

@@ -100,7 +100,7 @@ def accuracy(logits: Float[Tensor, "example label"], eval_set: EvalSet, model_la
 
 
 def mean_kl(reference_logits: Float[Tensor, "example label"], logits: Float[Tensor, "example label"]) -> float:
-    """Mean over examples of KL(p_reference || p), the pruning objective of seed 001 (nats). KL is never
+    """Mean over examples of KL(p_reference || p), the pruning objective of the Heuristic Core paper (nats). KL is never
     negative; rounding in float32 can make a near-zero sum so, and it is reported as 0."""
     reference = F.log_softmax(reference_logits, dim=-1)
     other = F.log_softmax(logits, dim=-1)

@@ -2,7 +2,7 @@
 
 m = 1 keeps the unit, m = 0 replaces its output by the constant c (its mean activation for mean
 ablation, zero for zero ablation), and values in between interpolate, which is what makes masks
-trainable (seed 001, Section 2). With a binary m the result is exactly x or exactly c.
+trainable (Heuristic Core paper, Section 2). With a binary m the result is exactly x or exactly c.
 """
 
 from __future__ import annotations

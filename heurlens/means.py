@@ -1,5 +1,5 @@
 """Mean activation of every unit (head output ``hook_z``, MLP output ``hook_mlp_out``) over a
-reference set, the constant a pruned or ablated unit is replaced by (seed 001, Section 2: "the
+reference set, the constant a pruned or ablated unit is replaced by (Heuristic Core paper, Section 2: "the
 mean activation over the training data"). Means run over every non-padding token.
 """
 

@@ -1,4 +1,4 @@
-"""The standard NLI set-up of seed 001 with offline data: an in-domain set plus HANS-style subcases,
+"""The standard NLI set-up of the Heuristic Core paper with offline data: an in-domain set plus HANS-style subcases,
 and unit means over SNLI training pairs (cached on disk per model fingerprint)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Analyses of subnetworks from seed 001 (The Heuristic Core), Sections 3 to 5."""
+"""Analyses of subnetworks from The Heuristic Core (Bhaskar et al. 2024), Sections 3 to 5."""
 
 from heurlens.analysis.ablation_studies import (
                                        group_superadditivity,

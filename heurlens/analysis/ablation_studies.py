@@ -1,4 +1,4 @@
-"""Ablation studies of seed 001, Section 5 (Table 3): every head ablated on its own, and groups
+"""Ablation studies of the Heuristic Core paper, Section 5 (Table 3): every head ablated on its own, and groups
 ablated together to measure super-additivity.
 
 With acc(S) the accuracy after mean-ablating the set S of heads and drop(S) = acc(∅) - acc(S):

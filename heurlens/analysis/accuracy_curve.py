@@ -1,4 +1,4 @@
-"""Accuracy against sparsity (seed 001, Section 3, Figure 2): how much subnetworks keep of the full
+"""Accuracy against sparsity (Heuristic Core paper, Section 3, Figure 2): how much subnetworks keep of the full
 model's in-domain and out-of-domain accuracy as more heads and MLPs are pruned.
 
 In-domain accuracy is the first evaluation set's, out-of-domain the mean over the others (the

@@ -1,4 +1,4 @@
-"""The heuristic core over training (seed 001, Section 4): are the heads of the final model's core
+"""The heuristic core over training (Heuristic Core paper, Section 4): are the heads of the final model's core
 already kept by the subnetworks of earlier fine-tuning checkpoints?
 
 For each checkpoint (its pruning runs, as ``heurlens effective-size`` writes them: one folder per

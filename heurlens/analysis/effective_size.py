@@ -1,4 +1,4 @@
-"""Effective size over training (seed 001, Section 4, Figure 6), as the released script computes it
+"""Effective size over training (Heuristic Core paper, Section 4, Figure 6), as the released script computes it
 (princeton-nlp/Heuristic-Core, ``scripts/visualization/mnli-effective-size.py``).
 
 A subnetwork is *faithful* to its model on a data set D when its accuracy on D is above the full

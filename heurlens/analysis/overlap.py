@@ -1,4 +1,4 @@
-"""Overlap of subnetworks (seed 001, Section 4, Figure 5): head frequencies, the heuristic core,
+"""Overlap of subnetworks (Heuristic Core paper, Section 4, Figure 5): head frequencies, the heuristic core,
 rank agreement between sparsities, and the intersection expected under random choice.
 
 Null model: each of k subnetworks keeps m_i of the N heads, chosen uniformly at random and

@@ -1,4 +1,4 @@
-"""Attention-pattern classification of heads (seed 001, Section 5, Figures 7 to 9).
+"""Attention-pattern classification of heads (Heuristic Core paper, Section 5, Figures 7 to 9).
 
 For head h and a query token q (a real, non-special token), with A = softmax attention from
 ``blocks.L.attn.hook_pattern``:

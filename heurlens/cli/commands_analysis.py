@@ -1,4 +1,4 @@
-"""Analysis commands of seed 001: core, patterns, effective-size, report."""
+"""Analysis commands of the Heuristic Core paper: core, patterns, effective-size, report."""
 
 from __future__ import annotations
 

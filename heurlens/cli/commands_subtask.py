@@ -1,4 +1,4 @@
-"""Subtask Induction commands of seed 002: transfer (arithmetic) and shape-bias (vision)."""
+"""Subtask Induction commands: transfer (arithmetic) and shape-bias (vision)."""
 
 from __future__ import annotations
 
@@ -98,7 +98,7 @@ def transfer(out, preset, conditions, as_json, as_csv, **given) -> None:
 @table_output_options
 def shape_bias(out, arch, seed, pretrain_epochs, discovery_epochs, l0_lambda, downstream_size, downstream_epochs,
                as_json, as_csv) -> None:
-    """Subtask Induction for shape bias on textured Fashion-MNIST (seed 002, Tables 1-2, offline):
+    """Subtask Induction for shape bias on textured Fashion-MNIST (Subtask Induction paper, Tables 1-2, offline):
     find a subnetwork for mean-pooled garments in a base model, transfer it, and compare with
     training from scratch, a random subnetwork, data mixture and a linear probe."""
     import pandas as pd

@@ -5,7 +5,7 @@ lexical-overlap, subsequence or constituent heuristic gets wrong (non-entailed s
 Every hypothesis is built only from words of its premise, so the three heuristics all predict
 "entailment"; the label says whether that is true. Subcases carry HANS's own names (``ln_`` /
 ``le_`` lexical overlap non-entailed / entailed, ``sn_`` / ``se_`` subsequence, ``cn_`` / ``ce_``
-constituent). The Heuristic Core paper (seed 001, Table 1) focuses on four non-entailed ones:
+constituent). The Heuristic Core paper (Table 1) focuses on four non-entailed ones:
 SO-Swap, Prep, Embed-If and Embed-Verb. The vocabulary is small and written by hand; it is not
 HANS's own, so accuracies are comparable in kind, not in number, to the real HANS.
 """
@@ -56,7 +56,7 @@ UNDERSTOOD_OBJECT = {"read": ["book", "letter", "report", "poem", "story"],
                      "drew": ["map", "picture", "portrait", "plan", "diagram"],
                      "studied": ["report", "map", "book", "plan", "lesson"]}
 
-#: The Heuristic Core paper's abbreviations (seed 001, Table 1) of the four subcases it focuses on.
+#: The Heuristic Core paper's abbreviations (Heuristic Core paper, Table 1) of the four subcases it focuses on.
 FOCUS_SUBCASES = {"SO-Swap": "ln_subject/object_swap", "Prep": "ln_preposition",
                   "Embed-If": "cn_embedded_under_if", "Embed-Verb": "cn_embedded_under_verb"}
 

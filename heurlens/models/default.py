@@ -30,7 +30,7 @@ _MINILM_FILES = ["config.json", "model.safetensors", "tokenizer.json", "tokenize
 
 @dataclass(frozen=True)
 class FinetuneSettings:
-    """How the default model is fine-tuned (AdamW, linear decay, max length 128 as in seed 001, App. A)."""
+    """How the default model is fine-tuned (AdamW, linear decay, max length 128 as in the Heuristic Core paper, App. A)."""
 
     train_examples: int | None = 8000  # None: all ~100k SNLI training pairs
     epochs: int = 1

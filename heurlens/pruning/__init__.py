@@ -1,4 +1,4 @@
-"""Structured pruning of heads and MLPs with hard-concrete masks (seed 001, Section 2, Appendix B)."""
+"""Structured pruning of heads and MLPs with hard-concrete masks (Heuristic Core paper, Section 2, Appendix B)."""
 
 from heurlens.pruning.hard_concrete import HardConcrete
 from heurlens.pruning.runs import accuracy_table, evaluate_subnetworks, prune

@@ -1,4 +1,4 @@
-"""Hard-concrete masks (Louizos, Welling & Kingma 2018; as in CoFi and seed 001, Appendix B).
+"""Hard-concrete masks (Louizos, Welling & Kingma 2018; as in CoFi and the Heuristic Core paper, Appendix B).
 
 For every maskable unit i with learnable log_alpha_i:
 

@@ -1,4 +1,4 @@
-"""Step counts and the sparsity warm-up of seed 001, Appendix B, scaled to the data size.
+"""Step counts and the sparsity warm-up of the Heuristic Core paper, Appendix B, scaled to the data size.
 
 The paper prunes BERT on MNLI (392,702 pairs) at batch 128 for
     warmup_steps = 6500 + 50 * sparsity_pct,   total_steps = warmup_steps + 6 * sparsity_pct,

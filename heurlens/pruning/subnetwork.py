@@ -21,7 +21,7 @@ from heurlens.models.classifier import HookedClassifier
 from heurlens.pruning.hard_concrete import BETA, HardConcrete
 from heurlens.units import Unit, UnitLayout, format_units, parse_units
 
-THRESHOLD_GRID = [round(0.05 * i, 2) for i in range(21)]  # [0, 1], stride 0.05 (seed 001, App. B)
+THRESHOLD_GRID = [round(0.05 * i, 2) for i in range(21)]  # [0, 1], stride 0.05 (Heuristic Core paper, App. B)
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""Training a hard-concrete unit mask against the full model (seed 001, Section 2 and Appendix B).
+"""Training a hard-concrete unit mask against the full model (Heuristic Core paper, Section 2 and Appendix B).
 
 Per optimizer step, with the model's weights frozen, over ``grad_accumulation`` micro-batches:
 

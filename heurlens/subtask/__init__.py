@@ -1,4 +1,4 @@
-"""Subtask Induction (seed 002): weight-level subnetworks found by continuous sparsification and
+"""Subtask Induction (Zhang et al. 2023): weight-level subnetworks found by continuous sparsification and
 transferred, frozen, into freshly initialised models."""
 
 from heurlens.subtask.arithmetic import ArithmeticTask, ambiguous_set, evaluation_set, training_set

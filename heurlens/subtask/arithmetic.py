@@ -1,4 +1,4 @@
-"""Modular arithmetic tasks of seed 002 (Section 4, Appendix B.4): sequences ``<a> <b> <sep> <c>``
+"""Modular arithmetic tasks of the Subtask Induction paper (Section 4, Appendix B.4): sequences ``<a> <b> <sep> <c>``
 with one token per number in [0, max_value), the separator token ``max_value``, and
 c = f(a, b) mod p. Models see the first three tokens and are scored on predicting the last.
 """

@@ -1,4 +1,4 @@
-"""Weight-level subnetwork discovery by continuous sparsification (seed 002, Appendix A, Algorithm 1).
+"""Weight-level subnetwork discovery by continuous sparsification (Subtask Induction paper, Appendix A, Algorithm 1).
 
 For every selected weight tensor W a mask weight tensor s of the same shape; the model runs with
 W * sigmoid(beta * s) while its own weights stay frozen, and s minimises

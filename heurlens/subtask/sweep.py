@@ -1,4 +1,4 @@
-"""The arithmetic Subtask Induction experiment (seed 002, Section 4, Figure 3), resumable.
+"""The arithmetic Subtask Induction experiment (Subtask Induction paper, Section 4, Figure 3), resumable.
 
 1. Train a decoder on T1 (default a + ab mod 7) from 20% of all pairs.
 2. Discover the subnetwork for the subtask (default ab) on its own data (Algorithm 1), once per L0
@@ -208,5 +208,5 @@ def figure3(results: pd.DataFrame) -> go.Figure:
         figure.add_trace(go.Scatter(x=stats.index.to_numpy() + 1, y=100 * stats["mean"], name=condition,
                                     mode="lines+markers", error_y={"array": 100 * stats["std"]}))
     figure.update_layout(xaxis_type="log", xaxis_title="disambiguation samples + 1", yaxis_title="test accuracy (%)",
-                         title="Subtask Induction vs controls (seed 002, Figure 3)")
+                         title="Subtask Induction vs controls (Subtask Induction paper, Figure 3)")
     return figure

@@ -1,4 +1,4 @@
-"""GPT-2-style decoders for the arithmetic tasks (seed 002, Appendix B.1): 4 heads, d_model 128,
+"""GPT-2-style decoders for the arithmetic tasks (Subtask Induction paper, Appendix B.1): 4 heads, d_model 128,
 d_mlp 512, 2 to 12 layers, TransformerLens-native with hook points. Trained with next-token
 cross-entropy on ``<a> <b> <sep> <c>`` and scored on the last token (c)."""
 

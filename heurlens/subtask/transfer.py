@@ -1,4 +1,4 @@
-"""Subtask Induction (seed 002, Section 3.2, Eq. 1): copy a subnetwork's weights into a freshly
+"""Subtask Induction (Zhang et al. 2023, Section 3.2, Eq. 1): copy a subnetwork's weights into a freshly
 initialised model of the same architecture and keep them fixed while the rest trains:
 
     theta_new = gamma * theta_trained + (1 - gamma) * theta_init,   gradients on gamma = 1 entries masked.

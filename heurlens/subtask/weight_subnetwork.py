@@ -34,7 +34,7 @@ class WeightSubnetwork:
 
     @property
     def fraction_kept(self) -> float:
-        """Kept weights over all weights of the masked tensors (seed 002, Table 3's percentage)."""
+        """Kept weights over all weights of the masked tensors (Subtask Induction paper, Table 3's percentage)."""
         return self.kept / self.total
 
     def sizes(self) -> pd.DataFrame:

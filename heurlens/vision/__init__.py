@@ -1,4 +1,4 @@
-"""Vision (seed 002, Section 5): unit masks and caches on timm classifiers through forward hooks,
+"""Vision (Subtask Induction paper, Section 5): unit masks and caches on timm classifiers through forward hooks,
 mean-pooled images, shape-bias metrics, and the offline textured Fashion-MNIST experiment."""
 
 from heurlens.vision.hooks import activation_cache, mask_sites, masks_for, unit_masks, unit_means

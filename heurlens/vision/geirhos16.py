@@ -1,4 +1,4 @@
-"""16-class ImageNet (Geirhos et al. 2019), the label set of seed 002's vision experiments.
+"""16-class ImageNet (Geirhos et al. 2019), the label set of the Subtask Induction paper's vision experiments.
 
 Each of the 16 categories is a WordNet noun synset; an ImageNet class belongs to a category when
 the category is the class's synset or one of its hypernyms (WordNet 3.0, which ImageNet's ``n...``

@@ -11,7 +11,7 @@ A *mask site* is one place where a group of units can be kept or replaced:
   output channel of the block. Addressed as ``layer2.1`` (the branch) and ``layer2.1.C5`` (a channel).
 
 With mask m and replacement c (a unit's mean activation, per token or pixel position, or zero)
-the unit's activation x becomes ``m * x + (1 - m) * c``, as for text models (seed 001, Section 2).
+the unit's activation x becomes ``m * x + (1 - m) * c``, as for text models (Heuristic Core paper, Section 2).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Mean-pooled images (seed 002, Section 5.1): segment an image into regions and replace every
+"""Mean-pooled images (Subtask Induction paper, Section 5.1): segment an image into regions and replace every
 pixel by its region's mean colour, erasing texture inside regions while keeping their shapes.
 
     pooled[p] = (1 / |R(p)|) * sum_{q in R(p)} image[q]        R(p): the region of pixel p

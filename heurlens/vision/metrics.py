@@ -1,4 +1,4 @@
-"""Shape-bias metrics (seed 002, Section 5.4; Geirhos et al. 2019).
+"""Shape-bias metrics (Subtask Induction paper, Section 5.4; Geirhos et al. 2019).
 
 On cue-conflict images (the shape of one class, the texture of another):
 

@@ -1,4 +1,4 @@
-"""The offline shape-bias experiment: Subtask Induction on textured Fashion-MNIST (seed 002,
+"""The offline shape-bias experiment: Subtask Induction on textured Fashion-MNIST (Zhang et al. 2023,
 Section 5 and Tables 1-2, scaled to a CPU).
 
 1. *Base model* (the stand-in for an ImageNet-pretrained model): trained on garments whose texture

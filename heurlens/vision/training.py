@@ -1,6 +1,6 @@
 """Training and evaluating image classifiers, with frozen weights or only chosen parameters trainable.
 
-SGD with momentum 0.9 and weight decay 1e-4, as the paper trains its ResNets (seed 002, Appendix
+SGD with momentum 0.9 and weight decay 1e-4, as the paper trains its ResNets (Subtask Induction paper, Appendix
 C.1); after every epoch, accuracy on each evaluation set; the epoch with the best accuracy on the
 selection set is the one reported (model selection on held-out data, Section 5.2).
 """
