@@ -20,7 +20,7 @@ from heurlens.analysis.accuracy_curve import accuracy_by_sparsity, accuracy_curv
 from heurlens.analysis.effective_size import accuracy_by_kind
 from heurlens.data.hans import FOCUS_SUBCASES
 from heurlens.nli import nli_eval_sets, snli_pruning_data, snli_reference_means
-from heurlens.pruning import PruneConfig, evaluate_subnetworks
+from heurlens.pruning import PruneSettings, evaluate_subnetworks
 from heurlens.pruning.runs import subnetworks_by_sparsity
 
 SPARSITIES = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7)
@@ -37,7 +37,7 @@ def main() -> None:
 
     model = heurlens.load_model("default")
     means = snli_reference_means(model)
-    heurlens.prune(model, snli_pruning_data(model), SPARSITIES, range(args.seeds), args.out, PruneConfig(), means)
+    heurlens.prune(model, snli_pruning_data(model), SPARSITIES, range(args.seeds), args.out, PruneSettings(), means)
     wanted = [round(s, 2) for s in SPARSITIES]
     subnetworks = [sub for sparsity, group in subnetworks_by_sparsity([args.out]).items()
                    if round(sparsity, 2) in wanted for sub in group if sub.seed < args.seeds]

@@ -39,7 +39,7 @@ from heurlens.nli import (
     snli_pruning_data,
     snli_reference_means,
 )
-from heurlens.pruning import PruneConfig
+from heurlens.pruning import PruneSettings
 from heurlens.pruning.runs import subnetworks_by_sparsity
 from heurlens.units import all_units, format_units
 
@@ -49,9 +49,9 @@ def as_points(table, columns):
     return table.assign(**{c: (100 * table[c]).round(1) for c in columns})
 
 
-def pruning_settings(config: PruneConfig, train_examples: int, batch_size: int) -> str:
+def pruning_settings(config: PruneSettings, train_examples: int, batch_size: int) -> str:
     """The settings the subnetworks were pruned with, and whether they are heurlens prune's defaults."""
-    defaults = config == PruneConfig() and (train_examples, batch_size) == (PRUNING_PAIRS, PRUNING_BATCH)
+    defaults = config == PruneSettings() and (train_examples, batch_size) == (PRUNING_PAIRS, PRUNING_BATCH)
     return (f"Pruning settings ({'the current defaults of `heurlens prune`' if defaults else 'NOT the defaults'}): "
             f"{train_examples:,} SNLI training pairs, batch {batch_size}, "
             + ", ".join(f"{k}={v}" for k, v in config.to_dict().items())
@@ -80,7 +80,7 @@ def main() -> None:
     eager = heurlens.load_model("default", attn_implementation="eager")
     train = snli_pruning_data(model, args.train_examples, args.batch_size)
     means = snli_reference_means(model)  # the reference set every command uses
-    config = PruneConfig()  # heurlens prune's defaults (docs/pruning.md)
+    config = PruneSettings()  # heurlens prune's defaults (docs/pruning.md)
     heurlens.prune(model, train, args.sparsity, range(args.seeds), args.out, config, means)
     timings["pruning"] = time.time() - start
 

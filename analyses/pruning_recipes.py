@@ -24,11 +24,11 @@ import torch
 import heurlens
 from heurlens.data.hans import FOCUS_SUBCASES
 from heurlens.nli import PRUNING_PAIRS, REFERENCE_PAIRS, nli_eval_sets, snli_pruning_data, snli_reference_means
-from heurlens.pruning import PruneConfig, Subnetwork, accuracy_table, discretize, evaluate_subnetworks, prune
+from heurlens.pruning import PruneSettings, Subnetwork, accuracy_table, discretize, evaluate_subnetworks, prune
 
-BEFORE = PruneConfig(log_alpha_init=0.0)  # heurlens' default until 2026-11-23: each change below is made to it alone
-# name -> (batch size, settings, what it changes); the released recipe is PruneConfig.released()
-RECIPES: dict[str, tuple[int, PruneConfig, str]] = {
+BEFORE = PruneSettings(log_alpha_init=0.0)  # heurlens' default until 2026-11-23: each change below is made to it alone
+# name -> (batch size, settings, what it changes); the released recipe is PruneSettings.released()
+RECIPES: dict[str, tuple[int, PruneSettings, str]] = {
     "before": (16, BEFORE, "heurlens' default until 2026-11-23 (log_alpha ~ N(0, 0.01))"),
     "init-10": (16, replace(BEFORE, log_alpha_init=10.0), "log_alpha ~ N(10, 0.01): the default since"),
     "adamw": (16, replace(BEFORE, weight_decay=0.01), "AdamW, weight decay 0.01"),
@@ -38,9 +38,9 @@ RECIPES: dict[str, tuple[int, PruneConfig, str]] = {
     "sampled": (16, replace(BEFORE, sparsity_estimate="sampled"), "sampled sparsity in the Lagrangian"),
     "dropout": (16, replace(BEFORE, dropout=True), "masked model in train mode"),
     "per-layer": (16, replace(BEFORE, discretization="per-layer"), "per-layer discretisation"),
-    "released-9300": (16, PruneConfig.released(grad_accumulation=1),
+    "released-9300": (16, PruneSettings.released(grad_accumulation=1),
                       "released recipe, its 9,300 steps, batch 16 without accumulation"),
-    "released-1516": (16, PruneConfig.released(grad_accumulation=1, step_budget="paper-epochs"),
+    "released-1516": (16, PruneSettings.released(grad_accumulation=1, step_budget="paper-epochs"),
                       "released recipe squeezed into the default's 1,516 steps"),
     "fast-2400": (16, replace(BEFORE, log_alpha_init=10.0, weight_decay=0.01, lr_schedule="linear", lr_warmup_steps=100,
                               total_steps=2400, warmup_steps=1600),

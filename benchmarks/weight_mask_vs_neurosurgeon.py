@@ -19,7 +19,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from heurlens.subtask import ArithmeticTask, DiscoveryConfig, discover_subnetwork, training_set
+from heurlens.subtask import ArithmeticTask, DiscoverySettings, discover_subnetwork, training_set
 from heurlens.subtask.masks import beta_at
 
 EPOCHS, LAMBDA, LR = 3, 1e-5, 1e-2
@@ -40,9 +40,9 @@ def heurlens_seconds_per_epoch(batches: list[torch.Tensor], vocab: int) -> float
     def loss_fn(forward, batch):
         return F.cross_entropy(forward(batch[:, :-1]).logits[:, -1], batch[:, -1])
 
-    discover_subnetwork(model, loss_fn, batches, DiscoveryConfig(epochs=1, l0_lambda=LAMBDA, lr=LR), progress=False)
+    discover_subnetwork(model, loss_fn, batches, DiscoverySettings(epochs=1, l0_lambda=LAMBDA, lr=LR), progress=False)
     start = time.perf_counter()
-    discover_subnetwork(model, loss_fn, batches, DiscoveryConfig(epochs=EPOCHS, l0_lambda=LAMBDA, lr=LR), progress=False)
+    discover_subnetwork(model, loss_fn, batches, DiscoverySettings(epochs=EPOCHS, l0_lambda=LAMBDA, lr=LR), progress=False)
     return (time.perf_counter() - start) / EPOCHS
 
 

@@ -12,7 +12,7 @@ import heurlens
 from heurlens.analysis.run_report import build_run_report
 from heurlens.evaluate import tokenize_pairs
 from heurlens.models import load_model
-from heurlens.pruning import PruneConfig, prune
+from heurlens.pruning import PruneSettings, prune
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
@@ -25,7 +25,7 @@ def run_dir(tiny_bert_dir, tmp_path_factory):
                            model.tokenizer, 8)
     out = tmp_path_factory.mktemp("run")
     # 8 steps from a half-on start (log_alpha 0) so that the subnetworks differ; from 10 nothing is pruned yet
-    prune(model, train, [0.3, 0.6], range(2), out, PruneConfig(total_steps=8, log_alpha_init=0.0), progress=False)
+    prune(model, train, [0.3, 0.6], range(2), out, PruneSettings(total_steps=8, log_alpha_init=0.0), progress=False)
     return out
 
 

@@ -8,7 +8,7 @@ import torch
 from heurlens.errors import HeurlensError
 from heurlens.evaluate import tokenize_pairs
 from heurlens.models import load_model
-from heurlens.pruning import HardConcrete, PruneConfig, Subnetwork, discretize, prune, train_unit_mask
+from heurlens.pruning import HardConcrete, PruneSettings, Subnetwork, discretize, prune, train_unit_mask
 from heurlens.pruning import runs as runs_module
 from heurlens.pruning.schedule import paper_steps, scaled_steps, target_at
 from heurlens.units import Unit
@@ -47,9 +47,9 @@ def test_paper_schedule_and_scaling():
     warmup, total = scaled_steps(0.5, 2000, 32)
     assert total == math.ceil(9300 * 128 / 392_702 * 2000 / 32) and warmup / total == pytest.approx(9000 / 9300, abs=0.01)
     # a total given alone keeps the paper's warm-up fraction; a given warm-up is used as it is
-    assert PruneConfig(total_steps=3000).steps_for(0.5, 2000, 16) == (round(3000 * 9000 / 9300), 3000)
-    assert PruneConfig(total_steps=3000, warmup_steps=2250).steps_for(0.5, 2000, 16) == (2250, 3000)
-    assert PruneConfig(warmup_steps=10_000).steps_for(0.5, 2000, 16) == (379, 379)
+    assert PruneSettings(total_steps=3000).steps_for(0.5, 2000, 16) == (round(3000 * 9000 / 9300), 3000)
+    assert PruneSettings(total_steps=3000, warmup_steps=2250).steps_for(0.5, 2000, 16) == (2250, 3000)
+    assert PruneSettings(warmup_steps=10_000).steps_for(0.5, 2000, 16) == (379, 379)
     assert target_at(0, 10, 0.5) == pytest.approx(0.05) and target_at(9, 10, 0.5) == 0.5 and target_at(50, 10, 0.5) == 0.5
 
 
@@ -113,13 +113,13 @@ def test_gradients_reach_log_alpha_and_never_the_weights(pruning_data):
     from heurlens.means import compute_means
 
     result = train_unit_mask(model, data, predict_logits(model, data), compute_means(model, data), 0.5, seed=0,
-                             config=PruneConfig(total_steps=3), progress=False)
+                             config=PruneSettings(total_steps=3), progress=False)
     after = model.state_dict()
     assert all(torch.equal(before[k], after[k]) for k in before)  # weights bit for bit
     assert all(p.grad is None for p in model.parameters())
     assert all(p.requires_grad for p in model.parameters())  # restored for the caller
     torch.manual_seed(0)  # the initial draw, as train_unit_mask makes it for seed 0
-    start = HardConcrete(4 * 9, PruneConfig().log_alpha_init, PruneConfig().log_alpha_init_std).log_alpha.detach()
+    start = HardConcrete(4 * 9, PruneSettings().log_alpha_init, PruneSettings().log_alpha_init_std).log_alpha.detach()
     assert not torch.allclose(result.log_alpha_heads, start.view(4, 9)[:, :8], atol=0.05)  # log_alpha trained
 
 
@@ -129,7 +129,7 @@ def test_achieved_sparsity_near_target_and_same_seed_same_subnetwork(pruning_dat
     # undecided near 0.4 after 240 steps; 0.3 drives them to 0 or 1 within the budget
     # (and a half-on start, log_alpha 0: from the default 10 the masks of this random model, where no unit
     # matters, are still on their way down after 240 steps; on the default model 1,516 steps reach 0.50-0.51)
-    config = PruneConfig(total_steps=240, warmup_steps=160, lr_log_alpha=0.3, log_alpha_init=0.0)
+    config = PruneSettings(total_steps=240, warmup_steps=160, lr_log_alpha=0.3, log_alpha_init=0.0)
     first = prune(model, data, 0.5, [3], config=config, progress=False)[0]
     assert abs(first.achieved_sparsity - 0.5) <= 0.03
     again = prune(model, data, 0.5, [3], config=config, progress=False)[0]
@@ -138,7 +138,7 @@ def test_achieved_sparsity_near_target_and_same_seed_same_subnetwork(pruning_dat
 
 def test_run_resumes_after_an_interruption(pruning_data, tmp_path, monkeypatch):
     model, data = pruning_data
-    config = PruneConfig(total_steps=4)
+    config = PruneSettings(total_steps=4)
     real_train = runs_module.train_unit_mask
     calls = []
 
@@ -164,12 +164,12 @@ def test_run_resumes_after_an_interruption(pruning_data, tmp_path, monkeypatch):
     assert fresh.kept == found[1].kept  # the resumed seed is the one an uninterrupted run gives
 
     with pytest.raises(HeurlensError, match="another model, data set or settings.*nothing was overwritten"):
-        prune(model, data, 0.5, [0], out=tmp_path, config=PruneConfig(total_steps=5), progress=False)
+        prune(model, data, 0.5, [0], out=tmp_path, config=PruneSettings(total_steps=5), progress=False)
 
 
 def test_subnetwork_save_load_and_wrong_model(pruning_data, tiny_bert_dir, tmp_path):
     model, data = pruning_data
-    sub = prune(model, data, 0.3, [0], config=PruneConfig(total_steps=3), progress=False)[0]
+    sub = prune(model, data, 0.3, [0], config=PruneSettings(total_steps=3), progress=False)[0]
     sub.save(tmp_path / "s")
     loaded = Subnetwork.load(tmp_path / "s.json")
     assert loaded.kept == sub.kept and loaded.pruned == sub.pruned and loaded.seed == 0

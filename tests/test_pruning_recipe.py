@@ -8,13 +8,13 @@ import torch
 from heurlens.evaluate import predict_logits, tokenize_pairs
 from heurlens.means import compute_means
 from heurlens.models import load_model
-from heurlens.pruning import HardConcrete, PruneConfig, discretize, train_unit_mask
+from heurlens.pruning import HardConcrete, PruneSettings, discretize, train_unit_mask
 from heurlens.pruning.subnetwork import per_layer_soft_mask
 from heurlens.pruning.train import expected_sparsity, mask_optimizer, sampled_sparsity
 from heurlens.units import Unit
 
 
-def learning_rates(config: PruneConfig, total: int) -> list[float]:
+def learning_rates(config: PruneSettings, total: int) -> list[float]:
     """The log_alpha learning rate each optimizer step uses."""
     mask, lambdas = HardConcrete(3), torch.zeros(2, requires_grad=True)
     optimizer, schedule = mask_optimizer(mask, lambdas, config, total)
@@ -27,17 +27,17 @@ def learning_rates(config: PruneConfig, total: int) -> list[float]:
 
 
 def test_linear_schedule_warms_up_for_200_steps_then_decays_to_zero():
-    lrs = learning_rates(PruneConfig.released(), total=1000)
+    lrs = learning_rates(PruneSettings.released(), total=1000)
     assert lrs[0] == 0.0  # the released code's first step moves nothing
     assert lrs[100] == pytest.approx(0.1 * 100 / 200)
     assert lrs[200] == pytest.approx(0.1)
     assert lrs[999] == pytest.approx(0.1 * 1 / 800)  # (total - step) / (total - warm-up)
-    assert learning_rates(PruneConfig(), total=5) == [0.1] * 5
+    assert learning_rates(PruneSettings(), total=5) == [0.1] * 5
 
 
 def test_weight_decay_shrinks_a_lambda_without_gradient_by_one_minus_lr_times_decay():
     mask, lambdas = HardConcrete(3), torch.tensor([2.0, -3.0], requires_grad=True)
-    optimizer, _ = mask_optimizer(mask, lambdas, PruneConfig(weight_decay=0.01, lr_lambda=1.0), total_steps=10)
+    optimizer, _ = mask_optimizer(mask, lambdas, PruneSettings(weight_decay=0.01, lr_lambda=1.0), total_steps=10)
     for step in range(1, 6):
         lambdas.grad = torch.zeros(2)
         optimizer.step()
@@ -95,7 +95,7 @@ def test_accumulating_two_micro_batches_equals_one_batch_of_both(model_and_pairs
     results = []
     for batch_size, accumulation in ((16, 2), (32, 1)):
         data = tokenize_pairs("pairs", pairs, model.tokenizer, batch_size)
-        config = PruneConfig(total_steps=3, grad_accumulation=accumulation, sparsity_estimate="sampled",
+        config = PruneSettings(total_steps=3, grad_accumulation=accumulation, sparsity_estimate="sampled",
                              weight_decay=0.01, max_grad_norm=1.0, log_alpha_init=1.0)
         results.append(train_unit_mask(model, data, predict_logits(model, data), compute_means(model, data), 0.5,
                                        seed=0, config=config, progress=False))
@@ -111,7 +111,7 @@ def test_dropout_setting_trains_in_train_mode_and_restores_eval(model_and_pairs)
     logits, means = predict_logits(model, data), compute_means(model, data)
     # from a half-on start (log_alpha 0): fully-on masks (the default 10) are clamped at 1 and get no KL gradient
     runs = [train_unit_mask(model, data, logits, means, 0.5, seed=0,
-                            config=PruneConfig(total_steps=2, dropout=d, log_alpha_init=0.0), progress=False)
+                            config=PruneSettings(total_steps=2, dropout=d, log_alpha_init=0.0), progress=False)
             for d in (False, True, False)]
     assert torch.equal(runs[0].log_alpha_heads, runs[2].log_alpha_heads)  # eval mode: same seed, same result
     assert not torch.equal(runs[0].log_alpha_heads, runs[1].log_alpha_heads)  # dropout changed the gradients
@@ -119,13 +119,13 @@ def test_dropout_setting_trains_in_train_mode_and_restores_eval(model_and_pairs)
 
 
 def test_released_recipe_values():
-    config = PruneConfig.released()
+    config = PruneSettings.released()
     assert (config.log_alpha_init, config.log_alpha_init_std, config.lr_log_alpha, config.lr_lambda) == (10, 0.01, 0.1, 1)
     assert (config.weight_decay, config.lr_schedule, config.lr_warmup_steps, config.max_grad_norm) == (0.01, "linear",
                                                                                                        200, 1.0)
     assert (config.grad_accumulation, config.sparsity_estimate, config.dropout) == (4, "sampled", True)
     assert config.steps_for(0.5, 8000, 32) == (9000, 9300) and config.steps_for(0.7, 10, 32) == (10000, 10420)
     assert config.discretization == "per-layer"
-    assert PruneConfig.released(grad_accumulation=1).grad_accumulation == 1
+    assert PruneSettings.released(grad_accumulation=1).grad_accumulation == 1
     # with accumulation, the epoch-scaled budget counts optimizer steps of batch x accumulation
-    assert PruneConfig(grad_accumulation=4).steps_for(0.5, 8000, 16) == PruneConfig().steps_for(0.5, 8000, 64)
+    assert PruneSettings(grad_accumulation=4).steps_for(0.5, 8000, 16) == PruneSettings().steps_for(0.5, 8000, 64)

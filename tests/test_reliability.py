@@ -215,38 +215,38 @@ def small_run(tiny_bert_dir, tmp_path_factory):
     """A pruning run folder of the tiny model: 50%, one seed, 3 steps."""
     from heurlens.data.snli import load_snli
     from heurlens.evaluate import tokenize_pairs
-    from heurlens.pruning import PruneConfig, prune
+    from heurlens.pruning import PruneSettings, prune
 
     model = load_model(tiny_bert_dir)
     data = tokenize_pairs("snli-train", load_snli("train", limit=32, seed=0), model.tokenizer, 16)
     out = tmp_path_factory.mktemp("small-run")
-    prune(model, data, 0.5, [0], out, PruneConfig(total_steps=3), progress=False)
+    prune(model, data, 0.5, [0], out, PruneSettings(total_steps=3), progress=False)
     return model, data, out
 
 
 def test_run_folder_refuses_other_settings_model_or_data_at_any_sparsity(small_run, tiny_finetuned):
-    from heurlens.pruning import PruneConfig, prune
+    from heurlens.pruning import PruneSettings, prune
 
     model, data, out = small_run
     with pytest.raises(HeurlensError, match="another model, data set or settings"):
-        prune(model, data, 0.3, [0], out, PruneConfig(total_steps=3, lr_log_alpha=0.2), progress=False)
+        prune(model, data, 0.3, [0], out, PruneSettings(total_steps=3, lr_log_alpha=0.2), progress=False)
     fewer = type(data)(data.name, data.batches[:1], data.labels[:16], data.label_names)
     with pytest.raises(HeurlensError, match="another model, data set or settings"):
-        prune(model, fewer, 0.3, [0], out, PruneConfig(total_steps=3), progress=False)
+        prune(model, fewer, 0.3, [0], out, PruneSettings(total_steps=3), progress=False)
     other = load_model(tiny_finetuned)
     with pytest.raises(HeurlensError, match="another model"):
-        prune(other, data, 0.3, [0], out, PruneConfig(total_steps=3), progress=False)
+        prune(other, data, 0.3, [0], out, PruneSettings(total_steps=3), progress=False)
     assert sorted(p.name for p in out.iterdir()) == [".heurlens.lock", "sparsity-0.50", "unit-means.safetensors"]
 
 
 def test_two_prunes_into_one_folder_do_not_both_work(small_run):
-    from heurlens.pruning import PruneConfig, prune
+    from heurlens.pruning import PruneSettings, prune
     from heurlens.run_folders import exclusive
 
     model, data, out = small_run
     with exclusive(out, "run directory"):  # another process holding the folder
         with pytest.raises(HeurlensError, match="another heurlens process is writing to run directory"):
-            prune(model, data, 0.5, [0, 1], out, PruneConfig(total_steps=3), progress=False)
+            prune(model, data, 0.5, [0, 1], out, PruneSettings(total_steps=3), progress=False)
     assert not (out / "sparsity-0.50" / "seed-01.json").exists()
 
 

@@ -11,7 +11,7 @@ from torch import nn
 from heurlens.errors import HeurlensError
 from heurlens.subtask import (
     ArithmeticTask,
-    DiscoveryConfig,
+    DiscoverySettings,
     WeightSubnetwork,
     ambiguous_set,
     beta_at,
@@ -58,7 +58,7 @@ def test_discovery_keeps_the_needed_weight_and_never_moves_weights():
     def loss_fn(forward, batch):
         return ((forward(batch).squeeze(-1) - batch[:, 0]) ** 2).mean()
 
-    sub = discover_subnetwork(model, loss_fn, batches, DiscoveryConfig(epochs=10, lr=0.05, l0_lambda=1e-3),
+    sub = discover_subnetwork(model, loss_fn, batches, DiscoverySettings(epochs=10, lr=0.05, l0_lambda=1e-3),
                               progress=False)
     assert select_weights(model) == ["mlp.weight"]
     assert sub.masks["mlp.weight"].tolist() == [[True, False]]
@@ -70,8 +70,8 @@ def test_binary_mask_is_s_positive():
     """With lr 0 every mask weight stays at its initial value: s = -0.1 keeps nothing, s = 0.1 everything."""
     x = [torch.randn(4, 2)]
     loss = lambda forward, batch: forward(batch).sum()  # noqa: E731
-    none = discover_subnetwork(TwoWeights(), loss, x, DiscoveryConfig(epochs=1, lr=0.0), progress=False)
-    every = discover_subnetwork(TwoWeights(), loss, x, DiscoveryConfig(epochs=1, lr=0.0, mask_init=0.1), progress=False)
+    none = discover_subnetwork(TwoWeights(), loss, x, DiscoverySettings(epochs=1, lr=0.0), progress=False)
+    every = discover_subnetwork(TwoWeights(), loss, x, DiscoverySettings(epochs=1, lr=0.0, mask_init=0.1), progress=False)
     assert none.kept == 0 and every.kept == 2
 
 
@@ -177,7 +177,7 @@ def test_paper_preset_is_appendix_b1():
     assert {k: getattr(paper, k) for k in expected} == expected
     assert round(paper.t1_fraction * paper.max_value ** 2) == 200_000  # Section 4.2's rows
     assert round(paper.subtask_fraction * paper.max_value ** 2) == 50_000
-    assert DiscoveryConfig().beta_final == 100.0
+    assert DiscoverySettings().beta_final == 100.0
     assert SweepSettings.paper(seeds=3).seeds == 3
     with pytest.raises(HeurlensError, match="unknown filling"):
         SweepSettings(filling="zeros")

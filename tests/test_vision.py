@@ -10,7 +10,7 @@ import torch
 from heurlens.errors import HeurlensError
 from heurlens.vision.hooks import activation_cache, mask_sites, masks_for, unit_masks, unit_means
 from heurlens.vision.mean_pool import SLIC, Felzenszwalb, mean_pool, mean_pool_images
-from heurlens.vision.metrics import accuracy, cue_conflict_scores, read_cue_conflict_folder
+from heurlens.vision.metrics import cue_conflict_scores, prediction_accuracy, read_cue_conflict_folder
 from heurlens.vision.models import create_classifier
 
 
@@ -184,7 +184,7 @@ def test_cue_conflict_metrics_on_hand_made_predictions():
     predictions = torch.tensor([0, 1, 0, 3, 1])  # by shape, (left out), by texture, by shape, neither
     scores = cue_conflict_scores(predictions, shapes, textures)
     assert scores == pytest.approx({"accuracy": 2 / 4, "robustness": 1 - 1 / 4, "shape_bias": 2 / 3})
-    assert accuracy(predictions, shapes) == pytest.approx(3 / 5)
+    assert prediction_accuracy(predictions, shapes) == pytest.approx(3 / 5)
     with pytest.raises(HeurlensError, match="not a cue-conflict set"):
         cue_conflict_scores(predictions, shapes, shapes)
 
@@ -237,7 +237,7 @@ def test_textured_sets_assign_textures_as_asked():
 
 def test_shape_bias_experiment_runs_and_resumes(tmp_path, monkeypatch):
     _fashion_mnist_or_skip()
-    from heurlens.vision.shape_bias import CONDITIONS, ShapeBiasRun, ShapeBiasSettings, summary
+    from heurlens.vision.shape_bias import SHAPE_BIAS_CONDITIONS, ShapeBiasRun, ShapeBiasSettings, summary
 
     monkeypatch.setenv("HEURLENS_CACHE", str(tmp_path / "cache"))
     settings = ShapeBiasSettings(pretrain_size=300, pretrain_epochs=1, discovery_size=100, discovery_epochs=3,
@@ -246,13 +246,13 @@ def test_shape_bias_experiment_runs_and_resumes(tmp_path, monkeypatch):
                                  test_size=100)
     out = tmp_path / "run"
     table1, table2 = ShapeBiasRun(settings, out, progress=False).run()
-    assert table1["condition"].tolist() == list(CONDITIONS)
+    assert table1["condition"].tolist() == list(SHAPE_BIAS_CONDITIONS)
     assert table1["train images"].tolist() == [100, 100, 100, 200, 100]
     assert ((table1["original"] >= 0) & (table1["original"] <= 1)).all()
     assert table2["model"].tolist() == ["base model", "shape subnetwork"]
     assert 0 < table2["% parameters"][1] < 100
     written = {p: p.stat().st_mtime_ns for p in (out / "conditions").glob("*.json")}
-    assert len(written) == len(CONDITIONS)
+    assert len(written) == len(SHAPE_BIAS_CONDITIONS)
 
     more = ShapeBiasSettings(**{**settings.to_dict(), "downstream_seeds": 2})  # resumes: only the new seed trains
     again, _ = ShapeBiasRun(more, out, progress=False).run(conditions=("from scratch",))

@@ -26,7 +26,7 @@ from heurlens.evaluate import EvalSet
 from heurlens.means import UnitMeans
 from heurlens.models.classifier import HookedClassifier
 from heurlens.pruning.runs import evaluate_subnetworks, prune
-from heurlens.pruning.train import PruneConfig
+from heurlens.pruning.train import PruneSettings
 from heurlens.units import UnitLayout
 
 SPARSITY_GRID = [round(0.05 * i, 2) for i in range(1, 20)]  # 5%, 10%, ..., 95%
@@ -84,7 +84,7 @@ def checkpoint_step(path: Path, index: int) -> int:
 
 def effective_size_of(model: HookedClassifier, train: EvalSet, eval_sets: list[EvalSet], means: UnitMeans,
                       sparsities: Sequence[float] = SPARSITY_GRID, seeds: Sequence[int] = range(3),
-                      out: Path | None = None, config: PruneConfig = PruneConfig(), tolerance: float = 0.03,
+                      out: Path | None = None, config: PruneSettings = PruneSettings(), tolerance: float = 0.03,
                       search: Literal["grid", "bisect"] = "grid",
                       progress: bool = True) -> tuple[dict[str, float], pd.DataFrame]:
     """Prune ``model`` at the sparsities (every seed), evaluate, and return (effective sizes, evaluation).

@@ -146,7 +146,7 @@ def effective_size(checkpoints, sparsity, seeds, search, tolerance, out, train_e
     )
     from heurlens.analysis.run_report import EFFECTIVE_SIZE_FILE, write_csv
     from heurlens.nli import snli_pruning_data, snli_reference_means
-    from heurlens.pruning import PruneConfig
+    from heurlens.pruning import PruneSettings
     from heurlens.units import UnitLayout
 
     if not checkpoints:
@@ -163,7 +163,7 @@ def effective_size(checkpoints, sparsity, seeds, search, tolerance, out, train_e
         eval_sets = eval_sets_from_options(hooked, data, in_domain_examples, per_subcase, subcases, seed)
         sizes, evaluation = effective_size_of(
             hooked, train, eval_sets, snli_reference_means(hooked), list(sparsity or SPARSITY_GRID), range(seeds),
-            out / Path(checkpoint).name, PruneConfig(total_steps=steps), tolerance, search)
+            out / Path(checkpoint).name, PruneSettings(total_steps=steps), tolerance, search)
         full = accuracy_by_kind(evaluation).iloc[0]
         rows.append({"checkpoint": str(checkpoint), "step": checkpoint_step(Path(checkpoint), index)}
                     | {f"acc_{k}": full[k] for k in DATA_KINDS} | {f"size_{k}": sizes[k] for k in DATA_KINDS}

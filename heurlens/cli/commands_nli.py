@@ -17,7 +17,7 @@ from heurlens.cli.options import (
 from heurlens.cli.settings_options import settings_from_options, settings_options
 from heurlens.errors import HeurlensError
 from heurlens.nli import PRUNING_BATCH, PRUNING_PAIRS, REFERENCE_PAIRS
-from heurlens.pruning.train import PruneConfig
+from heurlens.pruning.train import PruneSettings
 
 
 @cli.command()
@@ -145,7 +145,7 @@ def _print_superadditivity(hooked, units, eval_sets, method, means, as_json, as_
 @click.option("--recipe", type=click.Choice(["heurlens", "released"]), default="heurlens", show_default=True,
               help="Settings the options below start from: heurlens' defaults, or the released code's recipe "
                    "(docs/pruning.md); each option given replaces that one setting.")
-@settings_options(PruneConfig)
+@settings_options(PruneSettings)
 @eval_options(default_subcases=FOCUS)
 def prune(sparsity, seeds, out, model, train_examples, batch_size, recipe, data, in_domain_examples, per_subcase,
           subcases, seed, as_json, as_csv, **settings) -> None:
@@ -155,7 +155,7 @@ def prune(sparsity, seeds, out, model, train_examples, batch_size, recipe, data,
     from heurlens.pruning import prune as prune_model
     from heurlens.pruning.runs import check_run_dir
 
-    base = PruneConfig.released() if recipe == "released" else PruneConfig()
+    base = PruneSettings.released() if recipe == "released" else PruneSettings()
     config = settings_from_options(base, settings)
     check_run_dir(out)
     hooked = heurlens.load_model(model)

@@ -9,7 +9,7 @@ import click
 from heurlens.cli.group import cli
 from heurlens.cli.options import print_table, table_output_options
 from heurlens.subtask.sweep import FIGURE3_CONDITIONS, SweepSettings
-from heurlens.subtask.transfer import CONDITIONS, FILLINGS
+from heurlens.subtask.transfer import FILLINGS, TRANSFER_CONDITIONS
 from heurlens.vision.models import SMALL_ARCHITECTURES
 from heurlens.vision.shape_bias import ShapeBiasSettings
 
@@ -36,7 +36,7 @@ SHAPE_DEFAULTS = ShapeBiasSettings()
               help="Numbers of disambiguation samples: --disambiguation 0 30 100. "
                    f"[default: {' '.join(map(str, DEFAULTS.disambiguation))}]")
 @click.option("--conditions", default=None,
-              help=f"Comma-separated, from: {', '.join(CONDITIONS)}. [default: {','.join(FIGURE3_CONDITIONS)}]")
+              help=f"Comma-separated, from: {', '.join(TRANSFER_CONDITIONS)}. [default: {','.join(FIGURE3_CONDITIONS)}]")
 @click.option("--filling", type=click.Choice(FILLINGS), default=None,
               help="Weights outside the transferred subnetwork: fresh (the paper's prose: everything else "
                    "re-initialised) or inherited (the released script: only the masked-out entries of the "
@@ -65,10 +65,10 @@ def transfer(out, preset, conditions, as_json, as_csv, **given) -> None:
 
     if conditions is not None:
         chosen = tuple(c.strip() for c in conditions.split(",") if c.strip())
-        unknown = [c for c in chosen if c not in CONDITIONS]
+        unknown = [c for c in chosen if c not in TRANSFER_CONDITIONS]
         if unknown or not chosen:
             raise HeurlensError(f"unknown condition(s) {', '.join(unknown) or '(none given)'}; "
-                                f"choose from {', '.join(CONDITIONS)}")
+                                f"choose from {', '.join(TRANSFER_CONDITIONS)}")
         given["conditions"] = chosen
     given = {k: tuple(v) if isinstance(v, (tuple, list)) else v for k, v in given.items() if v not in (None, ())}
     settings = SweepSettings.paper(**given) if preset == "paper" else SweepSettings(**given)

@@ -4,7 +4,7 @@ Every field becomes ``--field-name`` (or the field's ``metadata["option"]``), ty
 annotation: ``int`` / ``float`` with their range checks, ``Literal[...]`` as a choice, ``bool`` as a
 ``--x/--no-x`` pair; its help is ``metadata["help"]``, its lower bound ``metadata["min"]``
 (None: unbounded). Every option defaults to "not given", so a
-preset (``PruneConfig.released()``) supplies what the user left out.
+preset (``PruneSettings.released()``) supplies what the user left out.
 """
 
 from __future__ import annotations

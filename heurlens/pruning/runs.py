@@ -25,7 +25,7 @@ from heurlens.evaluate import EvalSet, accuracy, predict_logits, tokenize_pairs
 from heurlens.means import UnitMeans, compute_means
 from heurlens.models.classifier import HookedClassifier
 from heurlens.pruning.subnetwork import Subnetwork, discretize
-from heurlens.pruning.train import PruneConfig, train_unit_mask
+from heurlens.pruning.train import PruneSettings, train_unit_mask
 from heurlens.run_folders import LOCK_FILE, check_writable_dir, exclusive, refuse_foreign_dir
 
 MEANS_FILE = "unit-means.safetensors"
@@ -75,7 +75,7 @@ def data_fingerprint(data: EvalSet) -> str:
 
 
 def prune(model: HookedClassifier, data: EvalSet | datasets.Dataset, sparsity: float | Iterable[float] = 0.5,
-          seeds: Iterable[int] = range(3), out: str | Path | None = None, config: PruneConfig = PruneConfig(),
+          seeds: Iterable[int] = range(3), out: str | Path | None = None, config: PruneSettings = PruneSettings(),
           means: UnitMeans | None = None, batch_size: int = 16, progress: bool = True) -> list[Subnetwork]:
     """Prune ``model`` once per (sparsity, seed) and return the subnetworks, in that order.
 
@@ -108,7 +108,7 @@ def check_run_dir(out: str | Path) -> Path:
     return check_writable_dir(out, "run directory")
 
 
-def _hyperparameters(config: PruneConfig, target: float, data: EvalSet, means: UnitMeans) -> dict:
+def _hyperparameters(config: PruneSettings, target: float, data: EvalSet, means: UnitMeans) -> dict:
     """What a subnetwork records of how it was found (steps resolved for its sparsity and data)."""
     batch = data.batches[0]["input_ids"].shape[0]
     warmup, total = config.steps_for(target, len(data), batch)
@@ -120,7 +120,7 @@ def _data_id(data: EvalSet) -> str:
     return f"{data.name}:{len(data)}:{data_fingerprint(data)}"
 
 
-def _check_run_folder(out: Path, model: HookedClassifier, data: EvalSet, config: PruneConfig,
+def _check_run_folder(out: Path, model: HookedClassifier, data: EvalSet, config: PruneSettings,
                       means: UnitMeans) -> None:
     """Refuse a run folder whose subnetworks (any sparsity) or means come from another model, data set or
     settings; record the means of a new run (what ``heurlens evaluate`` replaces pruned units by)."""
@@ -147,7 +147,7 @@ def _check_run_folder(out: Path, model: HookedClassifier, data: EvalSet, config:
 
 
 def _prune_each(model: HookedClassifier, data: EvalSet, sparsities: list[float], seeds: Iterable[int],
-                out: Path | None, config: PruneConfig, means: UnitMeans, progress: bool) -> list[Subnetwork]:
+                out: Path | None, config: PruneSettings, means: UnitMeans, progress: bool) -> list[Subnetwork]:
     """Train (or, from ``out``, load) one subnetwork per (sparsity, seed)."""
     data_id, fingerprint = _data_id(data), model.fingerprint()
     full_logits = None

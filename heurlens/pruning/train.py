@@ -12,7 +12,7 @@ descent, lambda1 and lambda2 by gradient *ascent* (``maximize=True``), both with
 Every unit counts once in the sparsity: a head weighs as much as a whole MLP layer, following the
 paper's definition (footnote 2: "the fraction of attention heads and MLPs that have been pruned").
 
-``PruneConfig.released()`` is the recipe of the authors' released code (princeton-nlp/Heuristic-Core,
+``PruneSettings.released()`` is the recipe of the authors' released code (princeton-nlp/Heuristic-Core,
 ``src/pruning/prune-glue.py`` and ``modeling_pert.py``) setting by setting; docs/pruning.md
 compares it with heurlens' default.
 """
@@ -41,7 +41,7 @@ from heurlens.units import UnitLayout
 
 
 @dataclass(frozen=True)
-class PruneConfig:
+class PruneSettings:
     """Hyper-parameters of one pruning run.
 
     Steps: ``total_steps`` / ``warmup_steps`` when given; otherwise ``step_budget`` decides:
@@ -96,7 +96,7 @@ class PruneConfig:
                     raise HeurlensError(f"pruning setting {setting.name} = {value} must be {bound} {low}")
 
     @classmethod
-    def released(cls, **changes) -> PruneConfig:
+    def released(cls, **changes) -> PruneSettings:
         """The released code's recipe: log_alpha from N(10, 0.01), AdamW (weight decay 0.01) with lr 0.1 /
         1, 200 warm-up steps then linear decay to 0, gradient clipping at 1.0, 4 micro-batches per step,
         the sampled sparsity, dropout on, Appendix B's step counts, per-layer discretisation. Meant for
@@ -139,7 +139,7 @@ def sampled_sparsity(z: Float[Tensor, " ..."]) -> Float[Tensor, ""]:
     return 1 - z.sum() / z.numel()
 
 
-def mask_optimizer(mask: HardConcrete, lambdas: Tensor, config: PruneConfig, total_steps: int):
+def mask_optimizer(mask: HardConcrete, lambdas: Tensor, config: PruneSettings, total_steps: int):
     """One AdamW over two groups, log_alpha (descent) and the Lagrange multipliers (ascent), and its
     learning-rate schedule (transformers' linear warm-up and decay, or constant)."""
     from transformers import get_constant_schedule, get_linear_schedule_with_warmup
@@ -153,7 +153,7 @@ def mask_optimizer(mask: HardConcrete, lambdas: Tensor, config: PruneConfig, tot
 
 
 def train_unit_mask(model: HookedClassifier, data: EvalSet, full_logits: Float[Tensor, "example label"],
-                    means: UnitMeans, sparsity: float, seed: int, config: PruneConfig = PruneConfig(),
+                    means: UnitMeans, sparsity: float, seed: int, config: PruneSettings = PruneSettings(),
                     progress: bool = True) -> MaskTrainingResult:
     """Learn log_alpha for every head and MLP of ``model`` so the masked model matches ``full_logits``.
 

@@ -2,11 +2,11 @@
 transferred, frozen, into freshly initialised models."""
 
 from heurlens.subtask.arithmetic import ArithmeticTask, ambiguous_set, evaluation_set, training_set
-from heurlens.subtask.masks import DiscoveryConfig, beta_at, discover_subnetwork, masked_forward, select_weights
-from heurlens.subtask.transfer import CONDITIONS, copy_subnetwork, transfer_condition
+from heurlens.subtask.masks import DiscoverySettings, beta_at, discover_subnetwork, masked_forward, select_weights
+from heurlens.subtask.transfer import TRANSFER_CONDITIONS, copy_subnetwork, transfer_condition
 from heurlens.subtask.weight_subnetwork import WeightSubnetwork
 from heurlens.training_helpers import FrozenWeights
 
-__all__ = ["CONDITIONS", "ArithmeticTask", "DiscoveryConfig", "FrozenWeights", "WeightSubnetwork", "ambiguous_set",
-           "beta_at", "copy_subnetwork", "discover_subnetwork", "evaluation_set", "masked_forward", "select_weights",
-           "training_set", "transfer_condition"]
+__all__ = ["ArithmeticTask", "DiscoverySettings", "FrozenWeights", "TRANSFER_CONDITIONS", "WeightSubnetwork",
+           "ambiguous_set", "beta_at", "copy_subnetwork", "discover_subnetwork", "evaluation_set",
+           "masked_forward", "select_weights", "training_set", "transfer_condition"]

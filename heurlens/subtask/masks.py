@@ -32,7 +32,7 @@ DEFAULT_INCLUDE = r"(^|\.)(attn|mlp)\."  # every attention and MLP weight matrix
 
 
 @dataclass(frozen=True)
-class DiscoveryConfig:
+class DiscoverySettings:
     """Algorithm 1's settings; the defaults are the paper's (Appendix A and B.1)."""
 
     epochs: int = 50
@@ -98,7 +98,7 @@ def masked_forward(module: nn.Module, masks: dict[str, Tensor]) -> Callable:
 
 
 def discover_subnetwork(module: nn.Module, loss_fn: Callable[[Callable, Any], Tensor], batches: Sequence,
-                        config: DiscoveryConfig = DiscoveryConfig(), include: str | Iterable[str] | None = None,
+                        config: DiscoverySettings = DiscoverySettings(), include: str | Iterable[str] | None = None,
                         description: str = "", seed: int = 0, progress: bool = True) -> WeightSubnetwork:
     """Learn a binary weight mask for which ``loss_fn(forward, batch)`` stays low (Algorithm 1).
 

@@ -33,7 +33,7 @@ from tqdm.auto import tqdm
 from heurlens.cache import atomic_save_tensors, atomic_write_json, guard_run_settings
 from heurlens.errors import HeurlensError
 from heurlens.subtask.arithmetic import ArithmeticTask, ambiguous_set, evaluation_set, training_set
-from heurlens.subtask.masks import DiscoveryConfig, discover_subnetwork, masked_forward
+from heurlens.subtask.masks import DiscoverySettings, discover_subnetwork, masked_forward
 from heurlens.subtask.training import (
     answer_accuracy,
     arithmetic_model,
@@ -182,7 +182,7 @@ def discovered(trained: nn.Module, t1: ArithmeticTask, subtask: ArithmeticTask, 
     if stem.with_suffix(".json").exists():
         return WeightSubnetwork.load(stem)
     batches = batches_of(training_set(subtask, settings.subtask_fraction, 3), 128, torch.Generator().manual_seed(0))
-    config = DiscoveryConfig(epochs=settings.discovery_epochs, l0_lambda=l0_lambda, lr=settings.discovery_lr)
+    config = DiscoverySettings(epochs=settings.discovery_epochs, l0_lambda=l0_lambda, lr=settings.discovery_lr)
     subnetwork = discover_subnetwork(trained, last_token_loss, batches, config,
                                      description=f"{settings.subtask} subnetwork of a {settings.t1} model",
                                      progress=progress)

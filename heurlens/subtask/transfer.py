@@ -27,7 +27,7 @@ from heurlens.errors import HeurlensError
 from heurlens.subtask.weight_subnetwork import WeightSubnetwork
 from heurlens.training_helpers import FrozenWeights
 
-CONDITIONS = ("subtask induction", "subtask induction (unfrozen)", "random subnetwork",
+TRANSFER_CONDITIONS = ("subtask induction", "subtask induction (unfrozen)", "random subnetwork",
               "random subnetwork (unfrozen)", "random complement", "full model", "random init")
 FILLINGS = ("fresh", "inherited")
 Filling = Literal["fresh", "inherited"]
@@ -59,8 +59,8 @@ def transfer_condition(condition: str, subnetwork: WeightSubnetwork, trained: nn
     """A fresh model (``make_model(seed)``) prepared for one condition, and its frozen weights (if any).
     ``filling`` decides what lies outside the (real or random) subnetwork; it does not apply to
     "random init" and "full model"."""
-    if condition not in CONDITIONS:
-        raise HeurlensError(f"unknown condition {condition!r}; choose from {', '.join(CONDITIONS)}")
+    if condition not in TRANSFER_CONDITIONS:
+        raise HeurlensError(f"unknown condition {condition!r}; choose from {', '.join(TRANSFER_CONDITIONS)}")
     if filling not in FILLINGS:
         raise HeurlensError(f"unknown filling {filling!r}; choose from {', '.join(FILLINGS)}")
     model = make_model(seed)

@@ -23,7 +23,7 @@ from heurlens.errors import HeurlensError
 _CUE_CONFLICT_NAME = re.compile(r"^([a-z_]+?)\d+-([a-z_]+?)\d+\.\w+$")
 
 
-def accuracy(predictions: Int[Tensor, " n"], labels: Int[Tensor, " n"]) -> float:
+def prediction_accuracy(predictions: Int[Tensor, " n"], labels: Int[Tensor, " n"]) -> float:
     if predictions.shape != labels.shape:
         raise HeurlensError(f"{len(predictions)} predictions for {len(labels)} labels")
     return (predictions == labels).float().mean().item()

@@ -31,16 +31,16 @@ from safetensors.torch import load_file
 
 from heurlens.cache import atomic_save_tensors, atomic_write_json, guard_run_settings
 from heurlens.errors import HeurlensError
-from heurlens.subtask.masks import DiscoveryConfig, discover_subnetwork, masked_forward
+from heurlens.subtask.masks import DiscoverySettings, discover_subnetwork, masked_forward
 from heurlens.subtask.transfer import transfer_condition
 from heurlens.subtask.weight_subnetwork import WeightSubnetwork
 from heurlens.vision.mean_pool import Felzenszwalb, mean_pool_images
-from heurlens.vision.metrics import accuracy, cue_conflict_scores
+from heurlens.vision.metrics import cue_conflict_scores, prediction_accuracy
 from heurlens.vision.models import create_classifier
 from heurlens.vision.textured_shapes import FASHION_CLASSES, textured_set
 from heurlens.vision.training import classification_loss, predict, shuffled_batches, train_classifier
 
-CONDITIONS = ("subtask induction", "random subnetwork", "from scratch", "data mixture", "linear probe")
+SHAPE_BIAS_CONDITIONS = ("subtask induction", "random subnetwork", "from scratch", "data mixture", "linear probe")
 SCORES = ("original", "mean-pooled", "cue-conflict accuracy", "cue-conflict robustness", "shape bias")
 RESUMABLE_SETTINGS = {"downstream_seeds"}  # a run may be continued with more seeds
 
@@ -113,8 +113,8 @@ class ShapeBiasRun:
         """Accuracy on textured and mean-pooled test garments, and the cue-conflict metrics."""
         conflict = cue_conflict_scores(predict(model, self.cue_conflict.images), self.cue_conflict.shapes,
                                        self.cue_conflict.textures)
-        return {"original": accuracy(predict(model, self.test.images), self.test.shapes),
-                "mean-pooled": accuracy(predict(model, self.test_pooled), self.test.shapes),
+        return {"original": prediction_accuracy(predict(model, self.test.images), self.test.shapes),
+                "mean-pooled": prediction_accuracy(predict(model, self.test_pooled), self.test.shapes),
                 "cue-conflict accuracy": conflict["accuracy"], "cue-conflict robustness": conflict["robustness"],
                 "shape bias": conflict["shape_bias"]}
 
@@ -137,7 +137,7 @@ class ShapeBiasRun:
         if stem.with_suffix(".json").exists():
             return WeightSubnetwork.load(stem)
         s = self.settings
-        config = DiscoveryConfig(epochs=s.discovery_epochs, l0_lambda=s.l0_lambda, lr=s.discovery_lr)
+        config = DiscoverySettings(epochs=s.discovery_epochs, l0_lambda=s.l0_lambda, lr=s.discovery_lr)
         batches = shuffled_batches(*self.discovery_pooled, batch_size=32, generator=torch.Generator().manual_seed(s.seed))
         base.eval()  # batch norm keeps the base model's statistics while masks train
         head = classifier_name(base) + "."
@@ -170,7 +170,7 @@ class ShapeBiasRun:
                 head = classifier_name(model) + "."
                 trainable = lambda parameter: parameter.startswith(head)  # noqa: E731
             else:
-                raise HeurlensError(f"unknown condition {name!r}; choose from {', '.join(CONDITIONS)}")
+                raise HeurlensError(f"unknown condition {name!r}; choose from {', '.join(SHAPE_BIAS_CONDITIONS)}")
         training = train_classifier(model, images, labels, self.evaluation_sets(), "validation", s.downstream_epochs,
                                     lr=lr, frozen=frozen, trainable=trainable, seed=seed, progress=self.progress,
                                     desc=f"{name} ({repeat + 1}/{s.downstream_seeds})")
@@ -179,7 +179,7 @@ class ShapeBiasRun:
         atomic_write_json(path, result)
         return result
 
-    def run(self, conditions=CONDITIONS) -> tuple[pd.DataFrame, pd.DataFrame]:
+    def run(self, conditions=SHAPE_BIAS_CONDITIONS) -> tuple[pd.DataFrame, pd.DataFrame]:
         """(Table 1: every condition's scores, one row per condition and seed; Table 2: base model vs
         shape subnetwork)."""
         base = self.base_model()
