@@ -127,6 +127,9 @@ def test_multi_value_options_stop_at_the_first_non_number():
 
     assert expand_multi_value_options(["effective-size", "--sparsity", "0.5", "0.7", "runs/ft/step-50"]) == [
         "effective-size", "--sparsity", "0.5", "--sparsity", "0.7", "runs/ft/step-50"]
+    assert expand_multi_value_options(["transfer", "--l0-lambda", "1e-7", "5e-7", "--seeds", "2"]) == [
+        "transfer", "--l0-lambda", "1e-7", "--l0-lambda", "5e-7", "--seeds", "2"]
+    assert expand_multi_value_options(["prune", "--seeds", "2", "3"]) == ["prune", "--seeds", "2", "3"]  # single
 
 
 def test_empty_unit_list_is_refused_with_and_without_scan(capsys, tiny_bert_dir):

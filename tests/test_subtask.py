@@ -281,3 +281,16 @@ def test_transfer_command_rejects_unknown_condition():
     result = subprocess.run([sys.executable, "-m", "heurlens", "transfer", "--conditions", "magic"],
                             capture_output=True, text=True)
     assert result.returncode == 2 and "unknown condition(s) magic" in result.stderr
+
+
+def test_transfer_options_come_from_the_settings_fields():
+    import dataclasses
+
+    from heurlens.cli import cli
+    from heurlens.cli.settings_options import settings_from_options
+
+    options = {p.name: p for p in cli.commands["transfer"].params}
+    assert {f.name for f in dataclasses.fields(SweepSettings)} <= set(options)
+    assert options["l0_lambdas"].multiple and options["transfer_lrs"].multiple and not options["seeds"].multiple
+    given = {"seeds": 3, "l0_lambdas": [1e-7], "t1": None, "disambiguation": ()}  # what click hands over
+    assert settings_from_options(SweepSettings.paper(), given) == SweepSettings.paper(seeds=3, l0_lambdas=(1e-7,))

@@ -14,9 +14,6 @@ from heurlens.cli import commands_analysis, commands_nli, commands_subtask  # no
 from heurlens.cli.group import cli
 from heurlens.errors import HeurlensError
 
-# options that take several values: --sparsity 0.5 0.7
-MULTI_VALUE_OPTIONS = {"--sparsity", "--disambiguation", "--l0-lambda", "--transfer-lr"}
-
 
 def _is_number(token: str) -> bool:
     try:
@@ -26,14 +23,23 @@ def _is_number(token: str) -> bool:
     return True
 
 
+def multi_value_options(argv: list[str]) -> set[str]:
+    """The options of the command in ``argv`` that take several values (declared ``multiple=True``)."""
+    command = cli.commands.get(argv[0]) if argv else None
+    if command is None:
+        return set()
+    return {opt for param in command.params if isinstance(param, click.Option) and param.multiple for opt in param.opts}
+
+
 def expand_multi_value_options(argv: list[str]) -> list[str]:
     """Rewrite ``--sparsity 0.5 0.7`` as ``--sparsity 0.5 --sparsity 0.7`` (click takes one value per use).
     Only numbers continue the list: in ``--sparsity 0.5 0.7 runs/ft/step-50`` the path is an argument."""
+    multi = multi_value_options(argv)
     expanded: list[str] = []
     current = None
     for token in argv:
         if token.startswith("-") and not _is_number(token):
-            current = token if token in MULTI_VALUE_OPTIONS else None
+            current = token if token in multi else None
             expanded.append(token)
         elif current is not None and expanded[-1] != current and _is_number(token):
             expanded += [current, token]

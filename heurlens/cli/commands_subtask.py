@@ -8,8 +8,9 @@ import click
 
 from heurlens.cli.group import cli
 from heurlens.cli.options import print_table, table_output_options
+from heurlens.cli.settings_options import settings_from_options, settings_options
 from heurlens.subtask.sweep import FIGURE3_CONDITIONS, SweepSettings
-from heurlens.subtask.transfer import FILLINGS, TRANSFER_CONDITIONS
+from heurlens.subtask.transfer import TRANSFER_CONDITIONS
 from heurlens.vision.models import SMALL_ARCHITECTURES
 from heurlens.vision.shape_bias import ShapeBiasSettings
 
@@ -24,37 +25,9 @@ SHAPE_DEFAULTS = ShapeBiasSettings()
               help="Settings the options below start from: small (numbers 0..99, minutes on a CPU) or paper "
                    "(Section 4.2 and Appendix B.1 exactly: numbers 0..999, 16 sample counts 10..10^4, 5 seeds; "
                    "hours on a CPU). Each option given replaces that one setting.")
-@click.option("--t1", default=None, help=f"Computation the source model learns. [default: {DEFAULTS.t1}]")
-@click.option("--subtask", default=None, help=f"Subtask whose subnetwork is transferred. [default: {DEFAULTS.subtask}]")
-@click.option("--t2", default=None, help=f"Computation the new model is trained on. [default: {DEFAULTS.t2}]")
-@click.option("--max-value", type=click.IntRange(min=2), default=None,
-              help=f"Numbers 0..N-1, one token each (the paper: 1000). [default: {DEFAULTS.max_value}]")
-@click.option("--modulus", type=click.IntRange(min=2), default=None, help=f"[default: {DEFAULTS.modulus}]")
-@click.option("--layers", "n_layers", type=click.IntRange(min=1), default=None,
-              help=f"Decoder layers (the paper: 2 to 12). [default: {DEFAULTS.n_layers}]")
-@click.option("--disambiguation", type=click.IntRange(min=0), multiple=True, default=None,
-              help="Numbers of disambiguation samples: --disambiguation 0 30 100. "
-                   f"[default: {' '.join(map(str, DEFAULTS.disambiguation))}]")
 @click.option("--conditions", default=None,
               help=f"Comma-separated, from: {', '.join(TRANSFER_CONDITIONS)}. [default: {','.join(FIGURE3_CONDITIONS)}]")
-@click.option("--filling", type=click.Choice(FILLINGS), default=None,
-              help="Weights outside the transferred subnetwork: fresh (the paper's prose: everything else "
-                   "re-initialised) or inherited (the released script: only the masked-out entries of the "
-                   f"masked matrices re-initialised, embeddings and LayerNorms from T1). [default: {DEFAULTS.filling}]")
-@click.option("--seeds", type=click.IntRange(min=1), default=None, help=f"[default: {DEFAULTS.seeds}]")
-@click.option("--t1-epochs", type=click.IntRange(min=1), default=None, help=f"[default: {DEFAULTS.t1_epochs}]")
-@click.option("--t1-lr", type=click.FloatRange(min=0, min_open=True), default=None, help=f"[default: {DEFAULTS.t1_lr}]")
-@click.option("--discovery-epochs", type=click.IntRange(min=1), default=None,
-              help=f"[default: {DEFAULTS.discovery_epochs}]")
-@click.option("--l0-lambda", "l0_lambdas", type=click.FloatRange(min=0), multiple=True, default=None,
-              help="L0 penalties; several (--l0-lambda 1e-7 5e-7 1e-8) find one subnetwork each and transfer the "
-                   f"most accurate. [default: {' '.join(map(str, DEFAULTS.l0_lambdas))}]")
-@click.option("--transfer-epochs", type=click.IntRange(min=1), default=None,
-              help=f"Epochs on T2 (the paper: 100). [default: {DEFAULTS.transfer_epochs}]")
-@click.option("--transfer-lr", "transfer_lrs", type=click.FloatRange(min=0, min_open=True), multiple=True, default=None,
-              help="Learning rates on T2; several are searched per run and the best on the evaluation set kept "
-                   "(the released script: 2e-3 1e-3 5e-4 2e-4 1e-4). "
-                   f"[default: {' '.join(map(str, DEFAULTS.transfer_lrs))}]")
+@settings_options(SweepSettings, skip=("conditions",))
 @click.option("--json", "as_json", is_flag=True, help="Print every run as JSON records.")
 @click.option("--csv", "as_csv", is_flag=True, help="Print every run as CSV.")
 def transfer(out, preset, conditions, as_json, as_csv, **given) -> None:
@@ -70,8 +43,7 @@ def transfer(out, preset, conditions, as_json, as_csv, **given) -> None:
             raise HeurlensError(f"unknown condition(s) {', '.join(unknown) or '(none given)'}; "
                                 f"choose from {', '.join(TRANSFER_CONDITIONS)}")
         given["conditions"] = chosen
-    given = {k: tuple(v) if isinstance(v, (tuple, list)) else v for k, v in given.items() if v not in (None, ())}
-    settings = SweepSettings.paper(**given) if preset == "paper" else SweepSettings(**given)
+    settings = settings_from_options(SweepSettings.paper() if preset == "paper" else SweepSettings(), given)
     results = run_sweep(Path(out), settings)
     figure3(results).write_html(Path(out) / "figure3.html")
 

@@ -1,10 +1,11 @@
 """Click options generated from a settings dataclass, so each setting is declared once (in the library).
 
 Every field becomes ``--field-name`` (or the field's ``metadata["option"]``), typed from its
-annotation: ``int`` / ``float`` with their range checks, ``Literal[...]`` as a choice, ``bool`` as a
-``--x/--no-x`` pair; its help is ``metadata["help"]``, its lower bound ``metadata["min"]``
-(None: unbounded). Every option defaults to "not given", so a
-preset (``PruneSettings.released()``) supplies what the user left out.
+annotation: ``int`` / ``float`` with their range checks, ``str``, ``Literal[...]`` as a choice,
+``bool`` as a ``--x/--no-x`` pair, ``tuple[X, ...]`` as an option taking several values
+(``--l0-lambda 1e-7 5e-7``); its help is ``metadata["help"]``, its lower bound ``metadata["min"]``
+(None: unbounded). Every option defaults to "not given", so a preset (``PruneSettings.released()``,
+``SweepSettings.paper()``) supplies what the user left out.
 """
 
 from __future__ import annotations
@@ -23,14 +24,18 @@ def _option_name(field: dataclasses.Field) -> str:
 
 
 def _click_type(annotation, metadata) -> tuple[Any, bool]:
-    """(click type, is a flag) of a field annotation; ``X | None`` is X. Numbers are at least
-    ``metadata["min"]`` (default 0; above it with ``metadata["min_open"]``)."""
+    """(click type, is a flag) of a field annotation (of one element for a tuple); ``X | None`` is X.
+    Numbers are at least ``metadata["min"]`` (default 0; above it with ``metadata["min_open"]``)."""
     if typing.get_origin(annotation) in (typing.Union, types.UnionType):
         annotation = next(a for a in typing.get_args(annotation) if a is not type(None))
+    if typing.get_origin(annotation) is tuple:
+        annotation = typing.get_args(annotation)[0]
     if typing.get_origin(annotation) is Literal:
         return click.Choice(typing.get_args(annotation)), False
     if annotation is bool:
         return None, True
+    if annotation is str:
+        return str, False
     low, open_low = metadata.get("min", 0), metadata.get("min_open", False)
     if low is None:
         return annotation, False
@@ -48,19 +53,21 @@ def settings_options(settings_class: type, skip: tuple[str, ...] = ()) -> Callab
             if field.name in skip:
                 continue
             kind, is_flag = _click_type(hints[field.name], field.metadata)
-            default = field.default
+            several = typing.get_origin(hints[field.name]) is tuple
+            default = " ".join(map(str, field.default)) if several else field.default
             help_text = f"{field.metadata.get('help', '')} [default: {default}]"
             name = _option_name(field)
             if is_flag:
                 option = click.option(f"{name}/--no-{name[2:]}", field.name, default=None, help=help_text)
             else:
-                option = click.option(name, field.name, type=kind, default=None, help=help_text)
+                option = click.option(name, field.name, type=kind, default=None, multiple=several, help=help_text)
             function = option(function)
         return function
     return decorate
 
 
 def settings_from_options(base, given: dict[str, Any]):
-    """``base`` (a settings instance or preset) with the options the user gave (not None) put in."""
+    """``base`` (a settings instance or preset) with the options the user gave (not None, not empty) put in."""
     names = {f.name for f in dataclasses.fields(base)}
-    return dataclasses.replace(base, **{k: v for k, v in given.items() if k in names and v is not None})
+    return dataclasses.replace(base, **{k: tuple(v) if isinstance(v, list | tuple) else v for k, v in given.items()
+                                        if k in names and v is not None and v != ()})

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -59,27 +59,37 @@ class SweepSettings:
     """Defaults: the small CPU version (numbers 0..99); ``SweepSettings.paper()`` is Section 4.2 and
     Appendix B.1 as written."""
 
-    t1: str = "a+ab"
-    subtask: str = "ab"
-    t2: str = "a^2+ab"
-    max_value: int = 100
-    modulus: int = 7
-    n_layers: int = 2
-    t1_fraction: float = 0.2
-    t1_epochs: int = 40
-    t1_lr: float = 1e-3
-    t1_test_examples: int = 1000
-    subtask_fraction: float = 0.2
-    discovery_epochs: int = 20
-    discovery_lr: float = 1e-2
-    l0_lambdas: tuple[float, ...] = (1e-5,)  # several: one subnetwork each, the most accurate is transferred
-    disambiguation: tuple[int, ...] = (0, 30, 100, 300, 1000)
+    t1: str = field(default="a+ab", metadata={"help": "Computation the source model learns."})
+    subtask: str = field(default="ab", metadata={"help": "Subtask whose subnetwork is transferred."})
+    t2: str = field(default="a^2+ab", metadata={"help": "Computation the new model is trained on."})
+    max_value: int = field(default=100, metadata={"help": "Numbers 0..N-1, one token each.", "min": 2})
+    modulus: int = field(default=7, metadata={"help": "Answers are taken mod this.", "min": 2})
+    n_layers: int = field(default=2, metadata={"help": "Decoder layers (the paper: 2 to 12).", "option": "--layers",
+                                               "min": 1})
+    t1_fraction: float = field(default=0.2, metadata={"help": "Share of all pairs T1 is trained on.", "min_open": True})
+    t1_epochs: int = field(default=40, metadata={"help": "Epochs on T1.", "min": 1})
+    t1_lr: float = field(default=1e-3, metadata={"help": "AdamW learning rate on T1.", "min_open": True})
+    t1_test_examples: int = field(default=1000, metadata={"help": "Rows T1's model is tested on.", "min": 1})
+    subtask_fraction: float = field(default=0.2, metadata={
+        "help": "Share of all pairs the subtask's subnetwork is found on.", "min_open": True})
+    discovery_epochs: int = field(default=20, metadata={"help": "Epochs of subnetwork discovery.", "min": 1})
+    discovery_lr: float = field(default=1e-2, metadata={"help": "Adam learning rate of the mask.", "min_open": True})
+    l0_lambdas: tuple[float, ...] = field(default=(1e-5,), metadata={
+        "help": "L0 penalties; several (--l0-lambda 1e-7 5e-7 1e-8) find one subnetwork each and the most "
+                "accurate is transferred.", "option": "--l0-lambda"})
+    disambiguation: tuple[int, ...] = field(default=(0, 30, 100, 300, 1000), metadata={
+        "help": "Numbers of disambiguation samples: --disambiguation 0 30 100."})
     conditions: tuple[str, ...] = FIGURE3_CONDITIONS
-    filling: Filling = "fresh"
-    seeds: int = 1
-    transfer_epochs: int = 40
-    transfer_lrs: tuple[float, ...] = (1e-3,)  # several: searched per run, best on the evaluation set kept
-    batch_size: int = 64
+    filling: Filling = field(default="fresh", metadata={
+        "help": "Weights outside the transferred subnetwork: fresh (the paper's prose: everything else "
+                "re-initialised) or inherited (the released script: only the masked-out entries of the masked "
+                "matrices re-initialised, embeddings and LayerNorms from T1)."})
+    seeds: int = field(default=1, metadata={"help": "Transfer runs per condition and sample count.", "min": 1})
+    transfer_epochs: int = field(default=40, metadata={"help": "Epochs on T2 (the paper: 100).", "min": 1})
+    transfer_lrs: tuple[float, ...] = field(default=(1e-3,), metadata={
+        "help": "Learning rates on T2; several are searched per run and the best on the evaluation set kept (the "
+                "released script: 2e-3 1e-3 5e-4 2e-4 1e-4).", "option": "--transfer-lr", "min_open": True})
+    batch_size: int = field(default=64, metadata={"help": "Rows per training batch.", "min": 1})
 
     def __post_init__(self) -> None:
         if self.filling not in FILLINGS:
