@@ -11,11 +11,9 @@ from heurlens.cli.options import print_table, table_output_options
 from heurlens.cli.settings_options import settings_from_options, settings_options
 from heurlens.subtask.sweep import FIGURE3_CONDITIONS, SweepSettings
 from heurlens.subtask.transfer import TRANSFER_CONDITIONS
-from heurlens.vision.models import SMALL_ARCHITECTURES
 from heurlens.vision.shape_bias import ShapeBiasSettings
 
 DEFAULTS = SweepSettings()
-SHAPE_DEFAULTS = ShapeBiasSettings()
 
 
 @cli.command()
@@ -58,18 +56,9 @@ def transfer(out, preset, conditions, as_json, as_csv, **given) -> None:
 @cli.command("shape-bias")
 @click.option("--out", type=click.Path(file_okay=False), default="runs/shape-bias", show_default=True,
               help="Run directory; finished parts found there are reused (resumable).")
-@click.option("--arch", type=click.Choice(sorted(SMALL_ARCHITECTURES)), default=SHAPE_DEFAULTS.arch,
-              show_default=True, help="The small timm model trained on 28x28 garments.")
-@click.option("--seed", type=click.IntRange(min=0), default=SHAPE_DEFAULTS.seed, show_default=True)
-@click.option("--pretrain-epochs", type=click.IntRange(min=1), default=SHAPE_DEFAULTS.pretrain_epochs, show_default=True)
-@click.option("--discovery-epochs", type=click.IntRange(min=1), default=SHAPE_DEFAULTS.discovery_epochs, show_default=True)
-@click.option("--l0-lambda", type=click.FloatRange(min=0), default=SHAPE_DEFAULTS.l0_lambda, show_default=True)
-@click.option("--downstream-size", type=click.IntRange(min=1), default=SHAPE_DEFAULTS.downstream_size, show_default=True,
-              help="Training garments of the downstream task (texture always agrees with the class).")
-@click.option("--downstream-epochs", type=click.IntRange(min=1), default=SHAPE_DEFAULTS.downstream_epochs, show_default=True)
+@settings_options(ShapeBiasSettings)
 @table_output_options
-def shape_bias(out, arch, seed, pretrain_epochs, discovery_epochs, l0_lambda, downstream_size, downstream_epochs,
-               as_json, as_csv) -> None:
+def shape_bias(out, as_json, as_csv, **given) -> None:
     """Subtask Induction for shape bias on textured Fashion-MNIST (Subtask Induction paper, Tables 1-2, offline):
     find a subnetwork for mean-pooled garments in a base model, transfer it, and compare with
     training from scratch, a random subnetwork, data mixture and a linear probe."""
@@ -77,9 +66,7 @@ def shape_bias(out, arch, seed, pretrain_epochs, discovery_epochs, l0_lambda, do
 
     from heurlens.vision.shape_bias import ShapeBiasRun, summary
 
-    settings = ShapeBiasSettings(arch=arch, seed=seed, pretrain_epochs=pretrain_epochs,
-                                 discovery_epochs=discovery_epochs, l0_lambda=l0_lambda,
-                                 downstream_size=downstream_size, downstream_epochs=downstream_epochs)
+    settings = settings_from_options(ShapeBiasSettings(), given)
     table1, table2 = ShapeBiasRun(settings, Path(out)).run()
     both = pd.concat([table2.rename(columns={"model": "condition"}).assign(table="2"), table1.assign(table="1")])
 

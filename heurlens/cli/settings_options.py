@@ -1,9 +1,10 @@
 """Click options generated from a settings dataclass, so each setting is declared once (in the library).
 
 Every field becomes ``--field-name`` (or the field's ``metadata["option"]``), typed from its
-annotation: ``int`` / ``float`` with their range checks, ``str``, ``Literal[...]`` as a choice,
-``bool`` as a ``--x/--no-x`` pair, ``tuple[X, ...]`` as an option taking several values
-(``--l0-lambda 1e-7 5e-7``); its help is ``metadata["help"]``, its lower bound ``metadata["min"]``
+annotation: ``int`` / ``float`` with their range checks, ``str`` (a choice with
+``metadata["choices"]``), ``Literal[...]`` as a choice, ``bool`` as a ``--x/--no-x`` pair,
+``tuple[X, ...]`` as an option taking several values (``--l0-lambda 1e-7 5e-7``); its help is
+``metadata["help"]``, its lower bound ``metadata["min"]``
 (None: unbounded). Every option defaults to "not given", so a preset (``PruneSettings.released()``,
 ``SweepSettings.paper()``) supplies what the user left out.
 """
@@ -35,7 +36,7 @@ def _click_type(annotation, metadata) -> tuple[Any, bool]:
     if annotation is bool:
         return None, True
     if annotation is str:
-        return str, False
+        return (click.Choice(metadata["choices"]) if "choices" in metadata else str), False
     low, open_low = metadata.get("min", 0), metadata.get("min_open", False)
     if low is None:
         return annotation, False
