@@ -44,3 +44,23 @@ def test_figure_has_both_curves_with_error_bars():
     in_domain = figure.data[0]
     assert list(in_domain.x) == [0.0, 0.3, 0.5] and in_domain.y[1] == pytest.approx(78.0)
     assert in_domain.error_y.array[1] == pytest.approx(1.0) and in_domain.error_y.arrayminus[1] == pytest.approx(1.0)
+
+
+def test_accuracy_is_an_exact_fraction_so_a_drop_of_exactly_three_points_is_within_three():
+    """1408 of 2,000 right against the full model's 1468: a 3.0-point drop. In float32, 0.704 and 0.734 round
+    so that 0.704 < 0.734 - 0.03 and the subnetwork would wrongly count as unfaithful."""
+    import torch
+
+    from heurlens.evaluate import EvalSet, accuracy
+
+    def fraction_right(right: int) -> float:
+        logits = torch.zeros(2000, 2)
+        logits[:right, 0], logits[right:, 1] = 1.0, 1.0
+        return accuracy(logits, EvalSet("x", [], torch.zeros(2000, dtype=torch.long), ("a", "b")), None)
+
+    full, sub = fraction_right(1468), fraction_right(1408)
+    assert (full, sub) == (1468 / 2000, 1408 / 2000)
+    assert torch.tensor(sub).item() < torch.tensor(full).item() - 0.03  # what float32 accuracies did
+    table = evaluation_table()
+    table.loc[table["eval_set"] == "in", "accuracy"] = [full, sub, sub, full, full]
+    assert highest_faithful_sparsity(table) == 0.5

@@ -140,7 +140,7 @@ def discretize(log_alpha_heads: Tensor, log_alpha_mlps: Tensor, target: float,
             raise HeurlensError(f"unknown discretization {method!r}; use 'global-threshold' or 'per-layer'")
 
     def sparsity_at(threshold: float) -> float:
-        return 1 - (score > threshold).float().mean().item()
+        return 1 - int((score > threshold).sum()) / score.numel()
 
     threshold = min(THRESHOLD_GRID, key=lambda t: (abs(sparsity_at(t) - target), abs(t - 0.5)))
     return layout.units_where(score > threshold), sparsity_at(threshold), threshold

@@ -26,7 +26,7 @@ _CUE_CONFLICT_NAME = re.compile(r"^([a-z_]+?)\d+-([a-z_]+?)\d+\.\w+$")
 def prediction_accuracy(predictions: Int[Tensor, " n"], labels: Int[Tensor, " n"]) -> float:
     if predictions.shape != labels.shape:
         raise HeurlensError(f"{len(predictions)} predictions for {len(labels)} labels")
-    return (predictions == labels).float().mean().item()
+    return int((predictions == labels).sum()) / len(labels)  # exact: no float32 rounding
 
 
 def cue_conflict_scores(predictions: Int[Tensor, " n"], shape_labels: Int[Tensor, " n"],

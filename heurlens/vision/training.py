@@ -18,6 +18,7 @@ from tqdm.auto import tqdm
 
 from heurlens.errors import HeurlensError
 from heurlens.training_helpers import FrozenWeights, optimizer_step
+from heurlens.vision.metrics import prediction_accuracy
 
 Images = Float[Tensor, "n channel height width"]
 Labels = Int[Tensor, " n"]
@@ -83,7 +84,7 @@ def train_classifier(model: nn.Module, images: Images, labels: Labels, evaluatio
             loss = classification_loss(model, batch)
             optimizer_step(optimizer, loss, frozen)
         schedule.step()
-        scores = {name: (predict(model, x) == y).float().mean().item() for name, (x, y) in evaluation.items()}
+        scores = {name: prediction_accuracy(predict(model, x), y) for name, (x, y) in evaluation.items()}
         history.append({"epoch": epoch, "loss": loss.item(), **scores})
         if best is None or scores[select_on] > best[select_on]:
             best, best_epoch = scores, epoch
