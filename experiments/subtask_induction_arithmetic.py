@@ -5,7 +5,7 @@ T2 = a^2 + ab from the ambiguous a = b set plus disambiguation samples, beside t
 writes the table and the subnetwork's size to docs/. Resumable (the run directory keeps every
 finished part).
 
-Run: .venv/bin/python analyses/subtask_induction_arithmetic.py [--out runs/transfer] [--seeds 3]
+Run: .venv/bin/python experiments/subtask_induction_arithmetic.py [--out runs/transfer] [--seeds 3]
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def main() -> None:
     spread = (100 * stats["mean"]).round(1).astype(str) + " ± " + (100 * stats["std"].fillna(0)).round(1).astype(str)
     table = spread.unstack("condition")[list(dict.fromkeys(results["condition"]))]
     lines = ["# Subtask Induction on modular arithmetic (small CPU version)\n",
-             f"Produced by `analyses/subtask_induction_arithmetic.py` on this project's 2-core CPU in "
+             f"Produced by `experiments/subtask_induction_arithmetic.py` on this project's 2-core CPU in "
              f"{(time.time() - start) / 60:.1f} min (parts already on disk are not recomputed). Settings: "
              f"`{json.dumps(settings.to_dict())}`.\n",
              f"T1 ({settings.t1} mod {settings.modulus}) model: test accuracy "
