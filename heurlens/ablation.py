@@ -29,10 +29,13 @@ def ablation_hooks(model: HookedClassifier, units: list[Unit], method: Method = 
     """Hooks that replace each unit's output by its mean (or zero) and leave every other unit as is."""
     if method not in ("mean", "zero"):
         raise HeurlensError(f"unknown ablation method {method!r}; use mean or zero")
-    if method == "mean" and means is None:
+    if method == "zero":
+        replacement = zero_means(model)
+    elif means is None:
         raise HeurlensError("mean ablation needs the units' means: pass means=compute_means(model, reference)")
+    else:
+        replacement = means
     heads, mlps = UnitLayout(model.n_layers, model.n_heads).mask(units)
-    replacement = zero_means(model) if method == "zero" or means is None else means
     return UnitMaskHooks(replacement, heads, mlps).hooks
 
 

@@ -23,18 +23,20 @@ def _is_number(token: str) -> bool:
     return True
 
 
-def multi_value_options(argv: list[str]) -> set[str]:
-    """The options of the command in ``argv`` that take several values (declared ``multiple=True``)."""
+def command_options(argv: list[str], multiple: bool) -> set[str]:
+    """The option names of the command in ``argv`` that take several values (declared ``multiple=True``)
+    or, with ``multiple=False``, one value; empty for an unknown or missing command."""
     command = cli.commands.get(argv[0]) if argv else None
     if command is None:
         return set()
-    return {opt for param in command.params if isinstance(param, click.Option) and param.multiple for opt in param.opts}
+    return {opt for param in command.params if isinstance(param, click.Option) and param.multiple == multiple
+            for opt in (*param.opts, *param.secondary_opts)}
 
 
 def expand_multi_value_options(argv: list[str]) -> list[str]:
     """Rewrite ``--sparsity 0.5 0.7`` as ``--sparsity 0.5 --sparsity 0.7`` (click takes one value per use).
     Only numbers continue the list: in ``--sparsity 0.5 0.7 runs/ft/step-50`` the path is an argument."""
-    multi = multi_value_options(argv)
+    multi = command_options(argv, multiple=True)
     expanded: list[str] = []
     current = None
     for token in argv:
@@ -52,11 +54,7 @@ def expand_multi_value_options(argv: list[str]) -> list[str]:
 def refuse_repeated_options(argv: list[str]) -> None:
     """An option given twice (other than the multi-value ones) is a mistake click would settle silently
     by keeping the last; say so instead."""
-    command = cli.commands.get(argv[0]) if argv else None
-    if command is None:
-        return
-    single = {opt for param in command.params if isinstance(param, click.Option) and not param.multiple
-              for opt in (*param.opts, *param.secondary_opts)}
+    single = command_options(argv, multiple=False)
     seen: set[str] = set()
     for token in argv[1:]:
         if token == "--":

@@ -13,8 +13,6 @@ from heurlens.subtask.sweep import FIGURE3_CONDITIONS, SweepSettings
 from heurlens.subtask.transfer import TRANSFER_CONDITIONS
 from heurlens.vision.shape_bias import ShapeBiasSettings
 
-DEFAULTS = SweepSettings()
-
 
 @cli.command()
 @click.option("--out", type=click.Path(file_okay=False), default="runs/transfer", show_default=True,

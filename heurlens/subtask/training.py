@@ -88,7 +88,9 @@ def train_with_lr_search(prepare: Callable[[], tuple[nn.Module, FrozenWeights | 
     """``train_next_token`` once per learning rate, each on a model fresh from ``prepare()``; the run
     with the best evaluation accuracy wins (ties: the earlier lr), as in the released transfer script,
     which also stops searching once an lr reaches 100% on the evaluation set."""
-    best = None
+    if not lrs:
+        raise HeurlensError("give at least one learning rate to search")
+    best: TrainingResult | None = None
     for lr in lrs:
         model, frozen = prepare()
         result = train_next_token(model, train, evaluation, test, epochs, lr, batch_size, frozen, seed, progress,
@@ -97,6 +99,5 @@ def train_with_lr_search(prepare: Callable[[], tuple[nn.Module, FrozenWeights | 
             best = result
         if best.best_eval_accuracy == 1.0:
             break
-    if best is None:
-        raise HeurlensError("give at least one learning rate to search")
+    assert best is not None  # lrs is not empty
     return best
