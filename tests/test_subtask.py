@@ -14,6 +14,7 @@ from heurlens.subtask import (
     DiscoverySettings,
     WeightSubnetwork,
     ambiguous_set,
+    batched_training,
     beta_at,
     copy_subnetwork,
     discover_subnetwork,
@@ -25,8 +26,10 @@ from heurlens.subtask import (
     transfer_condition,
 )
 from heurlens.subtask.arithmetic import COMPUTATIONS
+from heurlens.subtask.batched_training import train_next_token_together, train_together_with_lr_search
 from heurlens.subtask.sweep import SweepSettings, most_accurate, run_sweep, summary_table
-from heurlens.subtask.training import TrainingResult, arithmetic_model, next_token_loss, train_with_lr_search
+from heurlens.subtask.training import TrainingResult, arithmetic_model, best_by_evaluation, next_token_loss
+from heurlens.training_helpers import FrozenWeights
 
 
 def test_beta_schedule():
@@ -215,27 +218,76 @@ def test_most_accurate_subnetwork_ties_go_to_the_sparser():
 
 
 def test_lr_search_keeps_the_best_on_evaluation(monkeypatch):
-    """Each lr gets a freshly prepared model; the best evaluation accuracy wins (ties: the earlier lr);
-    a perfect one ends the search, as in the released script."""
-    eval_accuracy = {1e-3: 0.6, 5e-4: 0.9, 2e-4: 0.9, 1e-4: 1.0, 5e-5: 1.0}
+    """Each lr gets freshly prepared models; per model the best evaluation accuracy wins, ties to the earlier
+    lr, so a perfect run is the one the released script would have stopped at."""
+    eval_accuracy = {1e-3: (0.6, 1.0), 5e-4: (0.9, 1.0), 2e-4: (0.9, 0.5), 1e-4: (1.0, 1.0)}
     trained_with, prepared = [], []
 
-    def fake_training(model, train, evaluation, test, epochs, lr, *args, **kwargs):
-        trained_with.append((model, lr))
-        return TrainingResult(eval_accuracy[lr], 1 - eval_accuracy[lr], [], lr)
+    def fake_training(models, trains, evaluation, test, epochs, lr, *args, **kwargs):
+        trained_with.append((models, lr))
+        return [TrainingResult(eval_accuracy[lr][i], 1 - eval_accuracy[lr][i], [], lr) for i in range(len(models))]
 
-    monkeypatch.setattr(training, "train_next_token", fake_training)
+    monkeypatch.setattr(batched_training, "train_next_token_together", fake_training)
 
     def prepare():
-        prepared.append(object())
-        return prepared[-1], None
+        prepared.append([(object(), None), (object(), None)])
+        return prepared[-1]
 
-    result = train_with_lr_search(prepare, [1e-3, 5e-4, 2e-4], None, None, None, 1, progress=False)
-    assert result.lr == 5e-4 and result.best_eval_accuracy == 0.9 and result.test_accuracy == pytest.approx(0.1)
-    assert [m for m, _ in trained_with] == prepared  # one fresh model per lr
-    trained_with.clear()
-    result = train_with_lr_search(prepare, [1e-3, 1e-4, 5e-5, 2e-4], None, None, None, 1, progress=False)
-    assert result.lr == 1e-4 and [lr for _, lr in trained_with] == [1e-3, 1e-4]  # stopped at 100%
+    first, second = train_together_with_lr_search(prepare, [1e-3, 5e-4, 2e-4, 1e-4], [None, None], None, None, 1,
+                                                  progress=False)
+    assert first.lr == 1e-4 and first.best_eval_accuracy == 1.0
+    assert second.lr == 1e-3 and second.test_accuracy == 0.0  # all 1.0 from the first lr: ties keep it
+    assert [models for models, _ in trained_with] == [[model for model, _ in p] for p in prepared]  # fresh per lr
+    assert best_by_evaluation([TrainingResult(0.5, 0.1, [], 1e-3), TrainingResult(0.7, 0.2, [], 2e-4),
+                               TrainingResult(0.7, 0.3, [], 1e-4)]).lr == 2e-4
+    with pytest.raises(HeurlensError, match="at least one learning rate"):
+        train_together_with_lr_search(prepare, [], [], None, None, 1)
+
+
+def test_training_together_follows_each_model_alone():
+    """Three decoders (two with frozen entries, own data and seeds) trained in one stack end where each
+    ends alone: same losses, accuracies and outputs, and the same weights except the attention key biases,
+    whose gradient is zero in exact arithmetic (softmax ignores a score added to every key) so Adam turns
+    float noise into steps of size lr there. Frozen entries stay bit for bit."""
+    task = ArithmeticTask("a^2+ab", 30, 7)
+
+    def prepared(seed, freeze):
+        model = arithmetic_model(task, 2, seed)
+        if not freeze:
+            return model, None
+        name = next(name for name, p in model.named_parameters() if p.ndim == 2 and ".q." in name)
+        mask = torch.rand(dict(model.named_parameters())[name].shape, generator=torch.Generator().manual_seed(seed)) < 0.3
+        return model, FrozenWeights(model, {name: mask})
+
+    evaluation, test = evaluation_set(task, 200, 11), evaluation_set(task, 200, 12)
+    runs = [(0, True), (1, False), (2, True)]
+    trains = [ambiguous_set(task, 40, seed) for seed, _ in runs]
+    alone = []
+    for (seed, freeze), train in zip(runs, trains):
+        model, frozen = prepared(seed, freeze)
+        alone.append((model, training.train_next_token(model, train, evaluation, test, 4, 1e-3, 16, frozen, seed,
+                                                       progress=False)))
+    together = [prepared(seed, freeze) for seed, freeze in runs]
+    initial = [{name: p.detach().clone() for name, p in model.named_parameters()} for model, _ in together]
+    results = train_next_token_together([model for model, _ in together], trains, evaluation, test, 4, 1e-3, 16,
+                                        [frozen for _, frozen in together], [seed for seed, _ in runs],
+                                        progress=False)
+    probe = evaluation[:50, :-1]
+    for (model_alone, result_alone), (model, frozen), result, start in zip(alone, together, results, initial):
+        assert [h["loss"] for h in result.history] == pytest.approx([h["loss"] for h in result_alone.history],
+                                                                    abs=1e-5)
+        assert (result.best_eval_accuracy, result.test_accuracy) == (result_alone.best_eval_accuracy,
+                                                                     result_alone.test_accuracy)
+        torch.testing.assert_close(model(probe), model_alone(probe), atol=1e-4, rtol=1e-4)
+        for (name, p), p_alone in zip(model.named_parameters(), model_alone.parameters()):
+            if ".k." not in name or p.ndim != 1:
+                torch.testing.assert_close(p, p_alone, atol=1e-4, rtol=1e-4)
+            assert not torch.equal(p, start[name])  # it trained
+        if frozen is not None:
+            for name, mask in frozen.masks.items():
+                assert torch.equal(dict(model.named_parameters())[name][mask], start[name][mask])
+    with pytest.raises(HeurlensError, match="one size"):
+        train_next_token_together([arithmetic_model(task, 2, 0)] * 2, [trains[0], trains[0][:10]], evaluation, test, 1)
 
 
 def test_training_and_ambiguous_sets():

@@ -6,7 +6,8 @@
 3. For each number of disambiguation samples, condition and seed: prepare a fresh model
    (``transfer_condition``), train it on T2 (default a^2 + ab) from the ambiguous set plus those
    samples, and record the test accuracy at the epoch with the best evaluation accuracy (over the
-   learning rates searched, if several).
+   learning rates searched, if several). The runs at one sample count train together
+   (``train_together_with_lr_search``), each as it would alone.
 
 Files in OUT: ``t1-model.safetensors``, ``candidates/lambda-*.{json,safetensors}`` (one per L0 lambda),
 ``subnetwork.{json,safetensors}`` (the one transferred) and one
@@ -33,6 +34,7 @@ from tqdm.auto import tqdm
 from heurlens.cache import atomic_save_tensors, atomic_write_json, guard_run_settings
 from heurlens.errors import HeurlensError
 from heurlens.subtask.arithmetic import ArithmeticTask, ambiguous_set, evaluation_set, training_set
+from heurlens.subtask.batched_training import train_together_with_lr_search
 from heurlens.subtask.masks import DiscoverySettings, discover_subnetwork, masked_forward
 from heurlens.subtask.training import (
     answer_accuracy,
@@ -40,10 +42,10 @@ from heurlens.subtask.training import (
     batches_of,
     last_token_loss,
     train_next_token,
-    train_with_lr_search,
 )
 from heurlens.subtask.transfer import FILLINGS, Filling, transfer_condition
 from heurlens.subtask.weight_subnetwork import WeightSubnetwork
+from heurlens.training_helpers import FrozenWeights
 
 FIGURE3_CONDITIONS = ("subtask induction", "random subnetwork", "full model", "random init")
 
@@ -166,22 +168,36 @@ def run_sweep(out: Path, settings: SweepSettings = SweepSettings(), progress: bo
                                              for c in candidates]
         subnetwork.save(stem)
 
+    def prepared(runs: list[tuple[str, int]]) -> list[tuple[nn.Module, FrozenWeights | None]]:
+        return [transfer_condition(condition, subnetwork, trained, make_model, seed + 100, settings.filling)
+                for condition, seed in runs]
+
     evaluation, test = evaluation_set(t2, 1000, 11), evaluation_set(t2, 1000, 12)
-    runs = [(n, condition, seed) for n in settings.disambiguation for condition in settings.conditions
-            for seed in range(settings.seeds)]
-    rows = []
-    for n, condition, seed in tqdm(runs, desc="transfer runs", unit="run", disable=not progress):
-        path = out / "results" / f"{condition.replace(' ', '-').replace('(', '').replace(')', '')}-n{n}-s{seed}.json"
-        if not path.exists():
-            result = train_with_lr_search(
-                partial(transfer_condition, condition, subnetwork, trained, make_model, seed + 100, settings.filling),
-                settings.transfer_lrs, ambiguous_set(t2, n, seed), evaluation, test, settings.transfer_epochs,
-                settings.batch_size, seed, progress, condition)
-            atomic_write_json(path, {"condition": condition, "disambiguation": n, "seed": seed,
-                                     "best_eval_accuracy": result.best_eval_accuracy,
-                                     "test_accuracy": result.test_accuracy, "lr": result.lr})
-        rows.append(json.loads(path.read_text()))
-    return pd.DataFrame(rows)
+    for n in tqdm(settings.disambiguation, desc="disambiguation counts", unit="count", disable=not progress):
+        pending = [(condition, seed) for condition in settings.conditions for seed in range(settings.seeds)
+                   if not result_path(out, condition, n, seed).exists()]
+        if not pending:
+            continue
+        # every pending run at this count trains on 1000 + n rows: one stacked training for all of them
+        results = train_together_with_lr_search(
+            partial(prepared, pending),
+            settings.transfer_lrs, [ambiguous_set(t2, n, seed) for _, seed in pending], evaluation, test,
+            settings.transfer_epochs, settings.batch_size, [seed for _, seed in pending], progress,
+            f"{len(pending)} runs at {n} samples")
+        for (condition, seed), result in zip(pending, results):
+            atomic_write_json(result_path(out, condition, n, seed),
+                              {"condition": condition, "disambiguation": n, "seed": seed,
+                               "best_eval_accuracy": result.best_eval_accuracy, "test_accuracy": result.test_accuracy,
+                               "lr": result.lr})
+    return pd.DataFrame([json.loads(result_path(out, condition, n, seed).read_text())
+                         for n in settings.disambiguation for condition in settings.conditions
+                         for seed in range(settings.seeds)])
+
+
+def result_path(out: Path, condition: str, disambiguation: int, seed: int) -> Path:
+    """``results/<condition>-n<samples>-s<seed>.json`` (the condition's spaces and brackets dropped)."""
+    stem = condition.replace(" ", "-").replace("(", "").replace(")", "")
+    return out / "results" / f"{stem}-n{disambiguation}-s{seed}.json"
 
 
 def discovered(trained: nn.Module, t1: ArithmeticTask, subtask: ArithmeticTask, settings: SweepSettings,

@@ -82,22 +82,10 @@ def train_next_token(model: nn.Module, train: Tensor, evaluation: Tensor, test: 
     return TrainingResult(best[0], best[1], history, lr)
 
 
-def train_with_lr_search(prepare: Callable[[], tuple[nn.Module, FrozenWeights | None]], lrs: Sequence[float],
-                         train: Tensor, evaluation: Tensor, test: Tensor, epochs: int, batch_size: int = 128,
-                         seed: int = 0, progress: bool = True, desc: str = "training") -> TrainingResult:
-    """``train_next_token`` once per learning rate, each on a model fresh from ``prepare()``; the run
-    with the best evaluation accuracy wins (ties: the earlier lr), as in the released transfer script,
-    which also stops searching once an lr reaches 100% on the evaluation set."""
-    if not lrs:
+def best_by_evaluation(results: Sequence[TrainingResult]) -> TrainingResult:
+    """The learning-rate search of the released transfer script: the run with the best evaluation accuracy,
+    ties to the earlier learning rate. (The script stops searching once a run reaches 100%; that run is the
+    first maximum, so it is also what this picks.)"""
+    if not results:
         raise HeurlensError("give at least one learning rate to search")
-    best: TrainingResult | None = None
-    for lr in lrs:
-        model, frozen = prepare()
-        result = train_next_token(model, train, evaluation, test, epochs, lr, batch_size, frozen, seed, progress,
-                                  f"{desc} (lr {lr:g})")
-        if best is None or result.best_eval_accuracy > best.best_eval_accuracy:
-            best = result
-        if best.best_eval_accuracy == 1.0:
-            break
-    assert best is not None  # lrs is not empty
-    return best
+    return max(results, key=lambda result: result.best_eval_accuracy)

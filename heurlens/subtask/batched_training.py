@@ -1,0 +1,158 @@
+"""Several small decoders trained at once. A Subtask Induction sweep trains many tiny models on the same
+number of rows (every condition and seed at one disambiguation count): their parameters are stacked along a
+leading model dimension (``torch.func.stack_module_state``), one forward serves them all
+(``torch.func.vmap`` over ``functional_call``) and one AdamW steps the stacks. AdamW is elementwise and the
+summed loss sum_i L_i has gradient dL_i/dtheta_i for model i, so each model follows the path
+``train_next_token`` would take it on alone, with its own data order, frozen entries and best-evaluation
+epoch, up to the float rounding of batched matrix products."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Sequence
+
+import torch
+import torch.nn.functional as F
+from jaxtyping import Bool, Int
+from torch import Tensor, nn
+from torch.func import functional_call, stack_module_state, vmap
+from tqdm.auto import tqdm
+
+from heurlens.errors import HeurlensError
+from heurlens.subtask.training import TrainingResult, batches_of, best_by_evaluation
+from heurlens.training_helpers import FrozenWeights
+
+
+def native_module(model: nn.Module) -> nn.Module:
+    """The module whose forward ``vmap`` can trace: a TransformerLens bridge's original model (the
+    bridge's own wrappers read weights outside the traced call), any other module itself."""
+    return getattr(model, "original_model", model)
+
+
+class StackedModels:
+    """Models of one architecture as stacked parameters [model, ...] with a forward for all of them."""
+
+    def __init__(self, models: Sequence[nn.Module]):
+        modules = [native_module(model) for model in models]
+        shapes = {tuple((name, p.shape) for name, p in module.named_parameters()) for module in modules}
+        if len(shapes) != 1:
+            raise HeurlensError("models trained together must share one architecture (same parameter names "
+                                "and shapes)")
+        self.models = list(models)
+        self.parameters, self.buffers = stack_module_state(modules)
+        template = copy.deepcopy(modules[0]).to("meta")
+
+        def forward_one(parameters: dict, buffers: dict, tokens: Tensor) -> Tensor:
+            return functional_call(template, (parameters, buffers), (tokens,))
+
+        self.forward_each = vmap(forward_one)  # tokens [model, batch, position], one batch per model
+        self.forward_shared = vmap(forward_one, in_dims=(0, 0, None))  # tokens [batch, position] for all
+
+    def __len__(self) -> int:
+        return len(self.models)
+
+    @torch.no_grad()
+    def answer_accuracies(self, sequences: Int[Tensor, "example 4"], batch_size: int = 1024) -> list[float]:
+        """Per model, the fraction of sequences whose answer c is its top prediction after ``<sep>``."""
+        correct = torch.zeros(len(self), dtype=torch.long)
+        for begin in range(0, len(sequences), batch_size):
+            chunk = sequences[begin:begin + batch_size]
+            predictions = self.forward_shared(self.parameters, self.buffers, chunk[:, :-1])[:, :, -1].argmax(-1)
+            correct += (predictions == chunk[:, -1]).sum(1)
+        return [int(count) / len(sequences) for count in correct]
+
+    @torch.no_grad()
+    def write_back(self) -> None:
+        """Copy each model's trained stack slice into the model itself."""
+        for index, model in enumerate(self.models):
+            for name, parameter in native_module(model).named_parameters():
+                parameter.copy_(self.parameters[name][index])
+
+
+class StackedFrozenWeights:
+    """``FrozenWeights`` of every model as stacked masks: gradients of frozen entries zeroed, values
+    written back after each step, so weight decay cannot move them either."""
+
+    def __init__(self, stacked: StackedModels, frozen: Sequence[FrozenWeights | None]):
+        names = {name for weights in frozen if weights is not None for name in weights.masks}
+        self.masks: dict[str, Bool[Tensor, "model ..."]] = {}
+        for name in sorted(names):
+            reference = stacked.parameters[name]
+            self.masks[name] = torch.stack([
+                weights.masks[name] if weights is not None and name in weights.masks
+                else torch.zeros(reference.shape[1:], dtype=torch.bool) for weights in frozen])
+        self.values = {name: stacked.parameters[name].detach().clone() for name in self.masks}
+        self.parameters = stacked.parameters
+
+    def zero_gradients(self) -> None:
+        for name, mask in self.masks.items():
+            gradient = self.parameters[name].grad
+            if gradient is not None:
+                gradient.masked_fill_(mask, 0)
+
+    @torch.no_grad()
+    def restore(self) -> None:
+        for name, mask in self.masks.items():
+            self.parameters[name][mask] = self.values[name][mask]
+
+
+def train_next_token_together(models: Sequence[nn.Module], trains: Sequence[Int[Tensor, "example 4"]],
+                              evaluation: Tensor, test: Tensor, epochs: int, lr: float = 5e-4, batch_size: int = 128,
+                              frozen: Sequence[FrozenWeights | None] | None = None, seeds: Sequence[int] | None = None,
+                              progress: bool = True, desc: str = "training together") -> list[TrainingResult]:
+    """``train_next_token`` for each model at once: model i trains on ``trains[i]`` in the order drawn from
+    ``seeds[i]`` with ``frozen[i]`` held; one AdamW (lr, default decay) over the stacks. Every training set
+    must have the same number of rows (then every step has the same batch size for all models). The models
+    hold their final weights afterwards; the results are in the order of ``models``."""
+    count = len(models)
+    frozen = list(frozen) if frozen is not None else [None] * count
+    seeds = list(seeds) if seeds is not None else [0] * count
+    if not count or not len(trains) == len(frozen) == len(seeds) == count:
+        raise HeurlensError(f"give one training set, frozen weights (or None) and seed per model: {count} models, "
+                            f"{len(trains)} sets, {len(frozen)} frozen, {len(seeds)} seeds")
+    if len({len(train) for train in trains}) != 1:
+        raise HeurlensError(f"models trained together need training sets of one size, got "
+                            f"{sorted({len(train) for train in trains})} rows")
+    stacked = StackedModels(models)
+    held = StackedFrozenWeights(stacked, frozen)
+    optimizer = torch.optim.AdamW(stacked.parameters.values(), lr=lr)
+    generators = [torch.Generator().manual_seed(seed) for seed in seeds]
+    best = [(-1.0, 0.0)] * count
+    histories: list[list[dict]] = [[] for _ in range(count)]
+    for epoch in tqdm(range(epochs), desc=desc, unit="epoch", disable=not progress, leave=False):
+        for step in zip(*(batches_of(train, batch_size, generator) for train, generator in zip(trains, generators))):
+            tokens = torch.stack(step)
+            logits = stacked.forward_each(stacked.parameters, stacked.buffers, tokens[:, :, :-1])
+            losses = F.cross_entropy(logits.flatten(0, 2), tokens[:, :, 1:].flatten(), reduction="none")
+            losses = losses.view(count, -1).mean(1)  # each model's next_token_loss
+            optimizer.zero_grad()
+            losses.sum().backward()
+            held.zero_gradients()
+            optimizer.step()
+            held.restore()
+        evaluations, tests = stacked.answer_accuracies(evaluation), stacked.answer_accuracies(test)
+        for index in range(count):
+            histories[index].append({"epoch": epoch, "loss": losses[index].item(), "eval": evaluations[index],
+                                     "test": tests[index]})
+            if evaluations[index] > best[index][0]:
+                best[index] = (evaluations[index], tests[index])
+    stacked.write_back()
+    return [TrainingResult(eval_accuracy, test_accuracy, history, lr)
+            for (eval_accuracy, test_accuracy), history in zip(best, histories)]
+
+
+def train_together_with_lr_search(prepare: Callable[[], Sequence[tuple[nn.Module, FrozenWeights | None]]],
+                                  lrs: Sequence[float], trains: Sequence[Tensor], evaluation: Tensor, test: Tensor,
+                                  epochs: int, batch_size: int = 128, seeds: Sequence[int] | None = None,
+                                  progress: bool = True, desc: str = "training together") -> list[TrainingResult]:
+    """``train_next_token_together`` once per learning rate, each time on models fresh from ``prepare()``;
+    per model, the learning rate ``best_by_evaluation`` picks (the released transfer script's search)."""
+    if not lrs:
+        raise HeurlensError("give at least one learning rate to search")
+    per_lr = []
+    for lr in lrs:
+        prepared = prepare()
+        per_lr.append(train_next_token_together([model for model, _ in prepared], trains, evaluation, test, epochs,
+                                                lr, batch_size, [frozen for _, frozen in prepared], seeds, progress,
+                                                f"{desc} (lr {lr:g})"))
+    return [best_by_evaluation(results) for results in zip(*per_lr)]
