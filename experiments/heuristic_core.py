@@ -21,11 +21,8 @@ from pathlib import Path
 import heurlens
 from heurlens.analysis import (
     analysed_core,
-    cooccurrence_counts,
-    frequency_agreement,
     group_superadditivity,
-    heuristic_core,
-    intersection_summary,
+    overlap_report,
     scan_table,
     single_unit_scan,
 )
@@ -89,7 +86,6 @@ def main() -> None:
               for s, group in subnetworks_by_sparsity([args.out]).items() if round(s, 2) in wanted}
     names = {s: f"{s:.0%}" for s in groups}
     everything = [s for group in groups.values() for s in group]
-    strict_core = heuristic_core(everything)
     core, what = analysed_core(groups)
     eval_sets = nli_eval_sets(model, "snli", args.in_domain_examples, args.per_subcase, list(FOCUS_SUBCASES))
     pattern_data = heurlens.tokenize_pairs("snli-test", heurlens.load_snli("test", limit=args.pattern_examples),
@@ -122,16 +118,8 @@ def main() -> None:
              pruning_settings(config, args.train_examples, args.batch_size),
              "## Accuracy (%) of the full model and each subnetwork\n",
              heurlens.accuracy_table(evaluation).to_markdown(index=False), "",
-             "## Overlap\n", intersection_summary({names[s]: g for s, g in groups.items()}).to_markdown(index=False), "",
-             f"Heads in every subnetwork (the core, {len(strict_core)} of {model.n_layers * model.n_heads}): "
-             f"**{format_units(strict_core) or 'none'}**\n",
+             overlap_report(groups).to_markdown(level=2),
              f"Heads analysed below ({len(core)}): {what}: **{format_units(core)}**.\n"]
-    sparsities = list(groups)
-    for a, b in zip(sparsities, sparsities[1:]):
-        rho, p = frequency_agreement(groups[a], groups[b])
-        lines += [f"Spearman rho between head frequencies at {names[a]} and {names[b]}: {rho:.3f} (p = {p:.2g}).\n",
-                  f"Figure 5 as numbers: heads kept by i of the {names[a]} (rows) and j of the {names[b]} (columns) "
-                  f"subnetworks\n", cooccurrence_counts(groups[a], groups[b]).to_markdown(), ""]
     lines += ["## Single-head ablation (Table 3)\n",
               "Mean ablation from the full model; 'avg (non-core)' averages "
               + (f"all {len(controls)} non-core heads" if controls == others

@@ -14,6 +14,7 @@ from heurlens.analysis.overlap import (
     head_frequencies,
     heuristic_core,
     intersection_summary,
+    overlap_report,
     random_intersection_distribution,
 )
 from heurlens.errors import HeurlensError
@@ -116,3 +117,22 @@ def test_analysed_core_falls_back_to_the_lowest_sparsity():
     without = [subnetwork([u for u in s.kept if u not in CORE], 0.7, s.seed) for s in seventy]
     core, what = analysed_core({0.5: fifty, 0.7: without})
     assert core == CORE and "no head is in all 12 subnetworks" in what and "at 50%" in what
+
+
+def test_overlap_report_is_one_summary_in_three_renderings():
+    """The CLI text, the results markdown and the HTML page carry the same core, rho and Figure 5 counts;
+    figures only in HTML."""
+    fifty, seventy = planted(6, 3, 0.5), planted(6, 2, 0.7)
+    report = overlap_report({0.5: fifty, 0.7: seventy})
+    rho, p = frequency_agreement(fifty, seventy)
+    core_line = "3 of 24 heads kept by every subnetwork (the core): L0.H1,L2.H3,L3.H0"
+    rho_line = f"Spearman rho between head frequencies at 50% and 70%: {rho:.3f} (p = {p:.2g})"
+    text, markdown, page = report.to_text(), report.to_markdown(level=2), report.to_html()
+    for rendering in (text, markdown, page):
+        assert core_line in rendering and rho_line in rendering
+    assert markdown.startswith("## Overlap of the subnetworks")
+    counts = cooccurrence_counts(fifty, seventy)
+    assert counts.loc[6, 6] == 3  # the core, in all 6 + 6
+    assert "main-svg" not in text and "plotly" not in markdown and page.count('class="plotly-graph-div"') == 3
+    first_row = next(line for line in text.splitlines() if line.strip().startswith("L0.H1"))
+    assert first_row.split() == ["L0.H1", "6", "6"]  # per-head counts at 50% and 70%

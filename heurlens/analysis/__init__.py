@@ -20,6 +20,7 @@ from heurlens.analysis.overlap import (
                                        head_frequencies,
                                        heuristic_core,
                                        intersection_summary,
+                                       overlap_report,
                                        random_intersection_distribution,
 )
 from heurlens.analysis.patterns import attention_plot, pattern_scores
@@ -28,5 +29,5 @@ from heurlens.analysis.report import Report
 __all__ = ["Report", "analysed_core", "attention_plot", "cooccurrence_counts", "cooccurrence_figure",
            "effective_size_figure", "effective_size_of", "effective_sizes", "expected_random_intersection",
            "frequency_agreement", "frequency_figure", "group_superadditivity", "head_frequencies",
-           "heuristic_core", "intersection_summary", "pattern_scores", "random_intersection_distribution",
+           "heuristic_core", "intersection_summary", "overlap_report", "pattern_scores", "random_intersection_distribution",
            "scan_table", "single_unit_scan"]

@@ -18,9 +18,10 @@ import pandas as pd
 import plotly.graph_objects as go
 from scipy.stats import hypergeom, spearmanr
 
+from heurlens.analysis.report import Report
 from heurlens.errors import HeurlensError
 from heurlens.pruning.subnetwork import Subnetwork
-from heurlens.units import Unit, all_units
+from heurlens.units import Unit, all_units, format_units
 
 
 def _check_same_model(subnetworks: Sequence[Subnetwork]) -> tuple[int, int]:
@@ -152,3 +153,37 @@ def frequency_figure(frequencies: pd.DataFrame, title: str = "Head frequency") -
                                   y=[f"L{layer}" for layer in grid.index], zmin=0, zmax=1, colorscale="Viridis"))
     figure.update_layout(title=title, yaxis_autorange="reversed")
     return figure
+
+
+def overlap_report(groups: Mapping[float, Sequence[Subnetwork]]) -> Report:
+    """Section 4's overlap summary of subnetworks grouped by sparsity, composed once for the CLI (text),
+    the run report (HTML) and the results docs (markdown): intersections against chance, the core,
+    head frequencies (figure and table), and for each pair of neighbouring sparsities Spearman's rho
+    and Figure 5 (figure and counts)."""
+    names = {sparsity: f"{sparsity:.0%}" for sparsity in groups}
+    everything = [s for group in groups.values() for s in group]
+    n_layers, n_heads = _check_same_model(everything)
+    core = heuristic_core(everything)
+    report = Report("Overlap of the subnetworks")
+    report.table(intersection_summary({names[s]: group for s, group in groups.items()}))
+    report.text(f"{len(core)} of {n_layers * n_heads} heads kept by every subnetwork (the core): "
+                f"{format_units(core) or 'none'}")
+    counts = pd.DataFrame({"unit": head_frequencies(everything)["unit"]})
+    for sparsity, group in groups.items():
+        frequencies = head_frequencies(group)
+        report.figure(frequency_figure(frequencies, f"Fraction of {names[sparsity]} subnetworks keeping each head"))
+        counts[f"kept at {names[sparsity]} (of {len(group)})"] = frequencies["count"].to_numpy()
+    sparsities = list(groups)
+    for a, b in zip(sparsities, sparsities[1:]):
+        rho, p = frequency_agreement(groups[a], groups[b])
+        report.text(f"Spearman rho between head frequencies at {names[a]} and {names[b]}: {rho:.3f} (p = {p:.2g})")
+        report.figure(cooccurrence_figure(groups[a], groups[b], names[a], names[b]))
+        report.text(f"Figure 5 as numbers: heads kept by i of the {names[a]} subnetworks (rows) and j of the "
+                    f"{names[b]} subnetworks (columns)")
+        table = cooccurrence_counts(groups[a], groups[b])
+        table.columns = [f"j = {j}" for j in table.columns]
+        report.table(table.reset_index().rename(columns={"in_a": "i"}))
+    kept = counts.drop(columns="unit").max(axis=1) > 0
+    report.text("Heads kept by at least one subnetwork, by sparsity:")
+    report.table(counts[kept].sort_values(list(counts.columns[1:]), ascending=False))
+    return report

@@ -1,4 +1,6 @@
-"""One self-contained HTML page from tables, plotly figures and circuitsvis plots.
+"""A summary as an ordered list of headings, texts, tables and figures, composed once and rendered as a
+self-contained HTML page, as markdown (results docs) or as plain text (the CLI); figures and circuitsvis
+plots appear in HTML only.
 
 plotly.js is embedded once (no CDN) and circuitsvis plots use their local source (the JavaScript
 bundle inlined), so the page renders offline and from a file:// URL.
@@ -48,6 +50,35 @@ class Report:
     def circuitsvis(self, rendered) -> None:
         """A circuitsvis ``RenderedHTML`` (its local, self-contained source is embedded)."""
         self.parts.append(("raw", rendered.local_src))
+
+    def extend(self, section: Report) -> None:
+        """Append another summary as a section under its title."""
+        self.heading(section.title)
+        self.parts.extend(section.parts)
+
+    def to_text(self) -> str:
+        """Plain text: headings underlined, tables as aligned columns; figures left out."""
+        lines = [self.title, "=" * len(self.title)]
+        for kind, content in self.parts:
+            if kind == "heading":
+                lines += ["", content, "-" * len(content)]
+            elif kind == "text":
+                lines.append(content)
+            elif kind == "table":
+                lines += [content.to_string(index=False), ""]
+        return "\n".join(lines).rstrip() + "\n"
+
+    def to_markdown(self, level: int = 1) -> str:
+        """Markdown with the title at heading ``level`` (sections one below); figures left out."""
+        lines = [f"{'#' * level} {self.title}", ""]
+        for kind, content in self.parts:
+            if kind == "heading":
+                lines += [f"{'#' * (level + 1)} {content}", ""]
+            elif kind == "text":
+                lines += [content, ""]
+            elif kind == "table":
+                lines += [content.to_markdown(index=False), ""]
+        return "\n".join(lines)
 
     def to_html(self) -> str:
         body = [f"<h1>{html.escape(self.title)}</h1>"]

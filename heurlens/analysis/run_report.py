@@ -14,15 +14,7 @@ import pandas as pd
 
 from heurlens.analysis.accuracy_curve import accuracy_curve_figure, highest_faithful_sparsity
 from heurlens.analysis.effective_size import effective_size_figure
-from heurlens.analysis.overlap import (
-    analysed_core,
-    cooccurrence_figure,
-    frequency_agreement,
-    frequency_figure,
-    head_frequencies,
-    heuristic_core,
-    intersection_summary,
-)
+from heurlens.analysis.overlap import analysed_core, overlap_report
 from heurlens.analysis.patterns import attention_plot, pattern_scores
 from heurlens.analysis.report import Report
 from heurlens.cache import atomic_write_bytes
@@ -37,7 +29,6 @@ from heurlens.pruning.runs import (
     load_run_means,
     subnetworks_by_sparsity,
 )
-from heurlens.units import format_units
 
 EFFECTIVE_SIZE_FILE = "effective-size.csv"
 EXAMPLE_PAIR = ("The doctor advised the president.", "The president advised the doctor.")  # Figure 7's SO-Swap pair
@@ -110,17 +101,7 @@ def build_run_report(run_dir: Path, model: HookedClassifier, eager_model: Hooked
         report.text("Highest sparsity at which every seed stays within 3 points of the full model in-domain: "
                     f"{highest_faithful_sparsity(evaluation):.0%}")
 
-    report.heading("Overlap of the subnetworks")
-    for sparsity, group in groups.items():
-        report.figure(frequency_figure(head_frequencies(group),
-                                       f"Fraction of {names[sparsity]} subnetworks keeping each head"))
-    sparsities = list(groups)
-    for a, b in zip(sparsities, sparsities[1:]):
-        rho, p = frequency_agreement(groups[a], groups[b])
-        report.text(f"Spearman rho between head frequencies at {names[a]} and {names[b]}: {rho:.3f} (p = {p:.2g})")
-        report.figure(cooccurrence_figure(groups[a], groups[b], names[a], names[b]))
-    report.table(intersection_summary({names[s]: g for s, g in groups.items()}))
-    report.text(f"Heads kept by every subnetwork (the core): {format_units(heuristic_core(everything)) or 'none'}")
+    report.extend(overlap_report(groups))
     core, what = analysed_core(groups)
 
     if core:

@@ -31,46 +31,27 @@ def core(run_dirs, out, as_json, as_csv) -> None:
     from heurlens.analysis import overlap
     from heurlens.analysis.run_report import write_csv
     from heurlens.pruning.runs import subnetworks_by_sparsity
-    from heurlens.units import format_units
 
     if not run_dirs:
         raise HeurlensError("give at least one run directory written by heurlens prune, e.g. heurlens core runs/prune")
     if out:
         check_writable_dir(Path(out), "--out")
     groups = subnetworks_by_sparsity(run_dirs)
-    everything = [s for group in groups.values() for s in group]
     names = {s: f"{s:.0%}" for s in groups}
     frequencies = pd.concat([overlap.head_frequencies(g).assign(sparsity=s) for s, g in groups.items()],
                             ignore_index=True)
-    summary = overlap.intersection_summary({names[s]: g for s, g in groups.items()})
-    core_units = overlap.heuristic_core(everything)
-    sparsities = list(groups)
-    agreements = [(a, b, *overlap.frequency_agreement(groups[a], groups[b])) for a, b in zip(sparsities, sparsities[1:])]
+    summary = overlap.overlap_report(groups)
     if out:
         out = Path(out)
         write_csv(frequencies, out / "frequencies.csv")
-        write_csv(summary, out / "intersection.csv")
+        write_csv(overlap.intersection_summary({names[s]: g for s, g in groups.items()}), out / "intersection.csv")
         for s, group in groups.items():
             overlap.frequency_figure(overlap.head_frequencies(group)).write_html(out / f"frequency-{names[s]}.html")
-        for a, b, *_ in agreements:
+        sparsities = list(groups)
+        for a, b in zip(sparsities, sparsities[1:]):
             overlap.cooccurrence_figure(groups[a], groups[b], names[a], names[b]).write_html(
                 out / f"cooccurrence-{names[a]}-{names[b]}.html")
-
-    def pretty(frequencies):
-        wide = frequencies.pivot_table(index="unit", columns="sparsity", values="count", sort=False)
-        wide = wide[wide.max(axis=1) > 0].sort_values(list(wide.columns), ascending=False)
-        wide.columns = [f"kept at {names[s]} (of {len(groups[s])})" for s in wide.columns]
-        lines = [f"heads kept by every subnetwork (the core, {len(core_units)}): {format_units(core_units) or 'none'}",
-                 "", summary.to_string(index=False)]
-        lines += [f"Spearman rho of head frequencies {names[a]} vs {names[b]}: {rho:.3f} (p = {p:.2g})"
-                  for a, b, rho, p in agreements]
-        for a, b, *_ in agreements:
-            counts = overlap.cooccurrence_counts(groups[a], groups[b])
-            lines += ["", f"heads by number of {names[a]} (rows) and {names[b]} (columns) subnetworks keeping them",
-                      counts.to_string()]
-        return "\n".join(lines + ["", wide.astype(int).to_string()])
-
-    print_table(frequencies, as_json, as_csv, pretty)
+    print_table(frequencies, as_json, as_csv, lambda _: summary.to_text())
 
 
 @cli.command()
