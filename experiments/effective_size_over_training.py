@@ -19,9 +19,8 @@ from pathlib import Path
 import pandas as pd
 
 from heurlens.analysis.core_over_training import checkpoint_subnetworks, core_presence, core_presence_figure
-from heurlens.analysis.effective_size import DATA_KINDS, effective_size_figure
+from heurlens.analysis.effective_size import DATA_KINDS, EFFECTIVE_SIZE_FILE, effective_size_figure
 from heurlens.analysis.overlap import heuristic_core
-from heurlens.analysis.run_report import EFFECTIVE_SIZE_FILE
 from heurlens.pruning.runs import subnetworks_by_sparsity
 from heurlens.units import format_units
 

@@ -57,6 +57,11 @@ def atomic_save_tensors(path: Path, tensors: dict, metadata: dict[str, str] | No
     atomic_write_bytes(path, save({k: v.contiguous() for k, v in tensors.items()}, metadata=metadata))
 
 
+def atomic_write_csv(path: Path, table: Any) -> None:
+    """A pandas table as CSV (no index), written atomically."""
+    atomic_write_bytes(path, table.to_csv(index=False).encode())
+
+
 def atomic_write_json(path: Path, obj: Any) -> None:
     """``atomic_write_bytes`` for a JSON document (indented, keys in insertion order)."""
     atomic_write_bytes(path, (json.dumps(obj, indent=2) + "\n").encode())

@@ -13,7 +13,7 @@ sets together (mean over every evaluation set, the released script's "both").
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -21,15 +21,18 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from heurlens.cache import atomic_write_csv
 from heurlens.errors import HeurlensError
 from heurlens.evaluate import EvalSet
 from heurlens.means import UnitMeans
 from heurlens.models.classifier import HookedClassifier
 from heurlens.pruning.runs import evaluate_subnetworks, prune
 from heurlens.pruning.train import PruneSettings
+from heurlens.run_folders import check_writable_dir, refuse_foreign_dir
 from heurlens.units import UnitLayout
 
 SPARSITY_GRID = [round(0.05 * i, 2) for i in range(1, 20)]  # 5%, 10%, ..., 95%
+EFFECTIVE_SIZE_FILE = "effective-size.csv"
 DATA_KINDS = ("in_domain", "ood", "mixed")
 
 
@@ -123,6 +126,47 @@ def effective_size_of(model: HookedClassifier, train: EvalSet, eval_sets: list[E
     tables = [evaluated[s] for s in sorted(evaluated)]
     evaluation = pd.concat([tables[0]] + [t[t["subnetwork"] != "full model"] for t in tables[1:]], ignore_index=True)
     return effective_sizes(evaluation, n_units, tolerance), evaluation
+
+
+def effective_size_over_checkpoints(checkpoints: Sequence[str | Path], out: Path,
+                                    eval_sets_for: Callable[[HookedClassifier], list[EvalSet]],
+                                    sparsities: Sequence[float] = SPARSITY_GRID, seeds: Sequence[int] = range(3),
+                                    config: PruneSettings = PruneSettings(), tolerance: float = 0.03,
+                                    search: Literal["grid", "bisect"] = "grid", train_examples: int = 2000,
+                                    batch_size: int = 16, progress: bool = True) -> pd.DataFrame:
+    """Figure 6's table, one row per fine-tuning checkpoint in step order: the full model's accuracy and the
+    effective size (mean and spread over seeds) per data kind. Each checkpoint is pruned on
+    ``train_examples`` SNLI training pairs into ``out/<checkpoint name>`` (resumable) and evaluated on
+    ``eval_sets_for(model)``; the table is rewritten to ``out/effective-size.csv`` after every checkpoint, so
+    nothing finished is lost, and the figure goes to ``out/effective-size.html``."""
+    from heurlens.models.loading import load_model
+    from heurlens.nli import snli_pruning_data, snli_reference_means
+
+    if not checkpoints:
+        raise HeurlensError("give checkpoint directories; make them with "
+                            "heurlens finetune --checkpoint-every 50 --out runs/ft (then runs/ft/checkpoints/*)")
+    out = Path(out)
+    refuse_foreign_dir(out, [EFFECTIVE_SIZE_FILE, "*/sparsity-*", "*/unit-means.safetensors"], "--out")
+    check_writable_dir(out, "--out")
+    rows = []
+    for index, checkpoint in enumerate(sorted(checkpoints, key=lambda c: checkpoint_step(Path(c), 0))):
+        model = load_model(str(checkpoint))
+        n_units = UnitLayout(model.n_layers, model.n_heads).n_units
+        sizes, evaluation = effective_size_of(
+            model, snli_pruning_data(model, train_examples, batch_size), eval_sets_for(model),
+            snli_reference_means(model), sparsities, seeds, out / Path(checkpoint).name, config, tolerance, search,
+            progress)
+        full = accuracy_by_kind(evaluation).iloc[0]
+        rows.append({"checkpoint": str(checkpoint), "step": checkpoint_step(Path(checkpoint), index)}
+                    | {f"acc_{kind}": full[kind] for kind in DATA_KINDS}
+                    | {f"size_{kind}": sizes[kind] for kind in DATA_KINDS}
+                    | {f"size_{kind}_std": std for kind, std in
+                       effective_size_spread(evaluation, n_units, tolerance).items()}
+                    | {"n_units": n_units})
+        atomic_write_csv(out / EFFECTIVE_SIZE_FILE, pd.DataFrame(rows))
+    table = pd.DataFrame(rows)
+    effective_size_figure(table).write_html(out / "effective-size.html")
+    return table
 
 
 def effective_size_figure(table: pd.DataFrame) -> go.Figure:

@@ -7,17 +7,16 @@ that cannot be read back whole is computed again."""
 from __future__ import annotations
 
 import hashlib
-import io
 from pathlib import Path
 
 import pandas as pd
 
 from heurlens.analysis.accuracy_curve import accuracy_curve_figure, highest_faithful_sparsity
-from heurlens.analysis.effective_size import effective_size_figure
+from heurlens.analysis.effective_size import EFFECTIVE_SIZE_FILE, effective_size_figure
 from heurlens.analysis.overlap import analysed_core, overlap_report
 from heurlens.analysis.patterns import attention_plot, pattern_scores
 from heurlens.analysis.report import Report
-from heurlens.cache import atomic_write_bytes
+from heurlens.cache import atomic_write_csv
 from heurlens.evaluate import EvalSet
 from heurlens.models.classifier import HookedClassifier
 from heurlens.pruning.runs import (
@@ -30,14 +29,7 @@ from heurlens.pruning.runs import (
     subnetworks_by_sparsity,
 )
 
-EFFECTIVE_SIZE_FILE = "effective-size.csv"
 EXAMPLE_PAIR = ("The doctor advised the president.", "The president advised the doctor.")  # Figure 7's SO-Swap pair
-
-
-def write_csv(table: pd.DataFrame, path: Path) -> None:
-    buffer = io.StringIO()
-    table.to_csv(buffer, index=False)
-    atomic_write_bytes(path, buffer.getvalue().encode())
 
 
 def cache_path(run_dir: Path, kind: str, data: list[EvalSet], model: HookedClassifier) -> Path:
@@ -76,7 +68,7 @@ def cached_table(path: Path, rows: int, compute) -> pd.DataFrame:
     except (OSError, ValueError, pd.errors.ParserError):
         pass  # missing, truncated or garbled: computed again below
     table = compute()
-    write_csv(table, path)
+    atomic_write_csv(path, table)
     return table
 
 

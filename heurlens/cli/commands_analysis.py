@@ -16,7 +16,7 @@ from heurlens.cli.options import (
     table_output_options,
 )
 from heurlens.errors import HeurlensError
-from heurlens.run_folders import check_writable_dir, check_writable_file, refuse_foreign_dir
+from heurlens.run_folders import check_writable_dir, check_writable_file
 
 
 @cli.command()
@@ -29,7 +29,7 @@ def core(run_dirs, out, as_json, as_csv) -> None:
     import pandas as pd
 
     from heurlens.analysis import overlap
-    from heurlens.analysis.run_report import write_csv
+    from heurlens.cache import atomic_write_csv
     from heurlens.pruning.runs import subnetworks_by_sparsity
 
     if not run_dirs:
@@ -43,8 +43,8 @@ def core(run_dirs, out, as_json, as_csv) -> None:
     summary = overlap.overlap_report(groups)
     if out:
         out = Path(out)
-        write_csv(frequencies, out / "frequencies.csv")
-        write_csv(overlap.intersection_summary({names[s]: g for s, g in groups.items()}), out / "intersection.csv")
+        atomic_write_csv(out / "frequencies.csv", frequencies)
+        atomic_write_csv(out / "intersection.csv", overlap.intersection_summary({names[s]: g for s, g in groups.items()}))
         for s, group in groups.items():
             overlap.frequency_figure(overlap.head_frequencies(group)).write_html(out / f"frequency-{names[s]}.html")
         sparsities = list(groups)
@@ -113,46 +113,16 @@ def effective_size(checkpoints, sparsity, seeds, search, tolerance, out, train_e
 
     Make checkpoints of the default model with: heurlens finetune --checkpoint-every 50 --out runs/ft
     """
-    import pandas as pd
+    from functools import partial
 
-    import heurlens
-    from heurlens.analysis.effective_size import (
-        DATA_KINDS,
-        SPARSITY_GRID,
-        accuracy_by_kind,
-        checkpoint_step,
-        effective_size_figure,
-        effective_size_of,
-        effective_size_spread,
-    )
-    from heurlens.analysis.run_report import EFFECTIVE_SIZE_FILE, write_csv
-    from heurlens.nli import snli_pruning_data, snli_reference_means
+    from heurlens.analysis.effective_size import SPARSITY_GRID, effective_size_over_checkpoints
     from heurlens.pruning import PruneSettings
-    from heurlens.units import UnitLayout
 
-    if not checkpoints:
-        raise HeurlensError("give checkpoint directories; make them with "
-                            "heurlens finetune --checkpoint-every 50 --out runs/ft (then runs/ft/checkpoints/*)")
-    out = Path(out)
-    refuse_foreign_dir(out, [EFFECTIVE_SIZE_FILE, "*/sparsity-*", "*/unit-means.safetensors"], "--out")
-    check_writable_dir(out, "--out")
-    rows = []
-    for index, checkpoint in enumerate(sorted(checkpoints, key=lambda c: checkpoint_step(Path(c), 0))):
-        hooked = heurlens.load_model(checkpoint)
-        n_units = UnitLayout(hooked.n_layers, hooked.n_heads).n_units
-        train = snli_pruning_data(hooked, train_examples, batch_size)
-        eval_sets = eval_sets_from_options(hooked, data, in_domain_examples, per_subcase, subcases, seed)
-        sizes, evaluation = effective_size_of(
-            hooked, train, eval_sets, snli_reference_means(hooked), list(sparsity or SPARSITY_GRID), range(seeds),
-            out / Path(checkpoint).name, PruneSettings(total_steps=steps), tolerance, search)
-        full = accuracy_by_kind(evaluation).iloc[0]
-        rows.append({"checkpoint": str(checkpoint), "step": checkpoint_step(Path(checkpoint), index)}
-                    | {f"acc_{k}": full[k] for k in DATA_KINDS} | {f"size_{k}": sizes[k] for k in DATA_KINDS}
-                    | {f"size_{k}_std": v for k, v in effective_size_spread(evaluation, n_units, tolerance).items()}
-                    | {"n_units": n_units})
-        table = pd.DataFrame(rows)
-        write_csv(table, out / EFFECTIVE_SIZE_FILE)  # after every checkpoint: nothing finished is lost
-    effective_size_figure(table).write_html(out / "effective-size.html")
+    table = effective_size_over_checkpoints(
+        checkpoints, Path(out), partial(eval_sets_from_options, data=data, in_domain_examples=in_domain_examples,
+                                        per_subcase=per_subcase, subcases=subcases, seed=seed),
+        list(sparsity or SPARSITY_GRID), range(seeds), PruneSettings(total_steps=steps), tolerance, search,
+        train_examples, batch_size)
     print_table(table, as_json, as_csv, lambda t: t.round(3).to_string(index=False))
 
 
