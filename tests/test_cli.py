@@ -140,7 +140,8 @@ def test_effective_size_over_two_checkpoints(tiny_bert_dir, tmp_path):
         shutil.copytree(tiny_bert_dir, tmp_path / "checkpoints" / f"step-{step}")
     out = tmp_path / "eff"
     result = heurlens("effective-size", str(tmp_path / "checkpoints" / "step-10"), str(tmp_path / "checkpoints" / "step-0"),
-                      "--sparsity", "0.3", "0.6", "--seeds", "1", "--steps", "3", "--train-examples", "32",
+                      "--sparsity", "0.3", "0.6", "--seeds", "1", "--steps", "3", "--lr-log-alpha", "0.05",
+                      "--train-examples", "32",
                       "--in-domain-examples", "20", "--per-subcase", "5", "--subcases", "SO-Swap", "--out", str(out),
                       "--json")
     assert result.returncode == 0, result.stderr[-2000:]
@@ -149,7 +150,8 @@ def test_effective_size_over_two_checkpoints(tiny_bert_dir, tmp_path):
     for row in rows:
         assert row["n_units"] == 10 and all(1 <= row[f"size_{k}"] <= 10 for k in ("in_domain", "ood", "mixed"))
     assert (out / "effective-size.csv").exists() and (out / "effective-size.html").exists()
-    assert (out / "step-0" / "sparsity-0.60" / "seed-00.json").exists()
+    recorded = json.loads((out / "step-0" / "sparsity-0.60" / "seed-00.json").read_text())["hyperparameters"]
+    assert (recorded["total_steps"], recorded["lr_log_alpha"]) == (3, 0.05)  # prune's options, declared once
     assert_one_line_error(heurlens("effective-size"), "give checkpoint directories")
 
 

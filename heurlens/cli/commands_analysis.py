@@ -13,6 +13,8 @@ from heurlens.cli.options import (
     eval_sets_from_options,
     model_option,
     print_table,
+    pruning_settings,
+    pruning_settings_options,
     table_output_options,
 )
 from heurlens.errors import HeurlensError
@@ -105,10 +107,10 @@ def patterns(heads, model, examples, min_score, html_out, premise, hypothesis, a
 @click.option("--out", type=click.Path(file_okay=False), default="runs/effective-size", show_default=True)
 @click.option("--train-examples", type=click.IntRange(min=1), default=2000, show_default=True)
 @click.option("--batch-size", type=click.IntRange(min=1), default=16, show_default=True)
-@click.option("--steps", type=click.IntRange(min=1), default=None, help="Pruning steps (default: Appendix B's epochs).")
+@pruning_settings_options
 @eval_options(default_subcases=FOCUS)
-def effective_size(checkpoints, sparsity, seeds, search, tolerance, out, train_examples, batch_size, steps, data,
-                   in_domain_examples, per_subcase, subcases, seed, as_json, as_csv) -> None:
+def effective_size(checkpoints, sparsity, seeds, search, tolerance, out, train_examples, batch_size, recipe, data,
+                   in_domain_examples, per_subcase, subcases, seed, as_json, as_csv, **settings) -> None:
     """Effective size (smallest faithful subnetwork, per seed, averaged) of each fine-tuning checkpoint: Figure 6.
 
     Make checkpoints of the default model with: heurlens finetune --checkpoint-every 50 --out runs/ft
@@ -116,12 +118,11 @@ def effective_size(checkpoints, sparsity, seeds, search, tolerance, out, train_e
     from functools import partial
 
     from heurlens.analysis.effective_size import SPARSITY_GRID, effective_size_over_checkpoints
-    from heurlens.pruning import PruneSettings
 
     table = effective_size_over_checkpoints(
         checkpoints, Path(out), partial(eval_sets_from_options, data=data, in_domain_examples=in_domain_examples,
                                         per_subcase=per_subcase, subcases=subcases, seed=seed),
-        list(sparsity or SPARSITY_GRID), range(seeds), PruneSettings(total_steps=steps), tolerance, search,
+        list(sparsity or SPARSITY_GRID), range(seeds), pruning_settings(recipe, settings), tolerance, search,
         train_examples, batch_size)
     print_table(table, as_json, as_csv, lambda t: t.round(3).to_string(index=False))
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import click
@@ -13,11 +14,13 @@ from heurlens.cli.options import (
     eval_sets_from_options,
     model_option,
     print_table,
+    pruning_settings,
+    pruning_settings_options,
 )
 from heurlens.cli.settings_options import settings_from_options, settings_options
 from heurlens.errors import HeurlensError
+from heurlens.models.default import FinetuneSettings
 from heurlens.nli import PRUNING_BATCH, PRUNING_PAIRS, REFERENCE_PAIRS
-from heurlens.pruning.train import PruneSettings
 
 
 @cli.command()
@@ -142,10 +145,7 @@ def _print_superadditivity(hooked, units, eval_sets, method, means, as_json, as_
               help="SNLI training pairs (sample seed 0) to prune on; pruned units are replaced by their means over "
                    f"the reference set ({REFERENCE_PAIRS:,} SNLI training pairs, sample seed 0).")
 @click.option("--batch-size", type=click.IntRange(min=1), default=PRUNING_BATCH, show_default=True)
-@click.option("--recipe", type=click.Choice(["heurlens", "released"]), default="heurlens", show_default=True,
-              help="Settings the options below start from: heurlens' defaults, or the released code's recipe "
-                   "(docs/pruning.md); each option given replaces that one setting.")
-@settings_options(PruneSettings)
+@pruning_settings_options
 @eval_options(default_subcases=FOCUS)
 def prune(sparsity, seeds, out, model, train_examples, batch_size, recipe, data, in_domain_examples, per_subcase,
           subcases, seed, as_json, as_csv, **settings) -> None:
@@ -155,8 +155,7 @@ def prune(sparsity, seeds, out, model, train_examples, batch_size, recipe, data,
     from heurlens.pruning import prune as prune_model
     from heurlens.pruning.runs import check_run_dir
 
-    base = PruneSettings.released() if recipe == "released" else PruneSettings()
-    config = settings_from_options(base, settings)
+    config = pruning_settings(recipe, settings)
     check_run_dir(out)
     hooked = heurlens.load_model(model)
     train = snli_pruning_data(hooked, train_examples, batch_size)
@@ -200,19 +199,18 @@ def _report(hooked, subnetworks, means, data, in_domain_examples, per_subcase, s
 
 
 @cli.command()
-@click.option("--examples", type=click.IntRange(min=1), default=8000, show_default=True,
-              help="SNLI training pairs to fine-tune on.")
-@click.option("--full", is_flag=True, help="Fine-tune on all ~100k SNLI training pairs instead.")
-@click.option("--epochs", type=click.IntRange(min=1), default=1, show_default=True)
-@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
+@settings_options(FinetuneSettings)
+@click.option("--full", is_flag=True, help="Fine-tune on all ~100k SNLI training pairs instead of --examples.")
 @click.option("--checkpoint-every", type=click.IntRange(min=1), default=None, help="Also save a checkpoint every N steps.")
 @click.option("--out", type=click.Path(), default=None,
               help="Directory to write: new, empty, or this same fine-tuning's (default: the cache).")
-def finetune(examples, full, epochs, seed, checkpoint_every, out) -> None:
+def finetune(full, checkpoint_every, out, **given) -> None:
     """Fine-tune the default model (MiniLM + NLI head) on SNLI and print where it was written."""
     from heurlens.cache import cache_dir
-    from heurlens.models.default import FinetuneSettings, finetune_nli
+    from heurlens.models.default import finetune_nli
 
-    settings = FinetuneSettings(train_examples=None if full else examples, epochs=epochs, seed=seed)
+    settings = settings_from_options(FinetuneSettings(), given)
+    if full:
+        settings = dataclasses.replace(settings, train_examples=None)
     target = Path(out) if out else cache_dir() / "models" / settings.slug()
     click.echo(finetune_nli(target, settings, checkpoint_every))

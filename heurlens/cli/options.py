@@ -68,3 +68,22 @@ def print_table(table, as_json: bool, as_csv: bool, pretty) -> None:
         click.echo(table.to_csv(index=False), nl=False)
     else:
         click.echo(pretty(table))
+
+
+def pruning_settings_options(function):
+    """``--recipe`` and one option per ``PruneSettings`` field: the pruning options of prune and effective-size."""
+    from heurlens.cli.settings_options import settings_options
+    from heurlens.pruning.train import PruneSettings
+
+    function = settings_options(PruneSettings)(function)
+    return click.option("--recipe", type=click.Choice(["heurlens", "released"]), default="heurlens", show_default=True,
+                        help="Settings the pruning options below start from: heurlens' defaults, or the released "
+                             "code's recipe (docs/pruning.md); each option given replaces that one setting.")(function)
+
+
+def pruning_settings(recipe: str, given: dict):
+    """The ``PruneSettings`` of ``--recipe`` with the pruning options the user gave put in."""
+    from heurlens.cli.settings_options import settings_from_options
+    from heurlens.pruning.train import PruneSettings
+
+    return settings_from_options(PruneSettings.released() if recipe == "released" else PruneSettings(), given)
