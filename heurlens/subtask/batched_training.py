@@ -133,7 +133,7 @@ def train_next_token_together(models: Sequence[nn.Module], trains: Sequence[Int[
             optimizer.step()
             held.restore()
         evaluations = stacked.answer_accuracies(evaluation)
-        improved = [index for index in range(count) if evaluations[index] > best[index][0]]
+        improved = [index for index in range(count) if evaluations[index] >= best[index][0]]
         tests = stacked.answer_accuracies(test) if improved else []
         for index in range(count):
             scores = {"epoch": epoch, "loss": losses[index].item(), "eval": evaluations[index]}
