@@ -59,18 +59,12 @@ def tokenize_pairs(name: str, data: datasets.Dataset, tokenizer, batch_size: int
 
 
 @torch.no_grad()
-def predict_logits(model: HookedClassifier, eval_set: EvalSet, fwd_hooks: list | None = None,
-                   on_batch=None) -> Float[Tensor, "example label"]:
-    """The model's logits on every example, with optional hooks ([(hook name, fn)]) active.
-
-    ``on_batch(batch)`` is called before each batch's forward pass (hooks that need the batch's
-    attention mask read it there).
-    """
+def predict_logits(model: HookedClassifier, eval_set: EvalSet, fwd_hooks: list | None = None
+                   ) -> Float[Tensor, "example label"]:
+    """The model's logits on every example, with optional hooks ([(hook name, fn)]) active."""
     outputs = []
     with model.hooks(fwd_hooks or []):
         for batch in eval_set.batches:
-            if on_batch is not None:
-                on_batch(batch)
             outputs.append(model(**batch).float())
     return torch.cat(outputs)
 

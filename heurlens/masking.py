@@ -1,17 +1,15 @@
-"""Unit masks applied through hook points: each unit's output becomes m * x + (1 - m) * c.
-
-m = 1 keeps the unit, m = 0 replaces its output by the constant c (its mean activation for mean
-ablation, zero for zero ablation), and values in between interpolate, which is what makes masks
-trainable (Heuristic Core paper, Section 2). With a binary m the result is exactly x or exactly c.
-"""
+"""Unit masks of a TransformerLens model applied through its hook points (``mask_sites``: each unit's output
+becomes m * x + (1 - m) * c). With a binary m the result is exactly x or exactly c."""
 
 from __future__ import annotations
+
+from functools import partial
 
 from jaxtyping import Float
 from torch import Tensor
 
+from heurlens.mask_sites import MaskSite, head_site, mlp_site
 from heurlens.means import UnitMeans
-from heurlens.units import heads_hook_name, mlp_hook_name
 
 
 class UnitMaskHooks:
@@ -30,18 +28,14 @@ class UnitMaskHooks:
 
     @property
     def hooks(self) -> list:
-        layers = range(self.heads.shape[0])
-        return ([(heads_hook_name(layer), self._head_hook(layer)) for layer in layers]
-                + [(mlp_hook_name(layer), self._mlp_hook(layer)) for layer in layers])
+        """``(hook point, function)`` pairs for ``model.hooks``: every layer's heads, then every layer's MLP."""
+        n_layers, n_heads = self.heads.shape
+        return ([head_site(layer, n_heads).hook(partial(self._mask_heads, head_site(layer, n_heads), layer))
+                 for layer in range(n_layers)]
+                + [mlp_site(layer).hook(partial(self._mask_mlp, mlp_site(layer), layer)) for layer in range(n_layers)])
 
-    def _head_hook(self, layer: int):
-        def hook(z: Float[Tensor, "batch pos head d_head"], hook) -> Tensor:
-            m = self.heads[layer].to(z.dtype)[:, None]
-            return z * m + (1 - m) * self.replacement.heads[layer].to(z.dtype)
-        return hook
+    def _mask_heads(self, site: MaskSite, layer: int, z: Float[Tensor, "batch pos head d_head"]) -> Tensor:
+        return site.masked(z, self.heads[layer], self.replacement.heads[layer])
 
-    def _mlp_hook(self, layer: int):
-        def hook(out: Float[Tensor, "batch pos d_model"], hook) -> Tensor:
-            m = self.mlps[layer].to(out.dtype)
-            return out * m + (1 - m) * self.replacement.mlps[layer].to(out.dtype)
-        return hook
+    def _mask_mlp(self, site: MaskSite, layer: int, out: Float[Tensor, "batch pos d_model"]) -> Tensor:
+        return site.masked(out, self.mlps[layer], self.replacement.mlps[layer])

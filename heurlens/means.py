@@ -6,6 +6,7 @@ mean activation over the training data"). Means run over every non-padding token
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -15,7 +16,8 @@ from torch import Tensor
 
 from heurlens.cache import atomic_save_tensors
 from heurlens.errors import HeurlensError
-from heurlens.evaluate import EvalSet, predict_logits
+from heurlens.evaluate import EvalSet
+from heurlens.mask_sites import SiteMeans, head_site, mlp_site
 from heurlens.models.classifier import HookedClassifier
 from heurlens.units import heads_hook_name, mlp_hook_name
 
@@ -55,30 +57,23 @@ class UnitMeans:
 @torch.no_grad()
 def compute_means(model: HookedClassifier, reference: EvalSet) -> UnitMeans:
     """Average ``hook_z`` and ``hook_mlp_out`` of every layer over the reference set's real tokens."""
-    sums: dict[str, Tensor] = {}
-    count = torch.zeros(())
-    mask: dict[str, Tensor] = {}
+    sites = [site for layer in range(model.n_layers) for site in (head_site(layer, model.n_heads), mlp_site(layer))]
+    running = SiteMeans(per_position=False)
+    current: dict[str, Tensor] = {}  # the attention mask of the batch being run
 
-    def accumulate_into(name: str):
-        # The bridge may report an alias as hook.name (hook_z is attn.o.hook_in), so bind the name here.
-        def accumulate(activation: Tensor, hook) -> None:
-            weights = mask["current"].to(activation.dtype)
-            weights = weights.view(*weights.shape, *([1] * (activation.dim() - 2)))
-            sums[name] = sums.get(name, 0) + (activation * weights).sum(dim=(0, 1))
-        return accumulate
+    def accumulate(name: str, activation: Tensor) -> None:
+        running.add(name, activation, current["attention_mask"])
 
-    names = [name for layer in range(model.n_layers) for name in (heads_hook_name(layer), mlp_hook_name(layer))]
-    hooks = [(name, accumulate_into(name)) for name in names]
-
-    def set_mask(batch) -> None:
-        nonlocal count
-        mask["current"] = batch.get("attention_mask", torch.ones_like(batch["input_ids"]))
-        count = count + mask["current"].sum()
-
-    predict_logits(model, reference, hooks, on_batch=set_mask)
-    heads = {layer: sums[heads_hook_name(layer)] / count for layer in range(model.n_layers)}
-    mlps = {layer: sums[mlp_hook_name(layer)] / count for layer in range(model.n_layers)}
-    return UnitMeans(heads, mlps, source=f"{reference.name} ({len(reference)} examples, {int(count)} tokens)")
+    # the bridge may report an alias as hook.name (hook_z is attn.o.hook_in), so each hook binds its site's name
+    with model.hooks([site.hook(partial(accumulate, site.name)) for site in sites]):
+        for batch in reference.batches:
+            current["attention_mask"] = batch.get("attention_mask", torch.ones_like(batch["input_ids"]))
+            model(**batch)
+    means = running.means()
+    heads = {layer: means[heads_hook_name(layer)] for layer in range(model.n_layers)}
+    mlps = {layer: means[mlp_hook_name(layer)] for layer in range(model.n_layers)}
+    tokens = int(running.counts[heads_hook_name(0)])
+    return UnitMeans(heads, mlps, source=f"{reference.name} ({len(reference)} examples, {tokens} tokens)")
 
 
 def zero_means(model: HookedClassifier) -> UnitMeans:

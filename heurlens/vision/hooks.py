@@ -1,6 +1,7 @@
-"""Unit masks and activation caches for timm image classifiers, attached with forward hooks.
+"""Unit masks and activation caches for timm image classifiers, attached with forward hooks (the module
+adapters of ``heurlens.mask_sites``, whose one formula they apply).
 
-A *mask site* is one place where a group of units can be kept or replaced:
+The mask sites of timm models:
 
 * ViT (``timm`` ``Attention`` modules): ``blocks.{l}.attn`` holds the layer's heads. The mask acts on
   the input of ``attn.proj``, reshaped to ``[batch, token, head, d_head]``, so head h's contribution
@@ -17,61 +18,18 @@ the unit's activation x becomes ``m * x + (1 - m) * c``, as for text models (Heu
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from functools import partial
 from typing import cast
 
 import torch
 from jaxtyping import Float
 from torch import Tensor, nn
-from torch.utils.hooks import RemovableHandle
 
 from heurlens.errors import HeurlensError
+from heurlens.mask_sites import MaskSite, SiteMeans
 from heurlens.units import parse_units
-
-
-@dataclass(frozen=True)
-class MaskSite:
-    """Where one group of units lives: the hooked module, whether its input (``pre``) or output is
-    masked, and how many units the group has."""
-
-    module: str
-    pre: bool
-    n_units: int
-    kind: str  # "heads", "mlp", "residual" or "channels"
-
-    def unit_view(self, activation: Tensor) -> Tensor:
-        """The activation with the unit axis placed for broadcasting a mask of shape [n_units]:
-        heads ``[batch, token, head, d_head]``, channels ``[batch, H, W, channel]``, else as is."""
-        if self.kind == "heads":
-            return activation.unflatten(-1, (self.n_units, -1))
-        if self.kind == "channels":
-            return activation.movedim(1, -1)
-        return activation
-
-    def mask_view(self, mask: Float[Tensor, " unit"]) -> Tensor:
-        """The mask shaped to broadcast against ``unit_view`` (a head's mask covers its d_head)."""
-        return mask[:, None] if self.kind == "heads" else mask
-
-    def from_unit_view(self, view: Tensor) -> Tensor:
-        if self.kind == "heads":
-            return view.flatten(-2)
-        if self.kind == "channels":
-            return view.movedim(-1, 1)
-        return view
-
-    def register(self, model: nn.Module, edit: Callable[[Tensor], Tensor | None]) -> RemovableHandle:
-        """Hook ``edit`` onto this site: it sees the activation in every forward pass, and a tensor
-        it returns replaces the activation."""
-        module = model.get_submodule(self.module)
-        if self.pre:
-            def pre_hook(module, args):
-                new = edit(args[0])
-                return None if new is None else (new, *args[1:])
-            return module.register_forward_pre_hook(pre_hook)
-        return module.register_forward_hook(lambda module, args, output: edit(output))
 
 
 def _residual_end(block: nn.Module) -> str:
@@ -90,12 +48,12 @@ def mask_sites(model: nn.Module) -> dict[str, MaskSite]:
     sites: dict[str, MaskSite] = {}
     for name, module in model.named_modules():
         if isinstance(module, Block) and isinstance(module.attn, Attention):
-            sites[f"{name}.attn"] = MaskSite(f"{name}.attn.proj", True, module.attn.num_heads, "heads")
-            sites[f"{name}.mlp"] = MaskSite(f"{name}.mlp", False, 1, "mlp")
+            sites[f"{name}.attn"] = MaskSite(f"{name}.attn.proj", module.attn.num_heads, "packed heads", "module input")
+            sites[f"{name}.mlp"] = MaskSite(f"{name}.mlp", 1, "mlp", "module output")
         elif isinstance(module, (BasicBlock, Bottleneck)):
             out_channels = cast(nn.BatchNorm2d, module.bn3 if isinstance(module, Bottleneck) else module.bn2).num_features
-            sites[f"{name}.residual"] = MaskSite(f"{name}.{_residual_end(module)}", False, 1, "residual")
-            sites[name] = MaskSite(name, False, out_channels, "channels")
+            sites[f"{name}.residual"] = MaskSite(f"{name}.{_residual_end(module)}", 1, "residual", "module output")
+            sites[name] = MaskSite(name, out_channels, "channels", "module output")
     if not sites:
         raise HeurlensError(f"{type(model).__name__} has no timm ViT attention block or ResNet block to mask; "
                             "heurlens masks timm VisionTransformer and ResNet models")
@@ -104,7 +62,7 @@ def mask_sites(model: nn.Module) -> dict[str, MaskSite]:
 
 def vit_layers(model: nn.Module) -> tuple[int, int]:
     """(n_layers, n_heads) of a timm ViT."""
-    heads = [site for site in mask_sites(model).values() if site.kind == "heads"]
+    heads = [site for site in mask_sites(model).values() if site.kind == "packed heads"]
     if not heads:
         raise HeurlensError("this model has no ViT attention heads; L<layer>.H<head> addresses only ViT models")
     return len(heads), heads[0].n_units
@@ -118,9 +76,9 @@ def masks_for(model: nn.Module, spec: str) -> dict[str, Float[Tensor, " unit"]]:
     """
     sites = mask_sites(model)
     masks = {name: torch.ones(site.n_units) for name, site in sites.items()}
-    if any(site.kind == "heads" for site in sites.values()):
+    if any(site.kind == "packed heads" for site in sites.values()):
         n_layers, n_heads = vit_layers(model)
-        block_prefix = next(name for name, site in sites.items() if site.kind == "heads").split(".")[0]
+        block_prefix = next(name for name, site in sites.items() if site.kind == "packed heads").split(".")[0]
         for unit in parse_units(spec, n_layers, n_heads):
             if unit.is_mlp:
                 masks[f"{block_prefix}.{unit.layer}.mlp"][0] = 0
@@ -156,19 +114,10 @@ def unit_masks(model: nn.Module, masks: dict[str, Tensor],
     if unknown:
         raise HeurlensError(f"no mask site {unknown[0]!r} in this model; its sites are {', '.join(sites)}")
     handles = []
-
-    def apply(site: MaskSite, mask: Tensor, replacement: Tensor | None, activation: Tensor) -> Tensor:
-        view = site.unit_view(activation)
-        m = site.mask_view(mask.to(activation.dtype))
-        if replacement is None:
-            return site.from_unit_view(view * m)
-        c = site.unit_view(replacement.to(activation.dtype)[None])
-        return site.from_unit_view(view * m + (1 - m) * c)
-
     try:
         for name, mask in masks.items():
             replacement = None if replacements is None else replacements[name]
-            handles.append(sites[name].register(model, partial(apply, sites[name], mask, replacement)))
+            handles.append(sites[name].register(model, partial(sites[name].masked, mask=mask, replacement=replacement)))
         yield
     finally:
         for handle in handles:
@@ -204,13 +153,13 @@ def unit_means(model: nn.Module, images: Float[Tensor, "n channel height width"]
     position: the replacement for mean ablation."""
     was_training = model.training
     model.eval()
-    sums: dict[str, Tensor] = {}
+    running = SiteMeans(per_position=True)
     try:
         with activation_cache(model) as cache:
             for start in range(0, len(images), batch_size):
                 model(images[start:start + batch_size])
                 for name, seen in cache.items():
-                    sums[name] = sums.get(name, 0) + seen.pop().sum(0)
+                    running.add(name, seen.pop())
     finally:
         model.train(was_training)
-    return {name: total / len(images) for name, total in sums.items()}
+    return running.means()
