@@ -5,14 +5,17 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+from safetensors import SafetensorError
 
 from heurlens.errors import HeurlensError
 from heurlens.run_folders import check_writable_dir, refuse_foreign_dir
 
 CACHE_ENV_VAR = "HEURLENS_CACHE"
+T = TypeVar("T")
 
 
 def cache_dir() -> Path:
@@ -87,3 +90,18 @@ def guard_run_settings(folder: Path, settings: dict, may_grow: Iterable[str], ki
                                 "overwritten. Use another --out, or the same settings to resume")
     if previous != settings:
         atomic_write_json(path, settings)
+
+
+def stored(path: Path, compute: Callable[[], T], save: Callable[[T], None], load: Callable[[], T]) -> T:
+    """One resumable stage of a run or one cache entry: what is stored at ``path`` (``load()``), or, when
+    nothing is or it cannot be read back whole (``load`` raises HeurlensError, OSError, ValueError or a
+    safetensors error: a damaged file of heurlens' own), ``compute()``, stored by ``save(result)`` (atomically) before it is
+    returned. A run resumed after an interruption so redoes only the stages that never finished."""
+    if path.exists():
+        try:
+            return load()
+        except (HeurlensError, OSError, ValueError, SafetensorError):
+            pass  # computed again below
+    result = compute()
+    save(result)
+    return result

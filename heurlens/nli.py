@@ -5,11 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from heurlens.cache import cache_dir
+from heurlens.cache import cache_dir, stored
 from heurlens.data.files import load_pair_file
 from heurlens.data.hans import generate_hans, resolve_subcases
 from heurlens.data.snli import load_snli
-from heurlens.errors import HeurlensError
 from heurlens.evaluate import EvalSet, tokenize_pairs
 from heurlens.means import UnitMeans, compute_means
 from heurlens.models.classifier import HookedClassifier
@@ -50,13 +49,9 @@ def snli_reference_means(model: HookedClassifier, examples: int = REFERENCE_PAIR
     pruning, evaluation and the analyses all replace units by. Computed once per model and cached (a
     cache file that cannot be read back whole is computed again)."""
     path = cache_dir() / "means" / f"{model.fingerprint()}-snli-train-{examples}-s{seed}.safetensors"
-    if path.exists():
-        try:
-            return UnitMeans.load(path)
-        except HeurlensError:
-            path.unlink()  # a damaged cache entry: heurlens' own file, recomputed below
-    reference = tokenize_pairs("snli-train", load_snli("train", limit=examples, seed=seed), model.tokenizer, batch_size)
-    means = compute_means(model, reference)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    means.save(path)
-    return means
+
+    def compute() -> UnitMeans:
+        pairs = load_snli("train", limit=examples, seed=seed)
+        return compute_means(model, tokenize_pairs("snli-train", pairs, model.tokenizer, batch_size))
+
+    return stored(path, compute, lambda means: means.save(path), lambda: UnitMeans.load(path))

@@ -378,3 +378,25 @@ def test_core_from_another_models_run_is_refused(capsys, small_run, tiny_finetun
     _, _, out = small_run
     assert_refused(capsys, "was pruned from model", "ablate", "--scan", "--core", str(out), "--model",
                    str(tiny_finetuned))
+
+
+def test_a_stored_stage_is_computed_once_and_recomputed_when_damaged(tmp_path):
+    """``cache.stored``, the one resumable-stage helper: computed and saved the first time, read back the
+    second, computed again when its file cannot be read back whole."""
+    import json as json_module
+
+    from heurlens.cache import atomic_write_json, stored
+
+    path, calls = tmp_path / "stage.json", []
+
+    def compute():
+        calls.append(1)
+        return {"value": len(calls)}
+
+    def run():
+        return stored(path, compute, lambda result: atomic_write_json(path, result),
+                      lambda: json_module.loads(path.read_text()))
+
+    assert run() == {"value": 1} and run() == {"value": 1} and len(calls) == 1  # the second run resumed
+    path.write_text('{"value": ')  # an interrupted write of an older version
+    assert run() == {"value": 2} and json_module.loads(path.read_text()) == {"value": 2}

@@ -7,6 +7,7 @@ that cannot be read back whole is computed again."""
 from __future__ import annotations
 
 import hashlib
+from functools import partial
 from pathlib import Path
 
 import pandas as pd
@@ -16,7 +17,7 @@ from heurlens.analysis.effective_size import EFFECTIVE_SIZE_FILE, effective_size
 from heurlens.analysis.overlap import analysed_core, overlap_report
 from heurlens.analysis.patterns import attention_plot, pattern_scores
 from heurlens.analysis.report import Report
-from heurlens.cache import atomic_write_csv
+from heurlens.cache import atomic_write_csv, stored
 from heurlens.evaluate import EvalSet
 from heurlens.models.classifier import HookedClassifier
 from heurlens.pruning.runs import (
@@ -61,15 +62,14 @@ def cached_patterns(run_dir: Path, eager_model: HookedClassifier, pattern_data: 
 
 def cached_table(path: Path, rows: int, compute) -> pd.DataFrame:
     """The table cached at ``path`` if it reads back with ``rows`` complete rows; else ``compute()``, saved."""
-    try:
-        table = pd.read_csv(path)
-        if len(table) == rows and not table.isna().all(axis=1).any():
-            return table
-    except (OSError, ValueError, pd.errors.ParserError):
-        pass  # missing, truncated or garbled: computed again below
-    table = compute()
-    atomic_write_csv(path, table)
-    return table
+
+    def load() -> pd.DataFrame:
+        table = pd.read_csv(path)  # a garbled file raises pandas' ParserError, a ValueError
+        if len(table) != rows or table.isna().all(axis=1).any():
+            raise ValueError(f"{path} is incomplete")
+        return table
+
+    return stored(path, compute, partial(atomic_write_csv, path), load)
 
 
 def build_run_report(run_dir: Path, model: HookedClassifier, eager_model: HookedClassifier,

@@ -31,7 +31,7 @@ from safetensors.torch import load_file
 from torch import nn
 from tqdm.auto import tqdm
 
-from heurlens.cache import atomic_save_tensors, atomic_write_json, guard_run_settings
+from heurlens.cache import atomic_save_tensors, atomic_write_json, guard_run_settings, stored
 from heurlens.errors import HeurlensError
 from heurlens.subtask.arithmetic import ArithmeticTask, ambiguous_set, evaluation_set, training_set
 from heurlens.subtask.batched_training import train_together_with_lr_search
@@ -145,28 +145,31 @@ def run_sweep(out: Path, settings: SweepSettings = SweepSettings(), progress: bo
 
     trained = make_model(0)
     t1_path = out / "t1-model.safetensors"
-    if t1_path.exists():
-        trained.load_state_dict(load_file(str(t1_path)))
-    else:
+
+    def train_t1() -> dict[str, torch.Tensor]:
         result = train_next_token(trained, training_set(t1, settings.t1_fraction, 0), evaluation_set(t1, 1000, 1),
                                   evaluation_set(t1, settings.t1_test_examples, 2), settings.t1_epochs,
                                   settings.t1_lr, settings.batch_size, progress=progress,
                                   desc=f"training on T1 = {settings.t1}")
         atomic_write_json(out / "t1-training.json", {"best_eval_accuracy": result.best_eval_accuracy,
                                                      "test_accuracy": result.test_accuracy})
-        atomic_save_tensors(t1_path, trained.state_dict())
+        return trained.state_dict()
 
-    stem = out / "subnetwork"
-    if stem.with_suffix(".json").exists():
-        subnetwork = WeightSubnetwork.load(stem)
-    else:
+    trained.load_state_dict(stored(t1_path, train_t1, partial(atomic_save_tensors, t1_path),
+                                   lambda: load_file(str(t1_path))))
+
+    def chosen_subnetwork() -> WeightSubnetwork:
         candidates = [discovered(trained, t1, subtask, settings, l0_lambda, out, progress)
                       for l0_lambda in settings.l0_lambdas]
         subnetwork = most_accurate(candidates)
         subnetwork.settings["candidates"] = [{"l0_lambda": c.settings["l0_lambda"], "kept": c.kept,
                                               "subtask_accuracy": c.settings["subtask_accuracy"]}
                                              for c in candidates]
-        subnetwork.save(stem)
+        return subnetwork
+
+    stem = out / "subnetwork"
+    subnetwork = stored(stem.with_suffix(".json"), chosen_subnetwork, lambda sub: sub.save(stem),
+                        lambda: WeightSubnetwork.load(stem))
 
     def prepared(runs: list[tuple[str, int]]) -> list[tuple[nn.Module, FrozenWeights | None]]:
         return [transfer_condition(condition, subnetwork, trained, make_model, seed + 100, settings.filling)
@@ -205,18 +208,19 @@ def discovered(trained: nn.Module, t1: ArithmeticTask, subtask: ArithmeticTask, 
     """The subtask's subnetwork found with one L0 lambda (kept in ``out/candidates``), scored on the
     subtask's evaluation set and on T1."""
     stem = out / "candidates" / f"lambda-{l0_lambda:g}"
-    if stem.with_suffix(".json").exists():
-        return WeightSubnetwork.load(stem)
-    batches = batches_of(training_set(subtask, settings.subtask_fraction, 3), 128, torch.Generator().manual_seed(0))
-    config = DiscoverySettings(epochs=settings.discovery_epochs, l0_lambda=l0_lambda, lr=settings.discovery_lr)
-    subnetwork = discover_subnetwork(trained, last_token_loss, batches, config,
-                                     description=f"{settings.subtask} subnetwork of a {settings.t1} model",
-                                     progress=progress)
-    binary = masked_forward(trained, {name: mask.float() for name, mask in subnetwork.masks.items()})
-    subnetwork.settings["subtask_accuracy"] = answer_accuracy(binary, evaluation_set(subtask, 1000, 1))
-    subnetwork.settings["t1_accuracy_of_subnetwork"] = answer_accuracy(binary, evaluation_set(t1, 1000, 1))
-    subnetwork.save(stem)
-    return subnetwork
+
+    def discover() -> WeightSubnetwork:
+        batches = batches_of(training_set(subtask, settings.subtask_fraction, 3), 128, torch.Generator().manual_seed(0))
+        config = DiscoverySettings(epochs=settings.discovery_epochs, l0_lambda=l0_lambda, lr=settings.discovery_lr)
+        subnetwork = discover_subnetwork(trained, last_token_loss, batches, config,
+                                         description=f"{settings.subtask} subnetwork of a {settings.t1} model",
+                                         progress=progress)
+        binary = masked_forward(trained, {name: mask.float() for name, mask in subnetwork.masks.items()})
+        subnetwork.settings["subtask_accuracy"] = answer_accuracy(binary, evaluation_set(subtask, 1000, 1))
+        subnetwork.settings["t1_accuracy_of_subnetwork"] = answer_accuracy(binary, evaluation_set(t1, 1000, 1))
+        return subnetwork
+
+    return stored(stem.with_suffix(".json"), discover, lambda sub: sub.save(stem), lambda: WeightSubnetwork.load(stem))
 
 
 def summary_table(results: pd.DataFrame) -> pd.DataFrame:

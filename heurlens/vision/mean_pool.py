@@ -23,7 +23,7 @@ from safetensors.torch import load_file
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from heurlens.cache import atomic_save_tensors, cache_dir
+from heurlens.cache import atomic_save_tensors, cache_dir, stored
 from heurlens.errors import HeurlensError
 
 
@@ -123,17 +123,20 @@ def mean_pool_images(images: Float[Tensor, "n channel height width"], segmenter:
     """
     key = hashlib.sha256(images.contiguous().numpy().tobytes() + repr(segmenter).encode()).hexdigest()[:16]
     path = cache_dir() / "mean_pooled" / f"{key}.safetensors"
-    if cache and path.exists():
-        return load_file(str(path))["images"]
-    pooled = np.empty(images.shape, dtype=np.float32)
-    array = images.permute(0, 2, 3, 1).numpy()
-    for index in tqdm(range(len(images)), desc="mean-pooling images", unit="image", disable=not progress):
-        image = array[index]
-        pooled[index] = mean_pool(image, segmenter(image)).transpose(2, 0, 1)
-    result = torch.from_numpy(pooled)
-    if cache:
-        atomic_save_tensors(path, {"images": result}, metadata={"segmenter": repr(segmenter)})
-    return result
+
+    def compute() -> Tensor:
+        pooled = np.empty(images.shape, dtype=np.float32)
+        array = images.permute(0, 2, 3, 1).numpy()
+        for index in tqdm(range(len(images)), desc="mean-pooling images", unit="image", disable=not progress):
+            image = array[index]
+            pooled[index] = mean_pool(image, segmenter(image)).transpose(2, 0, 1)
+        return torch.from_numpy(pooled)
+
+    if not cache:
+        return compute()
+    return stored(path, compute,
+                  lambda pooled: atomic_save_tensors(path, {"images": pooled}, metadata={"segmenter": repr(segmenter)}),
+                  lambda: load_file(str(path))["images"])
 
 
 def images_of(dataset) -> tuple[Float[Tensor, "n channel height width"], Int[Tensor, " n"]]:

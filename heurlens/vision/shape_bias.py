@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import cast
 
@@ -29,7 +30,7 @@ import pandas as pd
 import torch
 from safetensors.torch import load_file
 
-from heurlens.cache import atomic_save_tensors, atomic_write_json, guard_run_settings
+from heurlens.cache import atomic_save_tensors, atomic_write_json, guard_run_settings, stored
 from heurlens.errors import HeurlensError
 from heurlens.subtask.masks import DiscoverySettings, discover_subnetwork, masked_forward
 from heurlens.subtask.transfer import transfer_condition
@@ -129,39 +130,42 @@ class ShapeBiasRun:
     def base_model(self) -> torch.nn.Module:
         """The base model, trained on the 90%-texture-agreement set (or read back from the run)."""
         path, model = self.out / "base_model.safetensors", self.make_model(self.settings.seed)
-        if path.exists():
-            model.load_state_dict(load_file(str(path)))
-            return model.eval()
-        s = self.settings  # the pretraining set is painted only when the base model must be trained
-        pretrain = textured_set("train", self.split["pretrain"], s.pretrain_agreement, s.seed)
-        train_classifier(model, pretrain.images, pretrain.shapes, self.evaluation_sets(), "validation",
-                         s.pretrain_epochs, seed=s.seed, progress=self.progress, desc="base model")
-        atomic_save_tensors(path, model.state_dict())
+
+        def train() -> dict[str, torch.Tensor]:
+            s = self.settings  # the pretraining set is painted only when the base model must be trained
+            pretrain = textured_set("train", self.split["pretrain"], s.pretrain_agreement, s.seed)
+            train_classifier(model, pretrain.images, pretrain.shapes, self.evaluation_sets(), "validation",
+                             s.pretrain_epochs, seed=s.seed, progress=self.progress, desc="base model")
+            return model.state_dict()
+
+        model.load_state_dict(stored(path, train, partial(atomic_save_tensors, path), lambda: load_file(str(path))))
         return model.eval()
 
     def shape_subnetwork(self, base: torch.nn.Module) -> WeightSubnetwork:
         """Continuous sparsification on the base model for mean-pooled garments (or read back)."""
         stem = self.out / "shape_subnetwork"
-        if stem.with_suffix(".json").exists():
-            return WeightSubnetwork.load(stem)
-        s = self.settings
-        config = DiscoverySettings(epochs=s.discovery_epochs, l0_lambda=s.l0_lambda, lr=s.discovery_lr)
-        batches = shuffled_batches(*self.discovery_pooled, batch_size=32, generator=torch.Generator().manual_seed(s.seed))
-        base.eval()  # batch norm keeps the base model's statistics while masks train
-        head = classifier_name(base) + "."
-        # every layer's parameters (batch-norm scales and shifts included) but the classifier's
-        masked = [rf"^{re.escape(name)}$" for name, _ in base.named_parameters() if not name.startswith(head)]
-        subnetwork = discover_subnetwork(base, classification_loss, batches, config, include=masked,
-                                         description="mean-pooled garments",
-                                         seed=s.seed, progress=self.progress)
-        subnetwork.save(stem)
-        return subnetwork
+
+        def discover() -> WeightSubnetwork:
+            s = self.settings
+            config = DiscoverySettings(epochs=s.discovery_epochs, l0_lambda=s.l0_lambda, lr=s.discovery_lr)
+            batches = shuffled_batches(*self.discovery_pooled, batch_size=32,
+                                       generator=torch.Generator().manual_seed(s.seed))
+            base.eval()  # batch norm keeps the base model's statistics while masks train
+            head = classifier_name(base) + "."
+            # every layer's parameters (batch-norm scales and shifts included) but the classifier's
+            masked = [rf"^{re.escape(name)}$" for name, _ in base.named_parameters() if not name.startswith(head)]
+            return discover_subnetwork(base, classification_loss, batches, config, include=masked,
+                                       description="mean-pooled garments", seed=s.seed, progress=self.progress)
+
+        return stored(stem.with_suffix(".json"), discover, lambda sub: sub.save(stem), lambda: WeightSubnetwork.load(stem))
 
     def condition(self, name: str, base: torch.nn.Module, subnetwork: WeightSubnetwork, repeat: int = 0) -> dict:
         """Train one downstream condition (its ``repeat``-th seed) and score it (or read its scores back)."""
         path = self.out / "conditions" / f"{name.replace(' ', '_')}-{repeat}.json"
-        if path.exists():
-            return json.loads(path.read_text())
+        return stored(path, partial(self._trained_condition, name, base, subnetwork, repeat),
+                      partial(atomic_write_json, path), lambda: json.loads(path.read_text()))
+
+    def _trained_condition(self, name: str, base: torch.nn.Module, subnetwork: WeightSubnetwork, repeat: int) -> dict:
         s, frozen, trainable, seed = self.settings, None, None, self.settings.seed + repeat
         images, labels = self.downstream.images, self.downstream.shapes
         lr = 0.05
@@ -182,10 +186,8 @@ class ShapeBiasRun:
         training = train_classifier(model, images, labels, self.evaluation_sets(), "validation", s.downstream_epochs,
                                     lr=lr, frozen=frozen, trainable=trainable, seed=seed, progress=self.progress,
                                     desc=f"{name} ({repeat + 1}/{s.downstream_seeds})")
-        result = {"condition": name, "seed": seed, "train images": len(labels), **self.scores(model),
-                  "best epoch": training.best_epoch}
-        atomic_write_json(path, result)
-        return result
+        return {"condition": name, "seed": seed, "train images": len(labels), **self.scores(model),
+                "best epoch": training.best_epoch}
 
     def run(self, conditions=SHAPE_BIAS_CONDITIONS) -> tuple[pd.DataFrame, pd.DataFrame]:
         """(Table 1: every condition's scores, one row per condition and seed; Table 2: base model vs
