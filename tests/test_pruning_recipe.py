@@ -68,7 +68,8 @@ def test_per_layer_soft_mask_zeroes_the_expected_number_of_smallest_entries():
     assert round(4 - sum(keep)) == 1  # one expected zero among the heads
     assert round(1 - sigmoid(-2.0 + shift)) == 1  # the MLP's keep-probability is 0.40: it is zeroed
     expected = [[sigmoid(3.0 * 1.2), sigmoid(0.0), sigmoid(-1.2), 0.0, 0.0]]  # sigmoid(log_alpha / (2/3) * 0.8)
-    assert torch.allclose(per_layer_soft_mask(heads, mlps), torch.tensor(expected), atol=1e-6)
+    soft_heads, soft_mlps = per_layer_soft_mask(heads, mlps)
+    assert torch.allclose(torch.cat([soft_heads, soft_mlps[:, None]], dim=1), torch.tensor(expected), atol=1e-6)
     # 3 of 5 pruned needs 0.2315 <= threshold < 0.5; of the grid's 0.25-0.45 the one nearest 0.5 wins
     kept, achieved, threshold = discretize(heads, mlps, 0.6, "per-layer")
     assert kept == [Unit(0, 0), Unit(0, 1)] and achieved == pytest.approx(0.6) and threshold == 0.45

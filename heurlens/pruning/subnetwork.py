@@ -100,11 +100,12 @@ class Subnetwork:
                                 f"{str(error).splitlines()[0][:120] if str(error) else ''}); {repair}") from error
 
 
-def per_layer_soft_mask(log_alpha_heads: Float[Tensor, "layer head"],
-                        log_alpha_mlps: Float[Tensor, " layer"]) -> Float[Tensor, "layer unit"]:
+def per_layer_soft_mask(log_alpha_heads: Float[Tensor, "layer head"], log_alpha_mlps: Float[Tensor, " layer"]
+                        ) -> tuple[Float[Tensor, "layer head"], Float[Tensor, " layer"]]:
     """The released code's deterministic mask (``deterministic_z_from_log_alpha``), per group of units (the
     heads of one layer; each MLP alone): soft = sigmoid(log_alpha / beta * 0.8), then the
-    round(expected number of zeros) smallest entries of the group, n - sum_i P(z_i > 0), set to 0."""
+    round(expected number of zeros) smallest entries of the group, n - sum_i P(z_i > 0), set to 0.
+    Returns (heads, MLPs) like the log_alphas."""
     factor = 0.8
     groups = [log_alpha_heads[layer] for layer in range(len(log_alpha_heads))] + [m[None] for m in log_alpha_mlps]
     masks = []
@@ -115,8 +116,7 @@ def per_layer_soft_mask(log_alpha_heads: Float[Tensor, "layer head"],
         if zeros > 0:
             soft[torch.topk(soft, k=zeros, largest=False).indices] = 0
         masks.append(soft)
-    heads = torch.stack(masks[:len(log_alpha_heads)])
-    return torch.cat([heads, torch.cat(masks[len(log_alpha_heads):])[:, None]], dim=1)
+    return torch.stack(masks[:len(log_alpha_heads)]), torch.cat(masks[len(log_alpha_heads):])
 
 
 def discretize(log_alpha_heads: Tensor, log_alpha_mlps: Tensor, target: float,
@@ -133,7 +133,7 @@ def discretize(log_alpha_heads: Tensor, log_alpha_mlps: Tensor, target: float,
     layout = UnitLayout(*log_alpha_heads.shape)
     with torch.no_grad():
         if method == "per-layer":
-            score = per_layer_soft_mask(log_alpha_heads, log_alpha_mlps).flatten()  # rows in layout order
+            score = layout.join(*per_layer_soft_mask(log_alpha_heads, log_alpha_mlps))
         elif method == "global-threshold":
             score = HardConcrete.keep_probability(layout.join(log_alpha_heads, log_alpha_mlps))
         else:
