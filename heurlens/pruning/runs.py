@@ -13,13 +13,16 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Iterable
+from functools import partial
 from pathlib import Path
 
 import datasets
 import pandas as pd
 import torch
+from torch import Tensor
 
 from heurlens.ablation import ablate
+from heurlens.cache import stored
 from heurlens.errors import HeurlensError
 from heurlens.evaluate import EvalSet, accuracy, predict_logits, tokenize_pairs
 from heurlens.means import UnitMeans, compute_means
@@ -148,33 +151,35 @@ def _check_run_folder(out: Path, model: HookedClassifier, data: EvalSet, config:
 
 def _prune_each(model: HookedClassifier, data: EvalSet, sparsities: list[float], seeds: Iterable[int],
                 out: Path | None, config: PruneSettings, means: UnitMeans, progress: bool) -> list[Subnetwork]:
-    """Train (or, from ``out``, load) one subnetwork per (sparsity, seed)."""
+    """Train (or, from ``out``, load: each subnetwork is a ``stored`` stage) one subnetwork per (sparsity, seed)."""
     data_id, fingerprint = _data_id(data), model.fingerprint()
-    full_logits = None
+    full_logits: list[Tensor] = []  # computed once, when the first subnetwork must be trained
+
+    def trained(target: float, seed: int) -> Subnetwork:
+        if not full_logits:
+            full_logits.append(predict_logits(model, data))
+        start = time.time()
+        result = train_unit_mask(model, data, full_logits[0], means, target, seed, config, progress)
+        kept, achieved, threshold = discretize(result.log_alpha_heads, result.log_alpha_mlps, target,
+                                               config.discretization)
+        return Subnetwork(
+            kept=kept, n_layers=model.n_layers, n_heads=model.n_heads, target_sparsity=target,
+            achieved_sparsity=achieved, threshold=threshold, seed=seed, model_id=model.model_id,
+            model_fingerprint=fingerprint, data_id=data_id,
+            hyperparameters=_hyperparameters(config, target, data, means),
+            metrics={"final_train_kl": result.final_kl, "final_expected_sparsity": result.final_expected_sparsity,
+                     "train_seconds": round(time.time() - start, 1)},
+            log_alpha_heads=result.log_alpha_heads, log_alpha_mlps=result.log_alpha_mlps)
+
     found = []
     for target in sparsities:
-        hyperparameters = _hyperparameters(config, target, data, means)
         for seed in seeds:
-            stem = subnetwork_stem(out, target, seed) if out is not None else None
-            if stem is not None and stem.with_suffix(".json").exists():
-                found.append(Subnetwork.load(stem))  # checked against this run by _check_run_folder
+            if out is None:
+                found.append(trained(target, seed))
                 continue
-            if full_logits is None:
-                full_logits = predict_logits(model, data)
-            start = time.time()
-            result = train_unit_mask(model, data, full_logits, means, target, seed, config, progress)
-            kept, achieved, threshold = discretize(result.log_alpha_heads, result.log_alpha_mlps, target,
-                                                   config.discretization)
-            subnetwork = Subnetwork(
-                kept=kept, n_layers=model.n_layers, n_heads=model.n_heads, target_sparsity=target,
-                achieved_sparsity=achieved, threshold=threshold, seed=seed, model_id=model.model_id,
-                model_fingerprint=fingerprint, data_id=data_id, hyperparameters=hyperparameters,
-                metrics={"final_train_kl": result.final_kl, "final_expected_sparsity": result.final_expected_sparsity,
-                         "train_seconds": round(time.time() - start, 1)},
-                log_alpha_heads=result.log_alpha_heads, log_alpha_mlps=result.log_alpha_mlps)
-            if stem is not None:
-                subnetwork.save(stem)
-            found.append(subnetwork)
+            stem = subnetwork_stem(out, target, seed)  # what is there was checked against this run (_check_run_folder)
+            found.append(stored(stem.with_suffix(".json"), partial(trained, target, seed),
+                                partial(Subnetwork.save, stem=stem), partial(Subnetwork.load, stem)))
     return found
 
 
