@@ -187,3 +187,25 @@ def overlap_report(groups: Mapping[float, Sequence[Subnetwork]]) -> Report:
     report.text("Heads kept by at least one subnetwork, by sparsity:")
     report.table(counts[kept].sort_values(list(counts.columns[1:]), ascending=False))
     return report
+
+
+def frequencies_by_sparsity(groups: Mapping[float, Sequence[Subnetwork]]) -> pd.DataFrame:
+    """``head_frequencies`` of each sparsity's subnetworks, stacked, with a ``sparsity`` column."""
+    return pd.concat([head_frequencies(group).assign(sparsity=sparsity) for sparsity, group in groups.items()],
+                     ignore_index=True)
+
+
+def write_overlap_files(groups: Mapping[float, Sequence[Subnetwork]], out: Path) -> None:
+    """``frequencies.csv``, ``intersection.csv``, one frequency heatmap per sparsity and one Figure 5 per pair of
+    neighbouring sparsities (standalone HTML) in ``out``."""
+    from heurlens.cache import atomic_write_csv
+
+    names = {sparsity: f"{sparsity:.0%}" for sparsity in groups}
+    atomic_write_csv(out / "frequencies.csv", frequencies_by_sparsity(groups))
+    atomic_write_csv(out / "intersection.csv", intersection_summary({names[s]: group for s, group in groups.items()}))
+    for sparsity, group in groups.items():
+        frequency_figure(head_frequencies(group)).write_html(out / f"frequency-{names[sparsity]}.html")
+    sparsities = list(groups)
+    for a, b in zip(sparsities, sparsities[1:]):
+        cooccurrence_figure(groups[a], groups[b], names[a], names[b]).write_html(
+            out / f"cooccurrence-{names[a]}-{names[b]}.html")

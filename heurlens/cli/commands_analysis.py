@@ -28,10 +28,7 @@ from heurlens.run_folders import check_writable_dir, check_writable_file
 @table_output_options
 def core(run_dirs, out, as_json, as_csv) -> None:
     """Overlap of the subnetworks in RUN_DIRS: head frequencies, the core, Spearman rho, random null."""
-    import pandas as pd
-
-    from heurlens.analysis import overlap
-    from heurlens.cache import atomic_write_csv
+    from heurlens.analysis.overlap import frequencies_by_sparsity, overlap_report, write_overlap_files
     from heurlens.pruning.runs import subnetworks_by_sparsity
 
     if not run_dirs:
@@ -39,21 +36,9 @@ def core(run_dirs, out, as_json, as_csv) -> None:
     if out:
         check_writable_dir(Path(out), "--out")
     groups = subnetworks_by_sparsity(run_dirs)
-    names = {s: f"{s:.0%}" for s in groups}
-    frequencies = pd.concat([overlap.head_frequencies(g).assign(sparsity=s) for s, g in groups.items()],
-                            ignore_index=True)
-    summary = overlap.overlap_report(groups)
     if out:
-        out = Path(out)
-        atomic_write_csv(out / "frequencies.csv", frequencies)
-        atomic_write_csv(out / "intersection.csv", overlap.intersection_summary({names[s]: g for s, g in groups.items()}))
-        for s, group in groups.items():
-            overlap.frequency_figure(overlap.head_frequencies(group)).write_html(out / f"frequency-{names[s]}.html")
-        sparsities = list(groups)
-        for a, b in zip(sparsities, sparsities[1:]):
-            overlap.cooccurrence_figure(groups[a], groups[b], names[a], names[b]).write_html(
-                out / f"cooccurrence-{names[a]}-{names[b]}.html")
-    print_table(frequencies, as_json, as_csv, lambda _: summary.to_text())
+        write_overlap_files(groups, Path(out))
+    print_table(frequencies_by_sparsity(groups), as_json, as_csv, lambda _: overlap_report(groups).to_text())
 
 
 @cli.command()
