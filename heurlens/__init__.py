@@ -1,15 +1,20 @@
-"""heurlens: find, compare, ablate and transfer subnetworks of trained models, on TransformerLens."""
+"""heurlens: find, compare, ablate and transfer subnetworks of trained models, on TransformerLens.
 
-from heurlens.ablation import ablate, ablation_hooks
-from heurlens.data import generate_hans, load_pair_file, load_pair_task, load_snli
-from heurlens.errors import HeurlensError
-from heurlens.evaluate import EvalSet, accuracy, mean_kl, predict_logits, tokenize_pairs
-from heurlens.means import UnitMeans, compute_means
-from heurlens.models import HookedClassifier, load_model
-from heurlens.pruning import PruneSettings, Subnetwork, accuracy_table, evaluate_subnetworks, prune
-from heurlens.units import Unit, all_units, format_units, parse_units
+The names below are imported on first use (``heurlens.lazy``): ``import heurlens`` is instant."""
 
-__all__ = ["EvalSet", "HeurlensError", "HookedClassifier", "PruneSettings", "Subnetwork", "Unit", "UnitMeans", "ablate",
-           "ablation_hooks", "accuracy", "accuracy_table", "all_units", "compute_means", "evaluate_subnetworks",
-           "format_units", "generate_hans", "load_model", "load_pair_file", "load_pair_task", "load_snli", "mean_kl",
-           "parse_units", "predict_logits", "prune", "tokenize_pairs"]
+from heurlens.lazy import lazy_exports
+
+_EXPORTS = {
+    "ablate": ".ablation", "ablation_hooks": ".ablation",
+    "generate_hans": ".data", "load_pair_file": ".data", "load_pair_task": ".data", "load_snli": ".data",
+    "HeurlensError": ".errors",
+    "EvalSet": ".evaluate", "accuracy": ".evaluate", "mean_kl": ".evaluate", "predict_logits": ".evaluate",
+    "tokenize_pairs": ".evaluate",
+    "UnitMeans": ".means", "compute_means": ".means",
+    "HookedClassifier": ".models", "load_model": ".models",
+    "PruneSettings": ".pruning", "Subnetwork": ".pruning", "accuracy_table": ".pruning",
+    "evaluate_subnetworks": ".pruning", "prune": ".pruning",
+    "Unit": ".units", "all_units": ".units", "format_units": ".units", "parse_units": ".units",
+}
+__all__ = sorted(_EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

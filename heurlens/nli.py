@@ -4,20 +4,25 @@ and unit means over SNLI training pairs (cached on disk per model fingerprint)."
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from heurlens.cache import cache_dir, stored
-from heurlens.data.files import load_pair_file
-from heurlens.data.hans import generate_hans, resolve_subcases
-from heurlens.data.snli import load_snli
-from heurlens.evaluate import EvalSet, tokenize_pairs
-from heurlens.means import UnitMeans, compute_means
-from heurlens.models.classifier import HookedClassifier
+
+if TYPE_CHECKING:  # the functions import what they run on: the CLI reads the defaults below without torch
+    from heurlens.evaluate import EvalSet
+    from heurlens.means import UnitMeans
+    from heurlens.models.classifier import HookedClassifier
 
 
 def nli_eval_sets(model: HookedClassifier, in_domain: str | Path = "snli", in_domain_examples: int | None = 2000,
                   per_subcase: int = 1000, subcases: list[str] | None = None, seed: int = 0,
                   batch_size: int = 64) -> list[EvalSet]:
     """The in-domain set (SNLI test, or a local pair file) followed by one set per HANS-style subcase."""
+    from heurlens.data.files import load_pair_file
+    from heurlens.data.hans import generate_hans, resolve_subcases
+    from heurlens.data.snli import load_snli
+    from heurlens.evaluate import tokenize_pairs
+
     if str(in_domain) == "snli":
         data, name = load_snli("test", limit=in_domain_examples, seed=seed), "snli-test"
     else:
@@ -39,6 +44,9 @@ PRUNING_BATCH = 16  # pairs per micro-batch of mask training, by default
 def snli_pruning_data(model: HookedClassifier, examples: int = PRUNING_PAIRS, batch_size: int = PRUNING_BATCH
                       ) -> EvalSet:
     """``examples`` SNLI training pairs (sample seed 0) to prune on, batched by length (see tokenize_pairs)."""
+    from heurlens.data.snli import load_snli
+    from heurlens.evaluate import tokenize_pairs
+
     return tokenize_pairs("snli-train", load_snli("train", limit=examples, seed=0), model.tokenizer, batch_size,
                           sort_by_length=True)
 
@@ -48,6 +56,10 @@ def snli_reference_means(model: HookedClassifier, examples: int = REFERENCE_PAIR
     """Unit means over ``examples`` SNLI training pairs: by default the one reference set that ablation,
     pruning, evaluation and the analyses all replace units by. Computed once per model and cached (a
     cache file that cannot be read back whole is computed again)."""
+    from heurlens.data.snli import load_snli
+    from heurlens.evaluate import tokenize_pairs
+    from heurlens.means import UnitMeans, compute_means
+
     path = cache_dir() / "means" / f"{model.fingerprint()}-snli-train-{examples}-s{seed}.safetensors"
 
     def compute() -> UnitMeans:

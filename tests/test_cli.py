@@ -24,6 +24,23 @@ def test_help_lists_every_command():
         assert command in result.stdout
 
 
+def test_the_cli_starts_without_the_heavy_libraries():
+    """``import heurlens`` and ``heurlens.cli`` (every command's options) load no torch, TransformerLens,
+    transformers, datasets or pandas: those come with the command that uses them."""
+    import subprocess
+    import sys
+
+    heavy = ("torch", "transformer_lens", "transformers", "datasets", "pandas", "timm")
+    code = f"import heurlens, heurlens.cli, sys; print([m for m in {heavy!r} if m in sys.modules])"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0 and result.stdout.strip() == "[]", result.stdout + result.stderr
+    import heurlens
+
+    assert heurlens.parse_units("L1.H2", 2, 4)[0].head == 2  # the names still resolve, on first use
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        heurlens.nothing  # noqa: B018
+
+
 def test_out_of_range_head_is_one_line_error(tiny_bert_dir):
     assert_one_line_error(heurlens("ablate", "--heads", "L99.H0", "--model", str(tiny_bert_dir)),
                           "layer 99 is out of range; this model has layers L0-L1 and heads H0-H3")

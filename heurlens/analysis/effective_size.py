@@ -27,7 +27,7 @@ from heurlens.evaluate import EvalSet
 from heurlens.means import UnitMeans
 from heurlens.models.classifier import HookedClassifier
 from heurlens.pruning.runs import evaluate_subnetworks, prune
-from heurlens.pruning.train import PruneSettings
+from heurlens.pruning.settings import PruneSettings
 from heurlens.run_folders import check_writable_dir, refuse_foreign_dir
 from heurlens.units import UnitLayout
 

@@ -19,7 +19,7 @@ from heurlens.cli.options import (
 )
 from heurlens.cli.settings_options import settings_from_options, settings_options
 from heurlens.errors import HeurlensError
-from heurlens.models.default import FinetuneSettings
+from heurlens.models.settings import FinetuneSettings
 from heurlens.nli import PRUNING_BATCH, PRUNING_PAIRS, REFERENCE_PAIRS
 
 

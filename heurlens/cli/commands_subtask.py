@@ -9,9 +9,8 @@ import click
 from heurlens.cli.group import cli
 from heurlens.cli.options import print_table, table_output_options
 from heurlens.cli.settings_options import settings_from_options, settings_options
-from heurlens.subtask.sweep import FIGURE3_CONDITIONS, SweepSettings
-from heurlens.subtask.transfer import TRANSFER_CONDITIONS
-from heurlens.vision.shape_bias import ShapeBiasSettings
+from heurlens.subtask.settings import FIGURE3_CONDITIONS, TRANSFER_CONDITIONS, SweepSettings
+from heurlens.vision.settings import ShapeBiasSettings
 
 
 @cli.command()

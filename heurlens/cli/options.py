@@ -73,7 +73,7 @@ def print_table(table, as_json: bool, as_csv: bool, pretty) -> None:
 def pruning_settings_options(function):
     """``--recipe`` and one option per ``PruneSettings`` field: the pruning options of prune and effective-size."""
     from heurlens.cli.settings_options import settings_options
-    from heurlens.pruning.train import PruneSettings
+    from heurlens.pruning.settings import PruneSettings
 
     function = settings_options(PruneSettings)(function)
     return click.option("--recipe", type=click.Choice(["heurlens", "released"]), default="heurlens", show_default=True,
@@ -84,6 +84,6 @@ def pruning_settings_options(function):
 def pruning_settings(recipe: str, given: dict):
     """The ``PruneSettings`` of ``--recipe`` with the pruning options the user gave put in."""
     from heurlens.cli.settings_options import settings_from_options
-    from heurlens.pruning.train import PruneSettings
+    from heurlens.pruning.settings import PruneSettings
 
     return settings_from_options(PruneSettings.released() if recipe == "released" else PruneSettings(), given)

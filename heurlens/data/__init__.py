@@ -1,9 +1,9 @@
-"""NLI data that works offline (SNLI, HANS-style), loaders for the real sets, and local files."""
+"""NLI data that works offline (SNLI, HANS-style), loaders for the real sets, and local files. Names are
+imported on first use (``heurlens.lazy``)."""
 
-from heurlens.data.files import load_pair_file
-from heurlens.data.hans import FOCUS_SUBCASES, HANS_LABELS, SUBCASES, generate_hans
-from heurlens.data.hub import load_pair_task
-from heurlens.data.snli import NLI_LABELS, load_snli
+from heurlens.lazy import lazy_exports
 
-__all__ = ["FOCUS_SUBCASES", "HANS_LABELS", "NLI_LABELS", "SUBCASES", "generate_hans", "load_pair_file",
-           "load_pair_task", "load_snli"]
+_EXPORTS = {"load_pair_file": ".files", "FOCUS_SUBCASES": ".hans", "HANS_LABELS": ".hans", "SUBCASES": ".hans",
+            "generate_hans": ".hans", "load_pair_task": ".hub", "NLI_LABELS": ".snli", "load_snli": ".snli"}
+__all__ = sorted(_EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

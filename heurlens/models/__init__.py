@@ -1,6 +1,9 @@
-"""Models as TransformerLens bridges: ``load_model`` and the ``HookedClassifier`` it returns."""
+"""Models as TransformerLens bridges: ``load_model`` and the ``HookedClassifier`` it returns. Names are imported
+on first use (``heurlens.lazy``)."""
 
-from heurlens.models.classifier import HookedClassifier
-from heurlens.models.loading import load_model, load_native, load_pretrained
+from heurlens.lazy import lazy_exports
 
-__all__ = ["HookedClassifier", "load_model", "load_native", "load_pretrained"]
+_EXPORTS = {"HookedClassifier": ".classifier", "load_model": ".loading", "load_native": ".loading",
+            "load_pretrained": ".loading"}
+__all__ = sorted(_EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -1,9 +1,10 @@
-"""Structured pruning of heads and MLPs with hard-concrete masks (Heuristic Core paper, Section 2, Appendix B)."""
+"""Structured pruning of heads and MLPs with hard-concrete masks (Heuristic Core paper, Section 2, Appendix B).
+Names are imported on first use (``heurlens.lazy``)."""
 
-from heurlens.pruning.hard_concrete import HardConcrete
-from heurlens.pruning.runs import accuracy_table, evaluate_subnetworks, prune
-from heurlens.pruning.subnetwork import Subnetwork, discretize
-from heurlens.pruning.train import PruneSettings, train_unit_mask
+from heurlens.lazy import lazy_exports
 
-__all__ = ["HardConcrete", "PruneSettings", "Subnetwork", "accuracy_table", "discretize", "evaluate_subnetworks",
-           "prune", "train_unit_mask"]
+_EXPORTS = {"HardConcrete": ".hard_concrete", "accuracy_table": ".runs", "evaluate_subnetworks": ".runs",
+            "prune": ".runs", "Subnetwork": ".subnetwork", "discretize": ".subnetwork", "PruneSettings": ".settings",
+            "train_unit_mask": ".train"}
+__all__ = sorted(_EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

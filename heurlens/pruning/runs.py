@@ -27,8 +27,9 @@ from heurlens.errors import HeurlensError
 from heurlens.evaluate import EvalSet, accuracy, predict_logits, tokenize_pairs
 from heurlens.means import UnitMeans, compute_means
 from heurlens.models.classifier import HookedClassifier
+from heurlens.pruning.settings import PruneSettings
 from heurlens.pruning.subnetwork import Subnetwork, discretize
-from heurlens.pruning.train import PruneSettings, train_unit_mask
+from heurlens.pruning.train import train_unit_mask
 from heurlens.run_folders import LOCK_FILE, check_writable_dir, exclusive, refuse_foreign_dir
 
 MEANS_FILE = "unit-means.safetensors"

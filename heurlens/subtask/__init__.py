@@ -1,12 +1,15 @@
 """Subtask Induction (Zhang et al. 2023): weight-level subnetworks found by continuous sparsification and
-transferred, frozen, into freshly initialised models."""
+transferred, frozen, into freshly initialised models. Names are imported on first use (``heurlens.lazy``)."""
 
-from heurlens.subtask.arithmetic import ArithmeticTask, ambiguous_set, evaluation_set, training_set
-from heurlens.subtask.masks import DiscoverySettings, beta_at, discover_subnetwork, masked_forward, select_weights
-from heurlens.subtask.transfer import TRANSFER_CONDITIONS, copy_subnetwork, transfer_condition
-from heurlens.subtask.weight_subnetwork import WeightSubnetwork
-from heurlens.training_helpers import FrozenWeights
+from heurlens.lazy import lazy_exports
 
-__all__ = ["ArithmeticTask", "DiscoverySettings", "FrozenWeights", "TRANSFER_CONDITIONS", "WeightSubnetwork",
-           "ambiguous_set", "beta_at", "copy_subnetwork", "discover_subnetwork", "evaluation_set",
-           "masked_forward", "select_weights", "training_set", "transfer_condition"]
+_EXPORTS = {
+    "ArithmeticTask": ".arithmetic", "ambiguous_set": ".arithmetic", "evaluation_set": ".arithmetic",
+    "training_set": ".arithmetic",
+    "DiscoverySettings": ".masks", "beta_at": ".masks", "discover_subnetwork": ".masks", "masked_forward": ".masks",
+    "select_weights": ".masks",
+    "TRANSFER_CONDITIONS": ".settings", "copy_subnetwork": ".transfer", "transfer_condition": ".transfer",
+    "WeightSubnetwork": ".weight_subnetwork", "FrozenWeights": "heurlens.training_helpers",
+}
+__all__ = sorted(_EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -18,19 +18,14 @@ subnetwork (``FILLINGS``):
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Literal
 
 import torch
 from torch import nn
 
 from heurlens.errors import HeurlensError
+from heurlens.subtask.settings import FILLINGS, TRANSFER_CONDITIONS, Filling
 from heurlens.subtask.weight_subnetwork import WeightSubnetwork
 from heurlens.training_helpers import FrozenWeights
-
-TRANSFER_CONDITIONS = ("subtask induction", "subtask induction (unfrozen)", "random subnetwork",
-              "random subnetwork (unfrozen)", "random complement", "full model", "random init")
-FILLINGS = ("fresh", "inherited")
-Filling = Literal["fresh", "inherited"]
 
 
 @torch.no_grad()

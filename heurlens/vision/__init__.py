@@ -1,11 +1,16 @@
 """Vision (Subtask Induction paper, Section 5): unit masks and caches on timm classifiers through forward hooks,
-mean-pooled images, shape-bias metrics, and the offline textured Fashion-MNIST experiment."""
+mean-pooled images, shape-bias metrics, and the offline textured Fashion-MNIST experiment. Names are imported
+on first use (``heurlens.lazy``)."""
 
-from heurlens.vision.hooks import activation_cache, mask_sites, masks_for, unit_masks, unit_means
-from heurlens.vision.mean_pool import SLIC, Felzenszwalb, SegmentAnything, mean_pool, mean_pool_images
-from heurlens.vision.metrics import cue_conflict_scores, prediction_accuracy, read_cue_conflict_folder
-from heurlens.vision.models import SMALL_ARCHITECTURES, create_classifier
+from heurlens.lazy import lazy_exports
 
-__all__ = ["SLIC", "SMALL_ARCHITECTURES", "Felzenszwalb", "SegmentAnything", "prediction_accuracy", "activation_cache",
-           "create_classifier", "cue_conflict_scores", "mask_sites", "masks_for", "mean_pool", "mean_pool_images",
-           "read_cue_conflict_folder", "unit_masks", "unit_means"]
+_EXPORTS = {
+    "activation_cache": ".hooks", "mask_sites": ".hooks", "masks_for": ".hooks", "unit_masks": ".hooks",
+    "unit_means": ".hooks",
+    "SLIC": ".mean_pool", "Felzenszwalb": ".mean_pool", "SegmentAnything": ".mean_pool", "mean_pool": ".mean_pool",
+    "mean_pool_images": ".mean_pool",
+    "cue_conflict_scores": ".metrics", "prediction_accuracy": ".metrics", "read_cue_conflict_folder": ".metrics",
+    "SMALL_ARCHITECTURES": ".settings", "create_classifier": ".models",
+}
+__all__ = sorted(_EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

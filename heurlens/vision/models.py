@@ -4,19 +4,16 @@ file, or random; plus the two small architectures the offline experiment trains 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, cast
+from typing import cast
 
 from torch import nn
 
 from heurlens.errors import HeurlensError
+from heurlens.vision.settings import SMALL_ARCHITECTURES
 
 # Small versions of the paper's two architectures, for 28x28 images on a CPU: a ResNet18 at a
 # quarter of its block width with a CIFAR-style stem (one 64-channel 3x3 stride-1 convolution, no max-pooling, so
 # fine texture survives the first layer), and a 4-layer ViT-Tiny with 4x4 patches.
-SMALL_ARCHITECTURES: dict[str, tuple[str, dict[str, Any]]] = {
-    "resnet18-quarter": ("resnet18", {"channels": (16, 32, 64, 128)}),
-    "vit-tiny-4layer": ("vit_tiny_patch16_224", {"patch_size": 4, "depth": 4}),
-}
 SMALL_IMAGE_STEM = {"resnet18-quarter"}
 
 

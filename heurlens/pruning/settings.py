@@ -1,0 +1,96 @@
+"""The settings of one pruning run (Heuristic Core paper, Appendix B), kept apart from the training code so
+that the CLI can build its options without importing torch.
+
+``PruneSettings.released()`` is the recipe of the authors' released code (princeton-nlp/Heuristic-Core,
+``src/pruning/prune-glue.py`` and ``modeling_pert.py``) setting by setting; docs/pruning.md
+compares it with heurlens' default.
+"""
+
+from __future__ import annotations
+
+import typing
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Literal
+
+from heurlens.errors import HeurlensError
+from heurlens.pruning.schedule import paper_steps, scaled_steps
+
+
+@dataclass(frozen=True)
+class PruneSettings:
+    """Hyper-parameters of one pruning run.
+
+    Steps: ``total_steps`` / ``warmup_steps`` when given; otherwise ``step_budget`` decides:
+    "paper-epochs" keeps Appendix B's ~3 epochs and warm-up fraction on the data at hand,
+    "paper-steps" runs Appendix B's step counts as they are (9,300 at 50%), whatever the data size.
+    """
+
+    lr_log_alpha: float = field(default=0.1, metadata={"help": "Learning rate of log_alpha.",
+                                                        "min_open": True})
+    lr_lambda: float = field(default=1.0, metadata={
+        "help": "Learning rate of the Lagrange multipliers (ascent).", "min_open": True})
+    total_steps: int | None = field(default=None, metadata={
+        "help": "Optimizer steps (default: from --step-budget).", "option": "--steps", "min": 1})
+    warmup_steps: int | None = field(default=None, metadata={
+        "help": "Steps over which the target sparsity rises from 0 (default: Appendix B's fraction).", "min": 1})
+    log_alpha_init: float = field(default=10.0, metadata={
+        "help": "Mean of log_alpha at the start: 10 (the released code's) starts every unit fully on, 0 half on.",
+        "min": None})
+    log_alpha_init_std: float = field(default=0.01, metadata={"help": "Spread of log_alpha at the start."})
+    weight_decay: float = field(default=0.0, metadata={
+        "help": "AdamW's decoupled weight decay on log_alpha and the multipliers (0: plain Adam)."})
+    lr_schedule: Literal["constant", "linear"] = field(default="constant", metadata={
+        "help": "linear: the learning rate rises over --lr-warmup-steps, then falls to 0 at the last step."})
+    lr_warmup_steps: int = field(default=0, metadata={"help": "Learning-rate warm-up of --lr-schedule linear."})
+    max_grad_norm: float | None = field(default=None, metadata={
+        "help": "Clip the gradient norm of log_alpha and the multipliers together (default: no clipping).",
+        "min_open": True})
+    grad_accumulation: int = field(default=1, metadata={
+        "help": "Micro-batches per optimizer step, each with its own mask draw.", "min": 1})
+    sparsity_estimate: Literal["expected", "sampled"] = field(default="expected", metadata={
+        "help": "Model sparsity in the Lagrangian: expected (1 - E[L0]/n) or sampled (1 - sum(z)/n of the draw)."})
+    dropout: bool = field(default=False, metadata={
+        "help": "Train the masks with the model in train mode (dropout on); the reference stays in eval mode."})
+    step_budget: Literal["paper-epochs", "paper-steps"] = field(default="paper-epochs", metadata={
+        "help": "Without --steps: Appendix B's ~3 epochs on this data, or its step counts (9,300 at 50%)."})
+    discretization: Literal["global-threshold", "per-layer"] = field(default="global-threshold", metadata={
+        "help": "Binary mask: threshold P(z > 0) over all units, or the released per-layer soft mask."})
+
+    def __post_init__(self) -> None:
+        """Refuse values outside each field's range (``metadata["min"]``, ``"min_open"``) up front."""
+        hints = typing.get_type_hints(type(self))
+        for setting in fields(self):
+            value, low = getattr(self, setting.name), setting.metadata.get("min", 0)
+            if low is None:
+                continue
+            choices = typing.get_args(hints[setting.name]) if typing.get_origin(hints[setting.name]) is Literal else None
+            if choices and value not in choices:
+                raise HeurlensError(f"pruning setting {setting.name} = {value!r} is not one of {', '.join(choices)}")
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                if value < low or (setting.metadata.get("min_open") and value == low):
+                    bound = "above" if setting.metadata.get("min_open") else "at least"
+                    raise HeurlensError(f"pruning setting {setting.name} = {value} must be {bound} {low}")
+
+    @classmethod
+    def released(cls, **changes) -> PruneSettings:
+        """The released code's recipe: log_alpha from N(10, 0.01), AdamW (weight decay 0.01) with lr 0.1 /
+        1, 200 warm-up steps then linear decay to 0, gradient clipping at 1.0, 4 micro-batches per step,
+        the sampled sparsity, dropout on, Appendix B's step counts, per-layer discretisation. Meant for
+        batches of 32 (32 x 4 = 128, as released)."""
+        return replace(cls(log_alpha_init=10.0, weight_decay=0.01, lr_schedule="linear", lr_warmup_steps=200,
+                           max_grad_norm=1.0, grad_accumulation=4, sparsity_estimate="sampled", dropout=True,
+                           step_budget="paper-steps", discretization="per-layer"), **changes)
+
+    def steps_for(self, sparsity: float, n_examples: int, batch_size: int) -> tuple[int, int]:
+        """(warm-up, total) optimizer steps; a given total without a warm-up keeps Appendix B's warm-up fraction."""
+        paper_warmup, paper_total = paper_steps(sparsity)
+        if self.total_steps:
+            warmup, total = max(1, round(self.total_steps * paper_warmup / paper_total)), self.total_steps
+        elif self.step_budget == "paper-steps":
+            warmup, total = paper_warmup, paper_total
+        else:
+            warmup, total = scaled_steps(sparsity, n_examples, batch_size * self.grad_accumulation)
+        return min(self.warmup_steps or warmup, total), total
+
+    def to_dict(self) -> dict:
+        return asdict(self)

@@ -1,0 +1,86 @@
+"""The settings of the arithmetic Subtask Induction experiment (Subtask Induction paper, Section 4.2 and
+Appendix B.1) and the names of its transfer conditions, kept apart from the training code so that the CLI can
+build its options without importing torch."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from heurlens.errors import HeurlensError
+
+TRANSFER_CONDITIONS = ("subtask induction", "subtask induction (unfrozen)", "random subnetwork",
+                       "random subnetwork (unfrozen)", "random complement", "full model", "random init")
+FILLINGS = ("fresh", "inherited")
+Filling = Literal["fresh", "inherited"]
+FIGURE3_CONDITIONS = ("subtask induction", "random subnetwork", "full model", "random init")
+
+
+def log_spaced_counts(low: int = 10, high: int = 10_000, n: int = 16) -> tuple[int, ...]:
+    """n sample counts from ``low`` to ``high`` at equal ratios, rounded (Section 4.2: 16 from 10 to 10^4)."""
+    ratio = (high / low) ** (1 / (n - 1))
+    return tuple(round(low * ratio ** i) for i in range(n))
+
+
+@dataclass(frozen=True)
+class SweepSettings:
+    """Defaults: the small CPU version (numbers 0..99); ``SweepSettings.paper()`` is Section 4.2 and
+    Appendix B.1 as written."""
+
+    t1: str = field(default="a+ab", metadata={"help": "Computation the source model learns."})
+    subtask: str = field(default="ab", metadata={"help": "Subtask whose subnetwork is transferred."})
+    t2: str = field(default="a^2+ab", metadata={"help": "Computation the new model is trained on."})
+    max_value: int = field(default=100, metadata={"help": "Numbers 0..N-1, one token each.", "min": 2})
+    modulus: int = field(default=7, metadata={"help": "Answers are taken mod this.", "min": 2})
+    n_layers: int = field(default=2, metadata={"help": "Decoder layers (the paper: 2 to 12).", "option": "--layers",
+                                               "min": 1})
+    t1_fraction: float = field(default=0.2, metadata={"help": "Share of all pairs T1 is trained on.", "min_open": True})
+    t1_epochs: int = field(default=40, metadata={"help": "Epochs on T1.", "min": 1})
+    t1_lr: float = field(default=1e-3, metadata={"help": "AdamW learning rate on T1.", "min_open": True})
+    t1_test_examples: int = field(default=1000, metadata={"help": "Rows T1's model is tested on.", "min": 1})
+    subtask_fraction: float = field(default=0.2, metadata={
+        "help": "Share of all pairs the subtask's subnetwork is found on.", "min_open": True})
+    discovery_epochs: int = field(default=20, metadata={"help": "Epochs of subnetwork discovery.", "min": 1})
+    discovery_lr: float = field(default=1e-2, metadata={"help": "Adam learning rate of the mask.", "min_open": True})
+    l0_lambdas: tuple[float, ...] = field(default=(1e-5,), metadata={
+        "help": "L0 penalties; several (--l0-lambda 1e-7 5e-7 1e-8) find one subnetwork each and the most "
+                "accurate is transferred.", "option": "--l0-lambda"})
+    disambiguation: tuple[int, ...] = field(default=(0, 30, 100, 300, 1000), metadata={
+        "help": "Numbers of disambiguation samples: --disambiguation 0 30 100."})
+    conditions: tuple[str, ...] = FIGURE3_CONDITIONS
+    filling: Filling = field(default="fresh", metadata={
+        "help": "Weights outside the transferred subnetwork: fresh (the paper's prose: everything else "
+                "re-initialised) or inherited (the released script: only the masked-out entries of the masked "
+                "matrices re-initialised, embeddings and LayerNorms from T1)."})
+    seeds: int = field(default=1, metadata={"help": "Transfer runs per condition and sample count.", "min": 1})
+    transfer_epochs: int = field(default=40, metadata={"help": "Epochs on T2 (the paper: 100).", "min": 1})
+    transfer_lrs: tuple[float, ...] = field(default=(1e-3,), metadata={
+        "help": "Learning rates on T2; several are searched per run and the best on the evaluation set kept (the "
+                "released script: 2e-3 1e-3 5e-4 2e-4 1e-4).", "option": "--transfer-lr", "min_open": True})
+    batch_size: int = field(default=64, metadata={"help": "Rows per training batch.", "min": 1})
+
+    def __post_init__(self) -> None:
+        if self.filling not in FILLINGS:
+            raise HeurlensError(f"unknown filling {self.filling!r}; choose from {', '.join(FILLINGS)}")
+        if not self.l0_lambdas or not self.transfer_lrs:
+            raise HeurlensError("give at least one L0 lambda and one transfer learning rate")
+
+    @classmethod
+    def paper(cls, **changes) -> SweepSettings:
+        """Section 4.2 and Appendix B.1: numbers 0..999 mod 7; T1 = a+ab on 20% of all pairs (200,000 rows),
+        AdamW lr 5e-4, tested on 20,000 rows; the ab subnetwork found on 50,000 rows (5%) for 50 epochs,
+        beta_final 100, lr 1e-3, lambda in {1e-7, 5e-7, 1e-8} (the most accurate kept); transfer to
+        a^2+ab with 16 sample counts 10..10^4, 100 epochs, lr 2e-4 (the paper's final choice; the
+        released script searches {2e-3, 1e-3, 5e-4, 2e-4, 1e-4}), the model of the best evaluation
+        epoch tested; weights outside the subnetwork fresh (the prose); 5 seeds. Not stated in the
+        paper, kept from the defaults: T1 epochs, batch size."""
+        settings: dict[str, Any] = dict(
+            max_value=1000, t1_fraction=0.2, t1_lr=5e-4, t1_test_examples=20_000, subtask_fraction=0.05,
+            discovery_epochs=50, discovery_lr=1e-3, l0_lambdas=(1e-7, 5e-7, 1e-8), disambiguation=log_spaced_counts(),
+            filling="fresh", seeds=5, transfer_epochs=100, transfer_lrs=(2e-4,))
+        return cls(**(settings | changes))
+
+    def to_dict(self) -> dict:
+        record = asdict(self)
+        return record | {name: list(getattr(self, name))
+                         for name in ("l0_lambdas", "disambiguation", "conditions", "transfer_lrs")}
