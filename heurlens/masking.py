@@ -30,9 +30,10 @@ class UnitMaskHooks:
     def hooks(self) -> list:
         """``(hook point, function)`` pairs for ``model.hooks``: every layer's heads, then every layer's MLP."""
         n_layers, n_heads = self.heads.shape
-        return ([head_site(layer, n_heads).hook(partial(self._mask_heads, head_site(layer, n_heads), layer))
-                 for layer in range(n_layers)]
-                + [mlp_site(layer).hook(partial(self._mask_mlp, mlp_site(layer), layer)) for layer in range(n_layers)])
+        heads = [head_site(layer, n_heads) for layer in range(n_layers)]
+        mlps = [mlp_site(layer) for layer in range(n_layers)]
+        return ([site.hook(partial(self._mask_heads, site, layer)) for layer, site in enumerate(heads)]
+                + [site.hook(partial(self._mask_mlp, site, layer)) for layer, site in enumerate(mlps)])
 
     def _mask_heads(self, site: MaskSite, layer: int, z: Float[Tensor, "batch pos head d_head"]) -> Tensor:
         return site.masked(z, self.heads[layer], self.replacement.heads[layer])
