@@ -89,6 +89,11 @@ def label_map(model_labels: tuple[str, ...] | None, data_labels: tuple[str, ...]
 
 def accuracy(logits: Float[Tensor, "example label"], eval_set: EvalSet, model_labels: tuple[str, ...] | None) -> float:
     """Fraction of examples whose top label, mapped to the data's labels, is the gold label."""
+    if model_labels is None and logits.shape[-1] != len(eval_set.label_names):
+        raise HeurlensError(
+            f"the model scores {logits.shape[-1]} outputs (a next-token model?) but {eval_set.name} has "
+            f"{len(eval_set.label_names)} labels: accuracy on labelled pairs needs a classifier with one output per "
+            "label (give the model's number of labels, or use a classifier)")
     predicted = label_map(model_labels, eval_set.label_names)[logits.argmax(dim=-1)]
     return int((predicted == eval_set.labels).sum()) / len(eval_set.labels)  # exact: no float32 rounding
 

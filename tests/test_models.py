@@ -179,6 +179,17 @@ def test_an_architecture_transformerlens_does_not_bridge_is_one_clear_error(tmp_
         load_model(tmp_path)
 
 
+def test_a_next_token_model_on_labelled_pairs_is_one_clear_error(tiny_decoder_dirs):
+    from heurlens.evaluate import accuracy, predict_logits
+    from heurlens.nli import nli_eval_sets
+
+    model = load_model(tiny_decoder_dirs["llama"])
+    pairs = nli_eval_sets(model, "snli", in_domain_examples=4, per_subcase=2, subcases=["SO-Swap"])[0]
+    logits = predict_logits(model, pairs)
+    with pytest.raises(HeurlensError, match="scores 11 outputs .* has 3 labels"):
+        accuracy(logits, pairs, model.labels)
+
+
 @pytest.mark.slow
 def test_smollm2_offline_default_completes_ioi():
     """The offline pretrained decoder (fetched from PyPI, dequantised, cached): a real Llama with grouped-query
