@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from jaxtyping import Float, Int
 from torch import Tensor
 
+from heurlens.data.prompt_tasks import PromptSet, prompt_metrics
 from heurlens.errors import HeurlensError
 from heurlens.models.classifier import HookedClassifier
 
@@ -59,7 +60,7 @@ def tokenize_pairs(name: str, data: datasets.Dataset, tokenizer, batch_size: int
 
 
 @torch.no_grad()
-def predict_logits(model: HookedClassifier, eval_set: EvalSet, fwd_hooks: list | None = None
+def predict_logits(model: HookedClassifier, eval_set: EvalSet | PromptSet, fwd_hooks: list | None = None
                    ) -> Float[Tensor, "example label"]:
     """The model's logits on every example, with optional hooks ([(hook name, fn)]) active."""
     outputs = []
@@ -87,8 +88,12 @@ def label_map(model_labels: tuple[str, ...] | None, data_labels: tuple[str, ...]
     raise HeurlensError(f"the model's labels {list(model_labels)} do not match the data's labels {list(data_labels)}")
 
 
-def accuracy(logits: Float[Tensor, "example label"], eval_set: EvalSet, model_labels: tuple[str, ...] | None) -> float:
-    """Fraction of examples whose top label, mapped to the data's labels, is the gold label."""
+def accuracy(logits: Float[Tensor, "example label"], eval_set: EvalSet | PromptSet,
+             model_labels: tuple[str, ...] | None) -> float:
+    """Fraction of examples whose top label, mapped to the data's labels, is the gold label; for a prompt task's
+    ``PromptSet``, of prompts whose answer beats its distractors (``prompt_metrics``)."""
+    if isinstance(eval_set, PromptSet):
+        return prompt_metrics(logits, eval_set)["accuracy"]
     if model_labels is None and logits.shape[-1] != len(eval_set.label_names):
         raise HeurlensError(
             f"the model scores {logits.shape[-1]} outputs (a next-token model?) but {eval_set.name} has "

@@ -178,3 +178,38 @@ def test_shape_bias_without_fashion_mnist_says_how_to_get_it(tmp_path):
     env = os.environ | {"HEURLENS_FASHION_MNIST": str(tmp_path / "empty"), "HEURLENS_CACHE": str(tmp_path / "cache")}
     result = heurlens("shape-bias", "--out", str(tmp_path / "run"), env=env)
     assert_one_line_error(result, "apt-get install dataset-fashion-mnist")
+
+
+def test_ablate_and_prune_a_decoder_on_a_prompt_task(tiny_decoder_dirs, tmp_path):
+    """--task: a decoder LM on a prompt task file; accuracy is the answer against its distractor and the table
+    has one row for the task's prompts."""
+    task = tmp_path / "task.jsonl"
+    rows = [{"prompt": "the man sees the", "answer": " dog", "distractors": [" cat"]},
+            {"prompt": "a dog sees a", "answer": " man", "distractors": [" cat"]},
+            {"prompt": "the cat runs .", "answer": " the", "distractors": [" a"]}]
+    task.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    model = str(tiny_decoder_dirs["llama"])
+    result = heurlens("ablate", "--model", model, "--task", str(task), "--task-examples", "3", "--heads", "L1.H2",
+                      "--json")
+    assert result.returncode == 0, result.stderr[-2000:]
+    (row,) = json.loads(result.stdout)
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    reference, tokenizer = AutoModelForCausalLM.from_pretrained(model).eval(), AutoTokenizer.from_pretrained(model)
+    right = 0
+    for r in rows:  # the plain HF model: is the answer's next-token logit above the distractor's?
+        with torch.no_grad():
+            last = reference(**tokenizer(r["prompt"], return_tensors="pt")).logits[0, -1]
+        right += int(last[tokenizer.convert_tokens_to_ids(r["answer"].strip())]
+                     > last[tokenizer.convert_tokens_to_ids(r["distractors"][0].strip())])
+    assert row["eval_set"] == "task-s1" and row["examples"] == 3
+    assert row["full_accuracy"] == pytest.approx(right / 3)
+    out = tmp_path / "prune"
+    result = heurlens("prune", "--model", model, "--task", str(task), "--task-examples", "3", "--sparsity", "0.5",
+                      "--seeds", "1", "--steps", "3", "--out", str(out), "--json")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert {r["eval_set"] for r in json.loads(result.stdout)} == {"task-s1"}
+    assert (out / "sparsity-0.50" / "seed-00.json").exists()
+    assert_one_line_error(heurlens("ablate", "--model", model, "--task", "nope", "--heads", "L0.H0"),
+                          "unknown task 'nope'")

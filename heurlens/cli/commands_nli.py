@@ -14,8 +14,10 @@ from heurlens.cli.options import (
     eval_sets_from_options,
     model_option,
     print_table,
+    prompt_set,
     pruning_settings,
     pruning_settings_options,
+    task_options,
 )
 from heurlens.cli.settings_options import settings_from_options, settings_options
 from heurlens.errors import HeurlensError
@@ -38,12 +40,13 @@ from heurlens.nli import PRUNING_BATCH, PRUNING_PAIRS, REFERENCE_PAIRS
 @click.option("--reference-examples", type=click.IntRange(min=1), default=REFERENCE_PAIRS, show_default=True,
               help="SNLI training pairs (sample seed 0) the unit means are taken over (mean ablation); the default "
                    "is the reference set prune and the analyses use too.")
+@task_options
 @eval_options(default_subcases=None)
-def ablate(heads, scan, core, superadditivity, model, method, reference_examples, data, in_domain_examples,
-           per_subcase, subcases, seed, as_json, as_csv) -> None:
+def ablate(heads, scan, core, superadditivity, model, method, reference_examples, task, task_examples, data,
+           in_domain_examples, per_subcase, subcases, seed, as_json, as_csv) -> None:
     """Ablate heads/MLPs; print accuracy of full vs ablated model per evaluation set, and the KL."""
     import heurlens
-    from heurlens.means import zero_means
+    from heurlens.means import compute_means, zero_means
     from heurlens.nli import snli_reference_means
 
     if scan and superadditivity:
@@ -57,8 +60,13 @@ def ablate(heads, scan, core, superadditivity, model, method, reference_examples
     if superadditivity and (units is None or len(units) < 2):
         raise HeurlensError("--superadditivity needs at least two units in --heads, e.g. L2.H5,L3.H7,L4.H0")
     core_units = _core_units(core, hooked) if core else None
-    eval_sets = eval_sets_from_options(hooked, data, in_domain_examples, per_subcase, subcases, seed)
-    means = snli_reference_means(hooked, reference_examples) if method == "mean" else zero_means(hooked)
+    if task:  # means over the task's own prompts (another draw than the evaluated ones)
+        eval_sets = [prompt_set(hooked, task, task_examples, seed + 1)]
+        means = (compute_means(hooked, prompt_set(hooked, task, task_examples, seed)) if method == "mean"
+                 else zero_means(hooked))
+    else:
+        eval_sets = eval_sets_from_options(hooked, data, in_domain_examples, per_subcase, subcases, seed)
+        means = snli_reference_means(hooked, reference_examples) if method == "mean" else zero_means(hooked)
     if scan:
         _print_scan(hooked, units, core_units, eval_sets, method, means, as_json, as_csv)
     elif superadditivity:
@@ -146,11 +154,13 @@ def _print_superadditivity(hooked, units, eval_sets, method, means, as_json, as_
                    f"the reference set ({REFERENCE_PAIRS:,} SNLI training pairs, sample seed 0).")
 @click.option("--batch-size", type=click.IntRange(min=1), default=PRUNING_BATCH, show_default=True)
 @pruning_settings_options
+@task_options
 @eval_options(default_subcases=FOCUS)
-def prune(sparsity, seeds, out, model, train_examples, batch_size, recipe, data, in_domain_examples, per_subcase,
-          subcases, seed, as_json, as_csv, **settings) -> None:
+def prune(sparsity, seeds, out, model, train_examples, batch_size, recipe, task, task_examples, data,
+          in_domain_examples, per_subcase, subcases, seed, as_json, as_csv, **settings) -> None:
     """Prune heads and MLPs with hard-concrete masks, for several seeds; print the evaluation table."""
     import heurlens
+    from heurlens.means import compute_means
     from heurlens.nli import snli_pruning_data, snli_reference_means
     from heurlens.pruning import prune as prune_model
     from heurlens.pruning.runs import check_run_dir
@@ -158,10 +168,14 @@ def prune(sparsity, seeds, out, model, train_examples, batch_size, recipe, data,
     config = pruning_settings(recipe, settings)
     check_run_dir(out)
     hooked = heurlens.load_model(model)
-    train = snli_pruning_data(hooked, train_examples, batch_size)
-    means = snli_reference_means(hooked)
+    if task:  # pruned on --task-examples prompts drawn with --seed, means over them, evaluated on another draw
+        train = prompt_set(hooked, task, task_examples, seed, batch_size)
+        means, eval_sets = compute_means(hooked, train), [prompt_set(hooked, task, task_examples, seed + 1)]
+    else:
+        train, means = snli_pruning_data(hooked, train_examples, batch_size), snli_reference_means(hooked)
+        eval_sets = eval_sets_from_options(hooked, data, in_domain_examples, per_subcase, subcases, seed)
     subnetworks = prune_model(hooked, train, sorted(set(sparsity)), range(seeds), Path(out), config, means)
-    _report(hooked, subnetworks, means, data, in_domain_examples, per_subcase, subcases, seed, as_json, as_csv)
+    _report(hooked, subnetworks, means, eval_sets, as_json, as_csv)
 
 
 @cli.command()
@@ -180,13 +194,13 @@ def evaluate(run_dir, model, data, in_domain_examples, per_subcase, subcases, se
     subnetworks = [Subnetwork.load(p) for p in paths]
     means = load_run_means(Path(run_dir))
     hooked = heurlens.load_model(model or subnetworks[0].model_id)
-    _report(hooked, subnetworks, means, data, in_domain_examples, per_subcase, subcases, seed, as_json, as_csv)
+    eval_sets = eval_sets_from_options(hooked, data, in_domain_examples, per_subcase, subcases, seed)
+    _report(hooked, subnetworks, means, eval_sets, as_json, as_csv)
 
 
-def _report(hooked, subnetworks, means, data, in_domain_examples, per_subcase, subcases, seed, as_json, as_csv):
+def _report(hooked, subnetworks, means, eval_sets, as_json, as_csv):
     from heurlens.pruning import accuracy_table, evaluate_subnetworks
 
-    eval_sets = eval_sets_from_options(hooked, data, in_domain_examples, per_subcase, subcases, seed)
     evaluation = evaluate_subnetworks(hooked, subnetworks, eval_sets, means)
 
     def pretty(evaluation):

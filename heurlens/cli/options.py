@@ -87,3 +87,22 @@ def pruning_settings(recipe: str, given: dict):
     from heurlens.pruning.settings import PruneSettings
 
     return settings_from_options(PruneSettings.released() if recipe == "released" else PruneSettings(), given)
+
+
+def task_options(function):
+    """--task / --task-examples: a prompt task for decoder LMs instead of the NLI evaluation sets."""
+    function = click.option("--task-examples", type=click.IntRange(min=1), default=200, show_default=True,
+                            help="Prompts of --task to evaluate on (drawn with --seed + 1; the unit means, and for "
+                                 "prune the training prompts, are as many drawn with --seed).")(function)
+    return click.option("--task", default=None,
+                        help="A prompt task for decoder LMs instead of the NLI sets: 'ioi' (indirect-object "
+                             "identification, Wang et al. 2022) or a .jsonl/.csv file (prompt, answer, distractors). "
+                             "Accuracy: the answer's logit above every distractor's; KL at the answer "
+                             "position.")(function)
+
+
+def prompt_set(hooked, task: str, examples: int, seed: int, batch_size: int = 32):
+    """``--task``'s prompts for this model (its tokenizer and context length)."""
+    from heurlens.data.prompt_tasks import prompt_task_set
+
+    return prompt_task_set(task, hooked.tokenizer, hooked.bridge.cfg.n_ctx, examples, seed, batch_size)

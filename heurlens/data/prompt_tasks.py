@@ -184,3 +184,20 @@ def prompt_metrics(logits: Float[Tensor, "example vocab"], prompts: PromptSet,
         log_p, log_q = F.log_softmax(reference.double(), -1), F.log_softmax(logits.double(), -1)
         metrics["kl"] = max(0.0, float((log_p.exp() * (log_p - log_q)).sum(-1).mean()))
     return metrics
+
+
+PROMPT_TASKS = ("ioi",)  # built-in generators; anything else is read as a task file
+
+
+def prompt_task_set(task: str, tokenizer, n_ctx: int, examples: int = 200, seed: int = 0,
+                    batch_size: int = 32) -> PromptSet:
+    """``task``: "ioi" (``examples`` prompts drawn with ``seed``, names that are one token for this tokenizer)
+    or a prompt task file (its first ``examples`` rows after a shuffle with ``seed``), tokenized."""
+    if task == "ioi":
+        chosen = ioi_examples(examples, seed, single_token_names(tokenizer))
+    elif Path(task).suffix in (".jsonl", ".csv"):
+        rows = load_prompt_file(task)
+        chosen = random.Random(seed).sample(rows, min(examples, len(rows)))
+    else:
+        raise HeurlensError(f"unknown task {task!r}: use {', '.join(PROMPT_TASKS)} or a .jsonl/.csv prompt task file")
+    return tokenize_prompt_task(f"{Path(task).stem}-s{seed}", chosen, tokenizer, n_ctx, batch_size)
