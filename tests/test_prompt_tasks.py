@@ -2,15 +2,17 @@
 refusals, and the answer-position metrics on hand-set logits."""
 
 import json
-import math
 
 import pytest
 import torch
 from conftest import word_level_tokenizer
 
 from heurlens.data.prompt_tasks import (
+    GREATER_THAN_NOUNS,
     IOI_NAMES,
     PromptExample,
+    greater_than_examples,
+    induction_examples,
     ioi_examples,
     load_prompt_file,
     prompt_metrics,
@@ -57,10 +59,12 @@ def test_tokenizing_refuses_multi_token_answers_and_long_prompts():
     tokenizer = word_level_tokenizer()
     good = [PromptExample("the man sees the", " dog", (" cat",)), PromptExample("a cat sees a", " man", (" dog",))]
     prompts = tokenize_prompt_task("toy", good, tokenizer, n_ctx=8)
-    assert prompts.answers.tolist() == [5, 4] and prompts.distractors.tolist() == [[9], [5]]
+    assert prompts.answers.tolist() == [[5], [4]] and prompts.distractors.tolist() == [[9], [5]]
     assert prompts.batches[0]["input_ids"].shape == (2, 4)
     with pytest.raises(HeurlensError, match="' a dog' is 2 tokens"):
         tokenize_prompt_task("toy", [PromptExample("the man sees", " a dog")], tokenizer, n_ctx=8)
+    with pytest.raises(HeurlensError, match="' zebra' is the unknown token for this tokenizer"):
+        tokenize_prompt_task("toy", [PromptExample("the man sees the", " zebra")], tokenizer, n_ctx=8)
     with pytest.raises(HeurlensError, match="5 tokens, longer than the model's context of 4"):
         tokenize_prompt_task("toy", [PromptExample("the man sees the cat", " dog")], tokenizer, n_ctx=4)
 
@@ -82,4 +86,86 @@ def test_metrics_on_hand_set_logits():
     assert prompt_metrics(shifted, prompts, reference=logits)["kl"] == pytest.approx(expected)
     no_distractors = tokenize_prompt_task("toy", [PromptExample("the man sees the", " dog")], tokenizer, n_ctx=8)
     assert prompt_metrics(logits[:1], no_distractors) == {"accuracy": 1.0}
-    assert math.isfinite(metrics["logit_difference"])
+    p0, p1 = torch.softmax(logits[0], -1), torch.softmax(logits[1], -1)
+    assert metrics["probability_difference"] == pytest.approx(float(p0[5] - p0[9] + p1[4] - p1[5]) / 2)
+
+
+def test_metrics_with_several_answers_and_padding():
+    """Greater-than style: example 0 has correct {dog, cat} and distractor {man}; example 1 correct {man} and
+    distractors {dog, cat}. Padding (-1) must count neither as a token nor in the means."""
+    tokenizer = word_level_tokenizer()
+    examples = [PromptExample("the man sees the", " dog", (" man",), other_answers=(" cat",)),
+                PromptExample("a cat sees a", " man", (" dog", " cat"))]
+    prompts = tokenize_prompt_task("toy", examples, tokenizer, n_ctx=8)
+    assert prompts.answers.tolist() == [[5, 9], [4, -1]] and prompts.distractors.tolist() == [[4, -1], [5, 9]]
+    logits = torch.zeros(2, 11)
+    logits[0, 5], logits[0, 9], logits[0, 4] = -1.0, 2.0, 1.0  # best answer cat (2) beats man (1): right
+    logits[1, 4], logits[1, 5], logits[1, 9] = 1.0, 3.0, -3.0  # man (1) loses to dog (3): wrong
+    metrics = prompt_metrics(logits, prompts)
+    assert metrics["accuracy"] == 0.5
+    assert metrics["logit_difference"] == pytest.approx(((0.5 - 1.0) + (1.0 - 0.0)) / 2)
+    p0, p1 = torch.softmax(logits[0], -1), torch.softmax(logits[1], -1)
+    expected = float((p0[5] + p0[9] - p0[4]) + (p1[4] - p1[5] - p1[9])) / 2
+    assert metrics["probability_difference"] == pytest.approx(expected)
+    # with no distractors, a correct answer must be the top token: example 0's top token is cat, an answer
+    top_only = tokenize_prompt_task("toy", [PromptExample("the man sees the", " dog", other_answers=(" cat",))],
+                                    tokenizer, n_ctx=8)
+    assert prompt_metrics(logits[:1], top_only) == {"accuracy": 1.0}
+    with pytest.raises(HeurlensError, match="give every example distractors, or none"):
+        tokenize_prompt_task("toy", [examples[0], PromptExample("a cat sees a", " man")], tokenizer, n_ctx=8)
+
+
+def _year_tokenizer(two_digit: bool):
+    """Words of the greater-than template plus years written as two-digit tokens (GPT-2) or single digits."""
+    from tokenizers import Regex, Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    numbers = [f"{i:02d}" for i in range(100)] if two_digit else [str(i) for i in range(10)]
+    words = ["<eos>", "<unk>", "The", "lasted", "from", "the", "year", "to", *GREATER_THAN_NOUNS, *numbers]
+    backend = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.WhitespaceSplit(),
+        pre_tokenizers.Split(Regex(r"\d\d" if two_digit else r"\d"), behavior="isolated")])
+    return PreTrainedTokenizerFast(tokenizer_object=backend, eos_token="<eos>", unk_token="<unk>", pad_token="<eos>")
+
+
+@pytest.mark.parametrize("two_digit", [True, False])
+def test_greater_than_answers_are_the_later_years_by_construction(two_digit):
+    tokenizer = _year_tokenizer(two_digit)
+    examples = greater_than_examples(40, tokenizer, seed=1)
+    for example in examples:
+        words = example.prompt.split()
+        assert words[:3] == ["The", words[1], "lasted"] and words[1] in GREATER_THAN_NOUNS
+        start_year, century = words[6], words[-1]
+        assert start_year.startswith(century) and 11 <= int(century) <= 17
+        start = int(start_year[2:])
+        # every correct completion makes the end year later than the start, every distractor earlier or equal
+        if two_digit:
+            assert sorted(int(a) for a in example.answers) == list(range(start + 1, 100))
+            assert sorted(int(d) for d in example.distractors) == list(range(start + 1))
+        else:  # the next token is the end year's tens digit; the start's own tens digit is ambiguous, left out
+            assert all(int(f"{a}0") > start for a in example.answers)
+            assert all(int(f"{d}9") < start for d in example.distractors)
+            assert len(example.answers) + len(example.distractors) == 9
+    prompts = tokenize_prompt_task("greater-than", examples, tokenizer, n_ctx=32)
+    assert prompts.answers.shape[0] == 40
+    assert greater_than_examples(40, tokenizer, seed=1) == examples != greater_than_examples(40, tokenizer, seed=2)
+
+
+def test_greater_than_refuses_a_tokenizer_that_keeps_years_whole():
+    with pytest.raises(HeurlensError, match="two two-digit tokens .* or one token per digit"):
+        greater_than_examples(3, word_level_tokenizer())
+
+
+def test_induction_answer_is_the_word_after_the_repeat():
+    tokenizer = word_level_tokenizer()
+    words = ("man", "dog", "runs", "sleeps", "cat", "sees")
+    examples = induction_examples(25, tokenizer, seed=0, length=5, words=words)
+    for example in examples:
+        prompt = example.prompt.split()
+        first = prompt[:5]
+        assert len(set(first)) == 5 and prompt[5:] == first[:len(prompt) - 5]  # a repeat of the start
+        assert example.answer == f" {first[len(prompt) - 5]}"  # the word that came next the first time
+        assert sorted(d.strip() for d in example.distractors) == sorted(set(first) - {example.answer.strip()})
+    with pytest.raises(HeurlensError, match="needs 8 different words .* 6 of the words are"):
+        induction_examples(2, tokenizer, length=8, words=(*words, "zebra"))

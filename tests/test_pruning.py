@@ -10,7 +10,7 @@ from heurlens.evaluate import tokenize_pairs
 from heurlens.models import load_model
 from heurlens.pruning import HardConcrete, PruneSettings, Subnetwork, discretize, prune, train_unit_mask
 from heurlens.pruning import runs as runs_module
-from heurlens.pruning.schedule import paper_steps, scaled_steps, target_at
+from heurlens.pruning.schedule import MIN_SCALED_STEPS, paper_steps, scaled_steps, target_at
 from heurlens.units import Unit
 
 
@@ -44,12 +44,15 @@ def test_paper_schedule_and_scaling():
     assert paper_steps(0.7)[0] == 10000
     warmup, total = scaled_steps(0.5, 392_702, 128)
     assert (warmup, total) == (9000, 9300)  # the paper's own data size gives the paper's steps
-    warmup, total = scaled_steps(0.5, 2000, 32)
-    assert total == math.ceil(9300 * 128 / 392_702 * 2000 / 32) and warmup / total == pytest.approx(9000 / 9300, abs=0.01)
+    warmup, total = scaled_steps(0.5, 8000, 16)
+    assert total == math.ceil(9300 * 128 / 392_702 * 8000 / 16) == 1516  # the default model's budget
+    assert warmup / total == pytest.approx(9000 / 9300, abs=0.01)
+    # small data (200 prompts: 3 epochs would be 38 steps) gets the floor, with the same warm-up fraction
+    assert scaled_steps(0.5, 200, 16) == (round(MIN_SCALED_STEPS * 9000 / 9300), MIN_SCALED_STEPS)
     # a total given alone keeps the paper's warm-up fraction; a given warm-up is used as it is
     assert PruneSettings(total_steps=3000).steps_for(0.5, 2000, 16) == (round(3000 * 9000 / 9300), 3000)
     assert PruneSettings(total_steps=3000, warmup_steps=2250).steps_for(0.5, 2000, 16) == (2250, 3000)
-    assert PruneSettings(warmup_steps=10_000).steps_for(0.5, 2000, 16) == (379, 379)
+    assert PruneSettings(warmup_steps=10_000).steps_for(0.5, 4000, 16) == (758, 758)
     assert target_at(0, 10, 0.5) == pytest.approx(0.05) and target_at(9, 10, 0.5) == 0.5 and target_at(50, 10, 0.5) == 0.5
 
 

@@ -129,12 +129,13 @@ def pattern_scores(model: HookedClassifier, data: EvalSet, heads: list[Unit] | N
 
 
 
-def example_patterns(model: HookedClassifier, premise: str, hypothesis: str,
+def example_patterns(model: HookedClassifier, text: str, text_pair: str | None,
                      heads: list[Unit]) -> tuple[list[str], Float[Tensor, "head query key"]]:
-    """The tokens of one sentence pair and the attention pattern of each of ``heads`` on it."""
+    """The tokens of one sentence pair (or, with ``text_pair`` None, one prompt) and the attention pattern of
+    each of ``heads`` on it."""
     if model.tokenizer is None:
         raise HeurlensError("attention plots need a model with a tokenizer")
-    encoded = model.tokenizer(premise, hypothesis, return_tensors="pt")
+    encoded = model.tokenizer(text, text_pair, return_tensors="pt")
     batch = {k: v for k, v in encoded.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
     captured: dict[int, Tensor] = {}
 
@@ -152,11 +153,11 @@ def example_patterns(model: HookedClassifier, premise: str, hypothesis: str,
     return tokens, torch.stack([captured[u.layer][u.head] for u in heads])
 
 
-def attention_plot(model: HookedClassifier, premise: str, hypothesis: str, heads: list[Unit]):
-    """circuitsvis head plot of ``heads`` on one pair: shows inline in a notebook; ``.local_src`` is a
-    standalone HTML page with the JavaScript embedded (works offline)."""
+def attention_plot(model: HookedClassifier, text: str, text_pair: str | None, heads: list[Unit]):
+    """circuitsvis head plot of ``heads`` on one pair (or one prompt: ``text_pair`` None): shows inline in a
+    notebook; ``.local_src`` is a standalone HTML page with the JavaScript embedded (works offline)."""
     import circuitsvis
 
-    tokens, patterns = example_patterns(model, premise, hypothesis, heads)
+    tokens, patterns = example_patterns(model, text, text_pair, heads)
     return circuitsvis.attention.attention_heads(attention=patterns, tokens=tokens,
                                                  attention_head_names=[str(u) for u in heads])

@@ -13,9 +13,11 @@ from heurlens.cli.options import (
     eval_sets_from_options,
     model_option,
     print_table,
+    prompt_set,
     pruning_settings,
     pruning_settings_options,
     table_output_options,
+    task_options,
 )
 from heurlens.errors import HeurlensError
 from heurlens.run_folders import check_writable_dir, check_writable_file
@@ -45,16 +47,20 @@ def core(run_dirs, out, as_json, as_csv) -> None:
 @click.option("--heads", default=None, help="Heads to score (L4.H0,L2.*); default every head.")
 @model_option
 @click.option("--examples", type=click.IntRange(min=1), default=500, show_default=True,
-              help="SNLI test pairs to average over.")
+              help="SNLI test pairs to average over (with --task: the task's prompts, --task-examples).")
 @click.option("--min-score", type=click.FloatRange(0, 1), default=0.3, show_default=True,
               help="Below this, a head's label is 'other' (heurlens' own threshold: the paper gives none).")
 @click.option("--html", "html_out", type=click.Path(dir_okay=False), default=None,
-              help="Write a circuitsvis plot of the heads on --premise/--hypothesis (standalone HTML).")
+              help="Write a circuitsvis plot of the heads on --premise/--hypothesis, or on the task's first prompt "
+                   "(standalone HTML).")
 @click.option("--premise", default="The doctor advised the president.", show_default=True)
 @click.option("--hypothesis", default="The president advised the doctor.", show_default=True)
+@task_options
 @table_output_options
-def patterns(heads, model, examples, min_score, html_out, premise, hypothesis, as_json, as_csv) -> None:
-    """Score heads for attending to repeated tokens across the pair, previous/next token, separators, self."""
+def patterns(heads, model, examples, min_score, html_out, premise, hypothesis, task, task_examples, as_json,
+             as_csv) -> None:
+    """Score heads for attending to repeated tokens across the pair, previous/next token, separators, self;
+    with --task (decoder LMs), TransformerLens' previous-token, duplicate-token and induction scores."""
     import heurlens
     from heurlens.analysis.patterns import attention_plot, pattern_scores
     from heurlens.cache import atomic_write_bytes
@@ -65,16 +71,25 @@ def patterns(heads, model, examples, min_score, html_out, premise, hypothesis, a
     units = heurlens.parse_units(heads, hooked.n_layers, hooked.n_heads) if heads is not None else None
     if units and any(u.is_mlp for u in units):
         raise HeurlensError("--heads lists an MLP; attention patterns exist only for heads")
-    data = heurlens.tokenize_pairs("snli-test", heurlens.load_snli("test", limit=examples, seed=0), hooked.tokenizer)
-    table = pattern_scores(hooked, data, units, min_score)
+    if task:
+        from heurlens.analysis.head_detector import head_detector_scores
+
+        data = prompt_set(hooked, task, task_examples, seed=0)
+        table, what = head_detector_scores(hooked, data, units, min_score), f"{len(data)} prompts of {task}"
+        shown_text, shown_pair = data.prompts[0], None
+    else:
+        data = heurlens.tokenize_pairs("snli-test", heurlens.load_snli("test", limit=examples, seed=0),
+                                       hooked.tokenizer)
+        table, what = pattern_scores(hooked, data, units, min_score), f"{len(data)} SNLI test pairs"
+        shown_text, shown_pair = premise, hypothesis
     if html_out:
         shown = units or heurlens.all_units(hooked.n_layers, hooked.n_heads, include_mlps=False)
-        rendered = attention_plot(hooked, premise, hypothesis, shown)
+        rendered = attention_plot(hooked, shown_text, shown_pair, shown)
         atomic_write_bytes(Path(html_out), rendered.local_src.encode())
         click.echo(f"wrote {html_out}", err=True)
 
     def pretty(table):
-        return (f"attention-pattern scores of model {hooked.model_id} over {len(data)} SNLI test pairs\n"
+        return (f"attention-pattern scores of model {hooked.model_id} over {what}\n"
                 + table.drop(columns=["layer", "head"]).round(3).to_string(index=False))
 
     print_table(table, as_json, as_csv, pretty)

@@ -96,9 +96,10 @@ def task_options(function):
                                  "prune the training prompts, are as many drawn with --seed).")(function)
     return click.option("--task", default=None,
                         help="A prompt task for decoder LMs instead of the NLI sets: 'ioi' (indirect-object "
-                             "identification, Wang et al. 2022) or a .jsonl/.csv file (prompt, answer, distractors). "
-                             "Accuracy: the answer's logit above every distractor's; KL at the answer "
-                             "position.")(function)
+                             "identification, Wang et al. 2022), 'greater-than' (Hanna et al. 2023), 'induction' "
+                             "(repeated random words) or a .jsonl/.csv file (prompt, answer, distractors, "
+                             "other_answers). Accuracy: the best correct answer's logit above every distractor's; KL "
+                             "at the answer position.")(function)
 
 
 def prompt_set(hooked, task: str, examples: int, seed: int, batch_size: int = 32):

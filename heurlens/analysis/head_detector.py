@@ -1,0 +1,81 @@
+"""Previous-token, duplicate-token and induction scores of decoder heads over a prompt task, as TransformerLens'
+head detector defines them (``transformer_lens.head_detector``, error measure "mul").
+
+For one prompt of n tokens, a head's attention A (query x key, causal) and a 0/1 detection pattern D from
+TransformerLens (``get_previous_token_head_detection_pattern``: D[q, q-1] = 1; ``..._duplicate_token_...``:
+D[q, k] = 1 for k < q with the same token; ``..._induction_...``: D[q, k] = 1 when token k-1 equals token q,
+k <= q), the score is sum(A * D) / sum(A): the share of the head's attention on the detected positions. A head's
+score is the mean over prompts (TransformerLens' rule for a list of prompts). BOS and the current token are
+not excluded (the detector's defaults). The label is the highest score if it reaches ``min_score`` (0.3,
+heurlens' own threshold, as in ``heurlens.analysis.patterns``), else "other".
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+import torch
+from jaxtyping import Float
+from torch import Tensor
+from transformer_lens.head_detector import (
+    get_duplicate_token_head_detection_pattern,
+    get_induction_head_detection_pattern,
+    get_previous_token_head_detection_pattern,
+)
+
+from heurlens.data.prompt_tasks import PromptSet
+from heurlens.errors import HeurlensError
+from heurlens.models.classifier import HookedClassifier
+from heurlens.units import Unit
+
+DETECTION_PATTERNS = {"previous_token": get_previous_token_head_detection_pattern,
+                      "duplicate_token": get_duplicate_token_head_detection_pattern,
+                      "induction": get_induction_head_detection_pattern}
+
+
+def detection_scores(attention: Float[Tensor, "head query key"],
+                     detection: Float[Tensor, "query key"]) -> Float[Tensor, " head"]:
+    """sum(A * D) / sum(A) for every head of one prompt (TransformerLens' "mul" measure)."""
+    return (attention * detection).sum((-2, -1)) / attention.sum((-2, -1))
+
+
+def head_detector_scores(model: HookedClassifier, prompts: PromptSet, heads: list[Unit] | None = None,
+                         min_score: float = 0.3) -> pd.DataFrame:
+    """One row per head (or per head of ``heads``): the mean score of each detection pattern over the prompts,
+    and a label. The model must expose ``hook_pattern`` (load it with ``attn_implementation="eager"``)."""
+    layers = sorted({u.layer for u in heads}) if heads else list(range(model.n_layers))
+    sums = {layer: {name: torch.zeros(model.n_heads) for name in DETECTION_PATTERNS} for layer in layers}
+    captured: dict[int, Tensor] = {}
+
+    def keep(layer: int):
+        def hook(pattern: Tensor, hook) -> None:
+            captured[layer] = pattern.detach().float()
+        return hook
+
+    with torch.no_grad(), model.hooks([(f"blocks.{layer}.attn.hook_pattern", keep(layer)) for layer in layers]):
+        for batch in prompts.batches:
+            captured.clear()
+            model(**batch)
+            if len(captured) < len(layers):
+                raise HeurlensError("hook_pattern never fired: load the model with attn_implementation='eager' "
+                                    "(heurlens patterns does this)")
+            mask = batch.get("attention_mask", torch.ones_like(batch["input_ids"]))
+            for row, tokens in enumerate(batch["input_ids"]):
+                where = mask[row].bool()  # the prompt's real tokens (padding may sit on either side)
+                detections = {name: make(tokens[where][None]) for name, make in DETECTION_PATTERNS.items()}
+                for layer in layers:
+                    attention = captured[layer][row][:, where][:, :, where]
+                    for name, detection in detections.items():
+                        sums[layer][name] += detection_scores(attention, detection)
+    rows = []
+    for layer in layers:
+        for head in range(model.n_heads):
+            if heads and Unit(layer, head) not in heads:
+                continue
+            row: dict[str, Any] = {"unit": str(Unit(layer, head)), "layer": layer, "head": head}
+            row |= {name: float(sums[layer][name][head]) / len(prompts) for name in DETECTION_PATTERNS}
+            best = max(DETECTION_PATTERNS, key=lambda name: row[name])
+            row["label"] = best if row[best] >= min_score else "other"
+            rows.append(row)
+    return pd.DataFrame(rows)
