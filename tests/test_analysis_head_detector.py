@@ -33,6 +33,14 @@ def test_hand_built_heads_score_what_the_detection_patterns_say():
     assert scores["previous_token"].tolist() == pytest.approx([5 / 6, 0, 0])  # query 0 has no previous token
     assert scores["duplicate_token"].tolist() == pytest.approx([0, 3 / 6, 0])
     assert scores["induction"].tolist() == pytest.approx([0, 0, 3 / 6])
+    # without the first position (TransformerLens' exclude_bos) the attention on it no longer counts: the
+    # previous-token head loses queries 0 and 1 (4 of 4 left hit), the duplicate head queries 0 and 3 (2 of 4
+    # left hit), the induction head query 0 (3 of 5 left hit)
+    tokens_excluded = {name: detection_scores(hand_attention(), make(TOKENS), exclude_bos=True)
+                       for name, make in DETECTION_PATTERNS.items()}
+    assert tokens_excluded["previous_token"].tolist() == pytest.approx([4 / 4, 0, 0])
+    assert tokens_excluded["duplicate_token"].tolist() == pytest.approx([0, 2 / 4, 0])
+    assert tokens_excluded["induction"].tolist() == pytest.approx([0, 0, 3 / 5])
 
 
 def test_scores_from_hooks_match_hf_attention_and_transformer_lens(tiny_decoder_dirs):
@@ -43,10 +51,12 @@ def test_scores_from_hooks_match_hf_attention_and_transformer_lens(tiny_decoder_
     examples = [PromptExample("the man sees the man", " sees"), PromptExample("a dog runs a dog runs a", " dog"),
                 PromptExample("cat sleeps . cat", " sleeps")]
     prompts = tokenize_prompt_task("toy", examples, word_level_tokenizer(), n_ctx=32, batch_size=2)
-    table = head_detector_scores(model, prompts, min_score=0.0)
+    table = head_detector_scores(model, prompts, min_score=0.0, exclude_bos=False)
+    without_first = head_detector_scores(model, prompts, min_score=0.0)  # exclude_bos=True, heurlens' default
 
     hf = AutoModelForCausalLM.from_pretrained(directory, attn_implementation="eager").eval()
     expected = {name: torch.zeros(2, 4) for name in DETECTION_PATTERNS}
+    expected_without = {name: torch.zeros(2, 4) for name in DETECTION_PATTERNS}
     tokenizer = word_level_tokenizer()
     with torch.no_grad():
         for example in examples:  # one prompt at a time, no padding: TransformerLens' detect_head per prompt
@@ -55,14 +65,43 @@ def test_scores_from_hooks_match_hf_attention_and_transformer_lens(tiny_decoder_
             for name, make in DETECTION_PATTERNS.items():
                 for layer in range(2):
                     for head in range(4):
-                        expected[name][layer, head] += compute_head_attention_similarity_score(
-                            attentions[layer][0, head], make(ids), exclude_bos=False, exclude_current_token=False,
-                            error_measure="mul") / len(examples)
+                        for exclude, table_of in ((False, expected), (True, expected_without)):
+                            table_of[name][layer, head] += compute_head_attention_similarity_score(
+                                attentions[layer][0, head], make(ids), exclude_bos=exclude,
+                                exclude_current_token=False, error_measure="mul") / len(examples)
     for layer in range(2):
         for head in range(4):
             row = table[table["unit"] == str(Unit(layer, head))].iloc[0]
+            row_without = without_first[without_first["unit"] == str(Unit(layer, head))].iloc[0]
             for name in DETECTION_PATTERNS:
                 assert row[name] == pytest.approx(expected[name][layer, head].item(), abs=1e-5)
+                assert row_without[name] == pytest.approx(expected_without[name][layer, head].item(), abs=1e-5)
     assert len(table) == 8 and set(table["label"]) <= {*DETECTION_PATTERNS, "other"}
     only = head_detector_scores(model, prompts, heads=[Unit(1, 3)])
     assert only["unit"].tolist() == ["L1.H3"]
+
+
+def test_ioi_notebook_runs_on_a_tiny_decoder(tiny_decoder_dirs, tmp_path, monkeypatch):
+    """Executes experiments/ioi_smollm2.ipynb's code cells in order, its parameters pointed at a tiny Llama and
+    a prompt file over the test vocabulary (SmolLM2 itself is checked by the slow model tests)."""
+    import json
+    from pathlib import Path
+
+    import plotly.graph_objects as go
+
+    shown = []
+    monkeypatch.setattr(go.Figure, "show", lambda figure: shown.append(figure))
+    task = tmp_path / "task.jsonl"
+    task.write_text("".join(json.dumps({"prompt": p, "answer": a, "distractors": [d]}) + "\n" for p, a, d in
+                            [("the man sees the dog . the man sees the", " dog", " man"),
+                             ("a cat runs . a cat", " runs", " sleeps"), ("the dog sleeps . the dog", " sleeps", " runs")]))
+    notebook = json.loads((Path(__file__).parents[1] / "experiments" / "ioi_smollm2.ipynb").read_text())
+    cells = ["".join(c["source"]) for c in notebook["cells"] if c["cell_type"] == "code"]
+    assert cells[0].startswith("# Parameters")
+    namespace: dict = {}
+    exec(f"MODEL = {str(tiny_decoder_dirs['llama'])!r}\nTASK = DETECTOR_TASK = {str(task)!r}\n"
+         "EXAMPLES, TOP_HEADS = 3, 3", namespace)
+    for cell in cells[1:]:
+        exec(cell, namespace)
+    assert len(namespace["scores"]) == 8 and len(namespace["heads"]) == 3
+    assert len(namespace["scan"]) == 3 and len(shown) == 1

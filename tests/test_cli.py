@@ -213,3 +213,11 @@ def test_ablate_and_prune_a_decoder_on_a_prompt_task(tiny_decoder_dirs, tmp_path
     assert (out / "sparsity-0.50" / "seed-00.json").exists()
     assert_one_line_error(heurlens("ablate", "--model", model, "--task", "nope", "--heads", "L0.H0"),
                           "unknown task 'nope'")
+    result = heurlens("patterns", "--model", model, "--task", str(task), "--task-examples", "3", "--heads", "L1.*",
+                      "--html", str(tmp_path / "heads.html"), "--json")
+    assert result.returncode == 0, result.stderr[-2000:]
+    table = json.loads(result.stdout)
+    assert [r["unit"] for r in table] == ["L1.H0", "L1.H1", "L1.H2", "L1.H3"]
+    assert {"previous_token", "duplicate_token", "induction"} <= set(table[0])
+    page = (tmp_path / "heads.html").read_text()  # the task's first prompt (after the seed's shuffle), plotted
+    assert any(f'"tokens": {json.dumps(r["prompt"].split())}' in page for r in rows)

@@ -5,6 +5,7 @@ import torch
 
 from heurlens.errors import HeurlensError
 from heurlens.models import load_model
+from heurlens.units import Unit
 
 PAIRS = (["A man plays a guitar on the street corner near the old market.", "Two dogs run."],
          ["A person plays music outside.", "Cats sleep."])
@@ -142,7 +143,6 @@ def test_ablating_a_query_head_is_zeroing_its_slice_of_the_output_projection_inp
     from transformers import AutoModelForCausalLM
 
     from heurlens.ablation import ablation_hooks
-    from heurlens.units import Unit
 
     model = load_model(tiny_decoder_dirs[family])
     reference = AutoModelForCausalLM.from_pretrained(tiny_decoder_dirs[family]).eval()
@@ -211,3 +211,26 @@ def test_smollm2_offline_default_completes_ioi():
     # measured on 100 prompts: 96% and a logit difference of 4.0; with the names of the first clause replaced
     # (nothing says who receives) 18% and -1.7
     assert on_clean["accuracy"] >= 0.9 and on_clean["logit_difference"] > on_corrupted["logit_difference"] + 3
+
+
+@pytest.mark.slow
+def test_smollm2_on_the_built_in_prompt_tasks():
+    """SmolLM2 on 100 prompts of each generator (seed 1). Measured 2026-11-24: IOI 95% (logit difference 3.9),
+    greater-than 100% (probability difference 0.61), induction 75%; on induction prompts the head detector
+    labels L18.H7 an induction head (0.95) once the attention sink on the first position is left out."""
+    from heurlens.analysis.head_detector import head_detector_scores
+    from heurlens.data.prompt_tasks import prompt_metrics, prompt_task_set
+    from heurlens.evaluate import predict_logits
+
+    model = load_model("smollm2", attn_implementation="eager")
+    metrics = {}
+    for task in ("ioi", "greater-than", "induction"):
+        prompts = prompt_task_set(task, model.tokenizer, model.bridge.cfg.n_ctx, 100, seed=1)
+        metrics[task] = prompt_metrics(predict_logits(model, prompts), prompts)
+    assert metrics["ioi"]["accuracy"] >= 0.9 and metrics["greater-than"]["accuracy"] >= 0.9
+    assert metrics["greater-than"]["probability_difference"] > 0.5
+    assert metrics["induction"]["accuracy"] >= 0.6  # against the 9 other words of the sequence
+    induction = prompt_task_set("induction", model.tokenizer, model.bridge.cfg.n_ctx, 30, seed=0)
+    table = head_detector_scores(model, induction, heads=[Unit(18, 7), Unit(0, 0)])
+    assert table.set_index("unit").loc["L18.H7", "label"] == "induction"
+    assert table.set_index("unit").loc["L0.H0", "induction"] < 0.3

@@ -162,7 +162,8 @@ def test_induction_answer_is_the_word_after_the_repeat():
     words = ("man", "dog", "runs", "sleeps", "cat", "sees")
     examples = induction_examples(25, tokenizer, seed=0, length=5, words=words)
     for example in examples:
-        prompt = example.prompt.split()
+        prefix, *prompt = example.prompt.split()
+        assert prefix == "Words:"
         first = prompt[:5]
         assert len(set(first)) == 5 and prompt[5:] == first[:len(prompt) - 5]  # a repeat of the start
         assert example.answer == f" {first[len(prompt) - 5]}"  # the word that came next the first time

@@ -5,9 +5,11 @@ For one prompt of n tokens, a head's attention A (query x key, causal) and a 0/1
 TransformerLens (``get_previous_token_head_detection_pattern``: D[q, q-1] = 1; ``..._duplicate_token_...``:
 D[q, k] = 1 for k < q with the same token; ``..._induction_...``: D[q, k] = 1 when token k-1 equals token q,
 k <= q), the score is sum(A * D) / sum(A): the share of the head's attention on the detected positions. A head's
-score is the mean over prompts (TransformerLens' rule for a list of prompts). BOS and the current token are
-not excluded (the detector's defaults). The label is the highest score if it reaches ``min_score`` (0.3,
-heurlens' own threshold, as in ``heurlens.analysis.patterns``), else "other".
+score is the mean over prompts (TransformerLens' rule for a list of prompts). The current token is kept (the
+detector's default); the first position is left out (its ``exclude_bos=True``; the detector's default keeps it)
+because decoders such as SmolLM2 park most of their attention there (an attention sink): with it kept, no
+SmolLM2 head reaches 0.3 on induction prompts; without, six do (L18.H7 0.95). The label is the highest score if
+it reaches ``min_score`` (0.3, heurlens' own threshold, as in ``heurlens.analysis.patterns``), else "other".
 """
 
 from __future__ import annotations
@@ -34,14 +36,18 @@ DETECTION_PATTERNS = {"previous_token": get_previous_token_head_detection_patter
                       "induction": get_induction_head_detection_pattern}
 
 
-def detection_scores(attention: Float[Tensor, "head query key"],
-                     detection: Float[Tensor, "query key"]) -> Float[Tensor, " head"]:
-    """sum(A * D) / sum(A) for every head of one prompt (TransformerLens' "mul" measure)."""
+def detection_scores(attention: Float[Tensor, "head query key"], detection: Float[Tensor, "query key"],
+                     exclude_bos: bool = False) -> Float[Tensor, " head"]:
+    """sum(A * D) / sum(A) for every head of one prompt (TransformerLens' "mul" measure); with ``exclude_bos``
+    the attention on the first position is set to 0 first (TransformerLens' ``exclude_bos``)."""
+    if exclude_bos:
+        attention = attention.clone()
+        attention[..., 0] = 0
     return (attention * detection).sum((-2, -1)) / attention.sum((-2, -1))
 
 
 def head_detector_scores(model: HookedClassifier, prompts: PromptSet, heads: list[Unit] | None = None,
-                         min_score: float = 0.3) -> pd.DataFrame:
+                         min_score: float = 0.3, exclude_bos: bool = True) -> pd.DataFrame:
     """One row per head (or per head of ``heads``): the mean score of each detection pattern over the prompts,
     and a label. The model must expose ``hook_pattern`` (load it with ``attn_implementation="eager"``)."""
     layers = sorted({u.layer for u in heads}) if heads else list(range(model.n_layers))
@@ -67,7 +73,7 @@ def head_detector_scores(model: HookedClassifier, prompts: PromptSet, heads: lis
                 for layer in layers:
                     attention = captured[layer][row][:, where][:, :, where]
                     for name, detection in detections.items():
-                        sums[layer][name] += detection_scores(attention, detection)
+                        sums[layer][name] += detection_scores(attention, detection, exclude_bos)
     rows = []
     for layer in layers:
         for head in range(model.n_heads):

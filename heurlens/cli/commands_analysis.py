@@ -55,10 +55,13 @@ def core(run_dirs, out, as_json, as_csv) -> None:
                    "(standalone HTML).")
 @click.option("--premise", default="The doctor advised the president.", show_default=True)
 @click.option("--hypothesis", default="The president advised the doctor.", show_default=True)
+@click.option("--exclude-bos/--include-bos", default=True, show_default=True,
+              help="With --task: leave the attention on the first position out of the head-detector scores "
+                   "(TransformerLens' exclude_bos; decoders park attention there).")
 @task_options
 @table_output_options
-def patterns(heads, model, examples, min_score, html_out, premise, hypothesis, task, task_examples, as_json,
-             as_csv) -> None:
+def patterns(heads, model, examples, min_score, html_out, premise, hypothesis, exclude_bos, task, task_examples,
+             as_json, as_csv) -> None:
     """Score heads for attending to repeated tokens across the pair, previous/next token, separators, self;
     with --task (decoder LMs), TransformerLens' previous-token, duplicate-token and induction scores."""
     import heurlens
@@ -75,7 +78,8 @@ def patterns(heads, model, examples, min_score, html_out, premise, hypothesis, t
         from heurlens.analysis.head_detector import head_detector_scores
 
         data = prompt_set(hooked, task, task_examples, seed=0)
-        table, what = head_detector_scores(hooked, data, units, min_score), f"{len(data)} prompts of {task}"
+        table = head_detector_scores(hooked, data, units, min_score, exclude_bos)
+        what = f"{len(data)} prompts of {task}" + (", attention on the first position left out" if exclude_bos else "")
         shown_text, shown_pair = data.prompts[0], None
     else:
         data = heurlens.tokenize_pairs("snli-test", heurlens.load_snli("test", limit=examples, seed=0),

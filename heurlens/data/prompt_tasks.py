@@ -168,7 +168,9 @@ def _year_tokens(tokenizer) -> int:
                         "token per digit; this one does neither. Bring the task as a prompt file instead")
 
 
-# Induction (Olsson et al. 2022) on repeated random words: after "A B C ... A B", the next word is "C".
+# Induction (Olsson et al. 2022) on repeated random words: after "A B C ... A B", the next word is "C". The prefix
+# gives every word of the sequence its leading space, so a word's repeat is the same token as its first occurrence.
+INDUCTION_PREFIX = "Words:"
 INDUCTION_WORDS = ("apple", "river", "chair", "window", "garden", "music", "paper", "horse", "bottle", "mountain",
                    "pencil", "doctor", "island", "camera", "butter", "forest", "engine", "silver", "rabbit", "candle",
                    "letter", "bridge", "planet", "jacket", "carpet", "market", "tiger", "basket", "ocean", "hammer",
@@ -177,9 +179,9 @@ INDUCTION_WORDS = ("apple", "river", "chair", "window", "garden", "music", "pape
 
 def induction_examples(n: int, tokenizer, seed: int = 0, length: int = 10,
                        words: Sequence[str] = INDUCTION_WORDS) -> list[PromptExample]:
-    """n prompts of ``length`` random words (one token each after a space, no word twice) followed by the first
-    k of them again (k from 1 to length - 1): the answer is word k + 1 of the sequence, the distractors the
-    other words of the sequence (copying any of them would be wrong)."""
+    """n prompts of ``INDUCTION_PREFIX`` and ``length`` random words (one token each after a space, no word
+    twice) followed by the first k of them again (k from 1 to length - 1): the answer is word k + 1 of the
+    sequence, the distractors the other words of the sequence (copying any of them would be wrong)."""
     pool = single_token_names(tokenizer, words)
     if len(pool) < length:
         raise HeurlensError(f"induction needs {length} different words that are one token for this tokenizer; "
@@ -189,7 +191,7 @@ def induction_examples(n: int, tokenizer, seed: int = 0, length: int = 10,
     for _ in range(n):
         sequence = generator.sample(pool, length)
         repeated = generator.randrange(1, length)
-        prompt = " ".join(sequence + sequence[:repeated])
+        prompt = INDUCTION_PREFIX + " " + " ".join(sequence + sequence[:repeated])
         answer = sequence[repeated]
         examples.append(PromptExample(prompt, f" {answer}", tuple(f" {w}" for w in sequence if w != answer)))
     return examples
