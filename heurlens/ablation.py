@@ -15,7 +15,7 @@ import pandas as pd
 from torch import Tensor
 
 from heurlens.errors import HeurlensError
-from heurlens.evaluate import EvalSet, accuracy, mean_kl, predict_logits
+from heurlens.evaluate import EvalSet, accuracy, full_model_logits, mean_kl, predict_logits
 from heurlens.masking import UnitMaskHooks
 from heurlens.means import UnitMeans, zero_means
 from heurlens.models.classifier import HookedClassifier
@@ -45,14 +45,14 @@ def ablate(model: HookedClassifier, units: list[Unit], eval_sets: list[EvalSet],
 
     Returns one row per evaluation set: eval_set, examples, full_accuracy, ablated_accuracy,
     delta (ablated - full) and kl (mean KL(full || ablated), nats). ``full_logits`` (by set name)
-    reuses an earlier run of the full model.
+    reuses an earlier run of the full model; otherwise they come from the disk cache (``full_model_logits``).
     """
     hooks = ablation_hooks(model, units, method, means)
     rows = []
     for eval_set in eval_sets:
         full = (full_logits or {}).get(eval_set.name)
         if full is None:
-            full = predict_logits(model, eval_set)
+            full = full_model_logits(model, eval_set)
         ablated = predict_logits(model, eval_set, hooks)
         full_acc = accuracy(full, eval_set, model.labels)
         ablated_acc = accuracy(ablated, eval_set, model.labels)

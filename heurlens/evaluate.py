@@ -7,14 +7,17 @@ model and every ablated variant. Text pair data (premise, hypothesis, label) bec
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 import datasets
 import torch
 import torch.nn.functional as F
 from jaxtyping import Float, Int
+from safetensors.torch import load_file
 from torch import Tensor
 
+from heurlens.cache import atomic_save_tensors, cache_dir, stored
 from heurlens.data.prompt_tasks import PromptSet, prompt_metrics
 from heurlens.errors import HeurlensError
 from heurlens.models.classifier import HookedClassifier
@@ -40,9 +43,9 @@ def tokenize_pairs(name: str, data: datasets.Dataset, tokenizer, batch_size: int
     """Tokenise premise/hypothesis pairs (as the model's tokenizer pairs them: [SEP], token types).
 
     Each batch is padded to its longest pair. ``sort_by_length`` orders the pairs by token count
-    first, so batches hold pairs of similar length and carry little padding (for training data
-    whose batches are drawn in random order anyway; SNLI pairs: 1.6x faster mask-training steps,
-    benchmarks/length_sorted_batches.py).
+    first, so batches hold pairs of similar length and carry little padding (training data, whose
+    batches are drawn in random order anyway, and evaluation sets, whose metrics are means; SNLI
+    pairs: 1.6x faster mask-training steps, benchmarks/length_sorted_batches.py).
     """
     if tokenizer is None:
         raise HeurlensError(f"cannot tokenise {name}: this model has no tokenizer; build an EvalSet from token ids")
@@ -68,6 +71,25 @@ def predict_logits(model: HookedClassifier, eval_set: EvalSet | PromptSet, fwd_h
         for batch in eval_set.batches:
             outputs.append(model(**batch).float())
     return torch.cat(outputs)
+
+
+def data_fingerprint(data: EvalSet | PromptSet) -> str:
+    """sha256 (16 hex digits) of every token id and mask of a tokenised set."""
+    digest = hashlib.sha256()
+    for batch in data.batches:
+        for key in sorted(batch):
+            digest.update(key.encode())
+            digest.update(batch[key].numpy().tobytes())
+    return digest.hexdigest()[:16]
+
+
+def full_model_logits(model: HookedClassifier, eval_set: EvalSet | PromptSet) -> Float[Tensor, "example label"]:
+    """``predict_logits`` of the model without hooks, kept on disk per model fingerprint (weights and
+    vocabulary) and token fingerprint (``cache_dir()/full-logits``): evaluation sets do not change, so
+    ablations, scans and subnetwork evaluations read the full model's logits instead of recomputing them."""
+    path = cache_dir() / "full-logits" / f"{model.fingerprint()}-{data_fingerprint(eval_set)}.safetensors"
+    return stored(path, lambda: predict_logits(model, eval_set),
+                  lambda logits: atomic_save_tensors(path, {"logits": logits}), lambda: load_file(path)["logits"])
 
 
 def label_map(model_labels: tuple[str, ...] | None, data_labels: tuple[str, ...]) -> Int[Tensor, " model_label"]:

@@ -144,3 +144,34 @@ def test_mean_ablation_without_means_is_a_clear_error(hand_model):
         ablation_hooks(hand_model, [Unit(0, 0)], "mean", None)
     with pytest.raises(HeurlensError, match="unknown ablation method"):
         ablation_hooks(hand_model, [Unit(0, 0)], "resample")
+
+
+def test_full_model_logits_are_kept_per_model_and_data(tiny_bert_dir, tmp_path, monkeypatch):
+    """The full model runs once per (weights, tokens); a second call reads the disk, other weights or other
+    tokens compute again, and a damaged cache file is recomputed rather than trusted."""
+    from heurlens.data.hans import generate_hans
+    from heurlens.evaluate import full_model_logits
+
+    monkeypatch.setenv("HEURLENS_CACHE", str(tmp_path))
+    model = load_model(tiny_bert_dir)
+    data = tokenize_pairs("SO-Swap", generate_hans(12, ["SO-Swap"], seed=0), model.tokenizer)
+    other = tokenize_pairs("SO-Swap", generate_hans(12, ["SO-Swap"], seed=1), model.tokenizer)
+    passes = []
+    model.bridge.blocks[0].register_forward_hook(lambda *args: passes.append(1))
+    first = full_model_logits(model, data)
+    assert len(passes) == len(data.batches) and torch.equal(first, predict_logits(model, data))
+    passes.clear()
+    assert torch.equal(full_model_logits(model, data), first) and not passes  # read from disk
+    full_model_logits(model, other)
+    assert len(passes) == len(other.batches)  # other tokens: computed
+    files = list((tmp_path / "full-logits").iterdir())
+    assert len(files) == 2
+    with torch.no_grad():
+        model.bridge.blocks[1].mlp.out.bias += 1.0  # other weights: another key
+    passes.clear()
+    changed = full_model_logits(model, data)
+    assert passes and not torch.equal(changed, first) and torch.equal(changed, predict_logits(model, data))
+    newest = max((tmp_path / "full-logits").iterdir(), key=lambda f: f.stat().st_mtime_ns)
+    newest.write_bytes(b"damaged")
+    passes.clear()
+    assert torch.equal(full_model_logits(model, data), changed) and passes  # a damaged entry is computed again

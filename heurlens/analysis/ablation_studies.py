@@ -17,14 +17,14 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from heurlens.ablation import Method, ablate
-from heurlens.evaluate import EvalSet, predict_logits
+from heurlens.evaluate import EvalSet, full_model_logits
 from heurlens.means import UnitMeans
 from heurlens.models.classifier import HookedClassifier
 from heurlens.units import Unit, format_units
 
 
 def _full_logits(model: HookedClassifier, eval_sets: list[EvalSet]) -> dict[str, Tensor]:
-    return {s.name: predict_logits(model, s) for s in eval_sets}
+    return {s.name: full_model_logits(model, s) for s in eval_sets}
 
 
 def _drops(model, groups: list[list[Unit]], eval_sets, method, means, full_logits, progress: bool,

@@ -67,11 +67,11 @@ def head_detector_scores(model: HookedClassifier, prompts: PromptSet, heads: lis
                 raise HeurlensError("hook_pattern never fired: load the model with attn_implementation='eager' "
                                     "(heurlens patterns does this)")
             mask = batch.get("attention_mask", torch.ones_like(batch["input_ids"]))
-            for row, tokens in enumerate(batch["input_ids"]):
-                where = mask[row].bool()  # the prompt's real tokens (padding may sit on either side)
+            for example, tokens in enumerate(batch["input_ids"]):
+                where = mask[example].bool()  # the prompt's real tokens (padding may sit on either side)
                 detections = {name: make(tokens[where][None]) for name, make in DETECTION_PATTERNS.items()}
                 for layer in layers:
-                    attention = captured[layer][row][:, where][:, :, where]
+                    attention = captured[layer][example][:, where][:, :, where]
                     for name, detection in detections.items():
                         sums[layer][name] += detection_scores(attention, detection, exclude_bos)
     rows = []

@@ -18,12 +18,11 @@ from heurlens.analysis.overlap import analysed_core, overlap_report
 from heurlens.analysis.patterns import attention_plot, pattern_scores
 from heurlens.analysis.report import Report
 from heurlens.cache import atomic_write_csv, stored
-from heurlens.evaluate import EvalSet
+from heurlens.evaluate import EvalSet, data_fingerprint
 from heurlens.models.classifier import HookedClassifier
 from heurlens.pruning.runs import (
     MEANS_FILE,
     accuracy_table,
-    data_fingerprint,
     evaluate_subnetworks,
     find_subnetworks,
     load_run_means,

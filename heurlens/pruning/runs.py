@@ -10,7 +10,6 @@ rather than mixed, and so is a folder heurlens did not make or one another proce
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections.abc import Iterable
 from functools import partial
@@ -24,7 +23,7 @@ from torch import Tensor
 from heurlens.ablation import ablate
 from heurlens.cache import stored
 from heurlens.errors import HeurlensError
-from heurlens.evaluate import EvalSet, accuracy, predict_logits, tokenize_pairs
+from heurlens.evaluate import EvalSet, accuracy, data_fingerprint, full_model_logits, tokenize_pairs
 from heurlens.means import UnitMeans, compute_means
 from heurlens.models.classifier import HookedClassifier
 from heurlens.pruning.settings import PruneSettings
@@ -66,16 +65,6 @@ def subnetworks_by_sparsity(run_dirs: Iterable[str | Path]) -> dict[float, list[
             subnetwork = Subnetwork.load(path)
             groups.setdefault(subnetwork.target_sparsity, []).append(subnetwork)
     return dict(sorted(groups.items()))
-
-
-def data_fingerprint(data: EvalSet) -> str:
-    """sha256 (16 hex digits) of every token id and mask of a tokenised set."""
-    digest = hashlib.sha256()
-    for batch in data.batches:
-        for key in sorted(batch):
-            digest.update(key.encode())
-            digest.update(batch[key].numpy().tobytes())
-    return digest.hexdigest()[:16]
 
 
 def prune(model: HookedClassifier, data: EvalSet | datasets.Dataset, sparsity: float | Iterable[float] = 0.5,
@@ -158,7 +147,7 @@ def _prune_each(model: HookedClassifier, data: EvalSet, sparsities: list[float],
 
     def trained(target: float, seed: int) -> Subnetwork:
         if not full_logits:
-            full_logits.append(predict_logits(model, data))
+            full_logits.append(full_model_logits(model, data))
         start = time.time()
         result = train_unit_mask(model, data, full_logits[0], means, target, seed, config, progress)
         kept, achieved, threshold = discretize(result.log_alpha_heads, result.log_alpha_mlps, target,
@@ -191,7 +180,7 @@ def evaluate_subnetworks(model: HookedClassifier, subnetworks: list[Subnetwork],
     Long format: one row per (subnetwork, eval set) with columns subnetwork, target_sparsity,
     achieved_sparsity, seed, eval_set, examples, accuracy, kl. The full model's rows come first.
     """
-    full_logits = {s.name: predict_logits(model, s) for s in eval_sets}
+    full_logits = {s.name: full_model_logits(model, s) for s in eval_sets}
     rows = [{"subnetwork": "full model", "target_sparsity": 0.0, "achieved_sparsity": 0.0, "seed": None,
              "eval_set": s.name, "examples": len(s), "accuracy": accuracy(full_logits[s.name], s, model.labels),
              "kl": 0.0} for s in eval_sets]
