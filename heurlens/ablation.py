@@ -9,11 +9,13 @@ It is a binary unit mask (``heurlens.masking``): 0 on the ablated units, 1 elsew
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal
 
 import pandas as pd
 from torch import Tensor
 
+from heurlens.data.prompt_tasks import PromptSet
 from heurlens.errors import HeurlensError
 from heurlens.evaluate import EvalSet, accuracy, full_model_logits, mean_kl, predict_logits
 from heurlens.masking import UnitMaskHooks
@@ -39,7 +41,7 @@ def ablation_hooks(model: HookedClassifier, units: list[Unit], method: Method = 
     return UnitMaskHooks(replacement, heads, mlps).hooks
 
 
-def ablate(model: HookedClassifier, units: list[Unit], eval_sets: list[EvalSet], method: Method = "mean",
+def ablate(model: HookedClassifier, units: list[Unit], eval_sets: Sequence[EvalSet | PromptSet], method: Method = "mean",
            means: UnitMeans | None = None, full_logits: dict[str, Tensor] | None = None) -> pd.DataFrame:
     """Accuracy of the full and the ablated model on each evaluation set, their difference, and KL.
 

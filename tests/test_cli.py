@@ -211,6 +211,12 @@ def test_ablate_and_prune_a_decoder_on_a_prompt_task(tiny_decoder_dirs, tmp_path
     assert result.returncode == 0, result.stderr[-2000:]
     assert {r["eval_set"] for r in json.loads(result.stdout)} == {"task-s1"}
     assert (out / "sparsity-0.50" / "seed-00.json").exists()
+    result = heurlens("report", str(out), "--task", str(task), "--task-examples", "3", "--pattern-examples", "3")
+    assert result.returncode == 0, result.stderr[-2000:]
+    page = (out / "report.html").read_text()
+    assert "task-s1" in page and "induction" in page  # the task's evaluation and the decoder pattern scores
+    result = heurlens("core", str(out), "--json")
+    assert result.returncode == 0 and len(json.loads(result.stdout)) == 8  # every head's frequency
     assert_one_line_error(heurlens("ablate", "--model", model, "--task", "nope", "--heads", "L0.H0"),
                           "unknown task 'nope'")
     result = heurlens("patterns", "--model", model, "--task", str(task), "--task-examples", "3", "--heads", "L1.*",

@@ -10,6 +10,7 @@ With acc(S) the accuracy after mean-ablating the set S of heads and drop(S) = ac
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from itertools import combinations
 
 import pandas as pd
@@ -17,13 +18,14 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from heurlens.ablation import Method, ablate
+from heurlens.data.prompt_tasks import PromptSet
 from heurlens.evaluate import EvalSet, full_model_logits
 from heurlens.means import UnitMeans
 from heurlens.models.classifier import HookedClassifier
 from heurlens.units import Unit, format_units
 
 
-def _full_logits(model: HookedClassifier, eval_sets: list[EvalSet]) -> dict[str, Tensor]:
+def _full_logits(model: HookedClassifier, eval_sets: Sequence[EvalSet | PromptSet]) -> dict[str, Tensor]:
     return {s.name: full_model_logits(model, s) for s in eval_sets}
 
 
@@ -40,8 +42,8 @@ def _drops(model, groups: list[list[Unit]], eval_sets, method, means, full_logit
     return pd.DataFrame(rows)
 
 
-def single_unit_scan(model: HookedClassifier, units: list[Unit], eval_sets: list[EvalSet], means: UnitMeans | None,
-                     method: Method = "mean", full_logits: dict[str, Tensor] | None = None,
+def single_unit_scan(model: HookedClassifier, units: list[Unit], eval_sets: Sequence[EvalSet | PromptSet],
+                     means: UnitMeans | None, method: Method = "mean", full_logits: dict[str, Tensor] | None = None,
                      progress: bool = True) -> pd.DataFrame:
     """Ablate each unit alone; long table with columns ablated, eval_set, full_accuracy, accuracy,
     drop, kl."""
@@ -69,7 +71,7 @@ def scan_table(scan: pd.DataFrame, core: list[Unit] | None = None) -> pd.DataFra
     return table.rename_axis("ablated").reset_index()
 
 
-def group_superadditivity(model: HookedClassifier, group: list[Unit], eval_sets: list[EvalSet],
+def group_superadditivity(model: HookedClassifier, group: list[Unit], eval_sets: Sequence[EvalSet | PromptSet],
                           means: UnitMeans | None, method: Method = "mean", pairs: bool = True,
                           full_logits: dict[str, Tensor] | None = None,
                           progress: bool = True) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -7,6 +7,7 @@ that cannot be read back whole is computed again."""
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
 
@@ -14,10 +15,12 @@ import pandas as pd
 
 from heurlens.analysis.accuracy_curve import accuracy_curve_figure, highest_faithful_sparsity
 from heurlens.analysis.effective_size import EFFECTIVE_SIZE_FILE, effective_size_figure
+from heurlens.analysis.head_detector import head_detector_scores
 from heurlens.analysis.overlap import analysed_core, overlap_report
 from heurlens.analysis.patterns import attention_plot, pattern_scores
 from heurlens.analysis.report import Report
 from heurlens.cache import atomic_write_csv, stored
+from heurlens.data.prompt_tasks import PromptSet
 from heurlens.evaluate import EvalSet, data_fingerprint
 from heurlens.models.classifier import HookedClassifier
 from heurlens.pruning.runs import (
@@ -32,7 +35,7 @@ from heurlens.pruning.runs import (
 EXAMPLE_PAIR = ("The doctor advised the president.", "The president advised the doctor.")  # Figure 7's SO-Swap pair
 
 
-def cache_path(run_dir: Path, kind: str, data: list[EvalSet], model: HookedClassifier) -> Path:
+def cache_path(run_dir: Path, kind: str, data: Sequence[EvalSet | PromptSet], model: HookedClassifier) -> Path:
     """``RUN_DIR/<kind>-<key>.csv``: the key changes with the data, the model's fingerprint and the bytes
     of every subnetwork and means file in the run directory (re-pruning changes it)."""
     digest = hashlib.sha256(model.fingerprint().encode())
@@ -45,7 +48,8 @@ def cache_path(run_dir: Path, kind: str, data: list[EvalSet], model: HookedClass
     return Path(run_dir) / f"{kind}-{digest.hexdigest()[:12]}.csv"
 
 
-def cached_evaluation(run_dir: Path, model: HookedClassifier, eval_sets: list[EvalSet]) -> pd.DataFrame:
+def cached_evaluation(run_dir: Path, model: HookedClassifier, eval_sets: Sequence[EvalSet | PromptSet]
+                      ) -> pd.DataFrame:
     """The evaluation of every subnetwork of the run directory, read from its cache file or computed."""
     subnetworks = [s for group in subnetworks_by_sparsity([run_dir]).values() for s in group]
     return cached_table(
@@ -53,10 +57,16 @@ def cached_evaluation(run_dir: Path, model: HookedClassifier, eval_sets: list[Ev
         lambda: evaluate_subnetworks(model, subnetworks, eval_sets, load_run_means(Path(run_dir))))
 
 
-def cached_patterns(run_dir: Path, eager_model: HookedClassifier, pattern_data: EvalSet) -> pd.DataFrame:
-    """Attention-pattern scores of every head, read from the run directory's cache or computed."""
+def cached_patterns(run_dir: Path, eager_model: HookedClassifier, pattern_data: EvalSet | PromptSet) -> pd.DataFrame:
+    """Attention-pattern scores of every head (sentence pairs: ``pattern_scores``; a prompt task: TransformerLens'
+    head-detector scores), read from the run directory's cache or computed."""
+    def compute() -> pd.DataFrame:
+        if isinstance(pattern_data, PromptSet):
+            return head_detector_scores(eager_model, pattern_data)
+        return pattern_scores(eager_model, pattern_data)
+
     return cached_table(cache_path(run_dir, "patterns", [pattern_data], eager_model),
-                        eager_model.n_layers * eager_model.n_heads, lambda: pattern_scores(eager_model, pattern_data))
+                        eager_model.n_layers * eager_model.n_heads, compute)
 
 
 def cached_table(path: Path, rows: int, compute) -> pd.DataFrame:
@@ -72,9 +82,9 @@ def cached_table(path: Path, rows: int, compute) -> pd.DataFrame:
 
 
 def build_run_report(run_dir: Path, model: HookedClassifier, eager_model: HookedClassifier,
-                     eval_sets: list[EvalSet], pattern_data: EvalSet) -> Report:
+                     eval_sets: Sequence[EvalSet | PromptSet], pattern_data: EvalSet | PromptSet) -> Report:
     """Every table and figure for one run directory (``eager_model``: the same weights with
-    ``hook_pattern`` live, for the attention patterns)."""
+    ``hook_pattern`` live, for the attention patterns; a ``PromptSet`` for a decoder on a prompt task)."""
     run_dir = Path(run_dir)
     groups = subnetworks_by_sparsity([run_dir])
     everything = [s for group in groups.values() for s in group]
@@ -100,8 +110,9 @@ def build_run_report(run_dir: Path, model: HookedClassifier, eager_model: Hooked
         report.text(f"Heads shown: {what}.")
         patterns = cached_patterns(run_dir, eager_model, pattern_data)
         report.table(patterns[patterns["unit"].isin([str(u) for u in core])])
-        report.text(f"Core heads on the pair: {EXAMPLE_PAIR[0]} / {EXAMPLE_PAIR[1]}")
-        report.circuitsvis(attention_plot(eager_model, *EXAMPLE_PAIR, core))
+        text, pair = (pattern_data.prompts[0], None) if isinstance(pattern_data, PromptSet) else EXAMPLE_PAIR
+        report.text(f"Core heads on: {text}" + (f" / {pair}" if pair else ""))
+        report.circuitsvis(attention_plot(eager_model, text, pair, core))
 
     effective = run_dir / EFFECTIVE_SIZE_FILE
     if effective.exists():

@@ -137,10 +137,13 @@ def effective_size(checkpoints, sparsity, seeds, search, tolerance, out, train_e
               help="HTML file to write (default RUN_DIR/report.html).")
 @click.option("--model", default=None, help="Model (default: the one the subnetworks were pruned from).")
 @click.option("--pattern-examples", type=click.IntRange(min=1), default=300, show_default=True,
-              help="SNLI test pairs the core heads' attention patterns are scored on.")
+              help="SNLI test pairs (with --task: the task's prompts) the core heads' attention patterns are scored on.")
+@task_options
 @eval_options(default_subcases=FOCUS, table_output=False)
-def report(run_dir, out, model, pattern_examples, data, in_domain_examples, per_subcase, subcases, seed) -> None:
-    """One self-contained HTML page with the tables and figures of a pruning run (works offline)."""
+def report(run_dir, out, model, pattern_examples, task, task_examples, data, in_domain_examples, per_subcase,
+           subcases, seed) -> None:
+    """One self-contained HTML page with the tables and figures of a pruning run (works offline); a run pruned
+    with --task needs the same --task (its prompts drawn with --seed + 1 are evaluated)."""
     import heurlens
     from heurlens.analysis.run_report import build_run_report
     from heurlens.pruning.runs import subnetworks_by_sparsity
@@ -150,9 +153,13 @@ def report(run_dir, out, model, pattern_examples, data, in_domain_examples, per_
     hooked = heurlens.load_model(model or first.model_id)
     first.check_model(hooked)
     eager = heurlens.load_model(model or first.model_id, attn_implementation="eager")
-    eval_sets = eval_sets_from_options(hooked, data, in_domain_examples, per_subcase, subcases, seed)
-    pattern_data = heurlens.tokenize_pairs("snli-test", heurlens.load_snli("test", limit=pattern_examples, seed=seed),
-                                           hooked.tokenizer)
+    if task:
+        eval_sets = [prompt_set(hooked, task, task_examples, seed + 1)]
+        pattern_data = prompt_set(hooked, task, pattern_examples, seed)
+    else:
+        eval_sets = eval_sets_from_options(hooked, data, in_domain_examples, per_subcase, subcases, seed)
+        pattern_data = heurlens.tokenize_pairs("snli-test", heurlens.load_snli("test", limit=pattern_examples,
+                                                                               seed=seed), hooked.tokenizer)
     path = build_run_report(Path(run_dir), hooked, eager, eval_sets, pattern_data).write(target)
     click.echo(path)
 

@@ -11,7 +11,7 @@ rather than mixed, and so is a folder heurlens did not make or one another proce
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from functools import partial
 from pathlib import Path
 
@@ -22,6 +22,7 @@ from torch import Tensor
 
 from heurlens.ablation import ablate
 from heurlens.cache import stored
+from heurlens.data.prompt_tasks import PromptSet
 from heurlens.errors import HeurlensError
 from heurlens.evaluate import EvalSet, accuracy, data_fingerprint, full_model_logits, tokenize_pairs
 from heurlens.means import UnitMeans, compute_means
@@ -173,7 +174,7 @@ def _prune_each(model: HookedClassifier, data: EvalSet, sparsities: list[float],
     return found
 
 
-def evaluate_subnetworks(model: HookedClassifier, subnetworks: list[Subnetwork], eval_sets: list[EvalSet],
+def evaluate_subnetworks(model: HookedClassifier, subnetworks: list[Subnetwork], eval_sets: Sequence[EvalSet | PromptSet],
                          means: UnitMeans) -> pd.DataFrame:
     """Accuracy (and KL to the full model) of the full model and each subnetwork on each set.
 
