@@ -173,7 +173,7 @@ def test_new_computations_by_hand():
 def test_paper_preset_is_appendix_b1():
     paper = SweepSettings.paper()
     expected = dict(t1="a+ab", subtask="ab", t2="a^2+ab", max_value=1000, modulus=7, n_layers=2, t1_fraction=0.2,
-                    t1_lr=5e-4, t1_test_examples=20_000, subtask_fraction=0.05, discovery_epochs=50,
+                    t1_lr=5e-4, t1_test_examples=20_000, t1_patience=10, subtask_fraction=0.05, discovery_epochs=50,
                     discovery_lr=1e-3, l0_lambdas=(1e-7, 5e-7, 1e-8), filling="fresh", seeds=5, transfer_epochs=100,
                     transfer_lrs=(2e-4,),
                     disambiguation=(10, 16, 25, 40, 63, 100, 158, 251, 398, 631, 1000, 1585, 2512, 3981, 6310, 10000))
@@ -346,3 +346,34 @@ def test_transfer_options_come_from_the_settings_fields():
     assert options["l0_lambdas"].multiple and options["transfer_lrs"].multiple and not options["seeds"].multiple
     given = {"seeds": 3, "l0_lambdas": [1e-7], "t1": None, "disambiguation": ()}  # what click hands over
     assert settings_from_options(SweepSettings.paper(), given) == SweepSettings.paper(seeds=3, l0_lambdas=(1e-7,))
+
+
+def test_t1_early_stopping_keeps_the_first_epoch_with_the_best_evaluation(monkeypatch):
+    """The released T1 script's HF early stopping, patience 3: evaluation accuracies 0.2, 0.5, 0.5, 0.4, 0.5
+    rise strictly at epochs 0 and 1 only, so training stops after epoch 4 (three epochs without a rise) and
+    the model is left with epoch 1's weights; the test accuracy reported is that model's."""
+    import heurlens.subtask.training as training
+    from heurlens.subtask.arithmetic import ArithmeticTask, evaluation_set, training_set
+
+    task = ArithmeticTask("a+ab", 10)
+    model = arithmetic_model(task, 1, seed=0)
+    train, evaluation, test = training_set(task, 0.5, 0), evaluation_set(task, 20, 1), evaluation_set(task, 20, 2)
+    scripted, snapshots, tested = iter([0.2, 0.5, 0.5, 0.4, 0.5, 0.9]), [], []
+    real = training.answer_accuracy
+
+    def scored(model_, sequences):
+        if sequences is evaluation:
+            snapshots.append({k: v.clone() for k, v in model_.state_dict().items()})
+            return next(scripted)
+        tested.append({k: v.clone() for k, v in model_.state_dict().items()})
+        return real(model_, sequences)
+
+    monkeypatch.setattr(training, "answer_accuracy", scored)
+    result = training.train_next_token(model, train, evaluation, test, epochs=10, lr=1e-2, batch_size=16,
+                                       progress=False, patience=3)
+    assert [h["eval"] for h in result.history] == [0.2, 0.5, 0.5, 0.4, 0.5]  # stopped before the 0.9
+    assert result.best_eval_accuracy == 0.5
+    for name, value in model.state_dict().items():
+        assert torch.equal(value, snapshots[1][name])  # epoch 1's weights, not epoch 2's or 4's (ties)
+        assert torch.equal(tested[-1][name], snapshots[1][name])  # the reported test accuracy is that model's
+    assert any(not torch.equal(snapshots[1][k], snapshots[4][k]) for k in snapshots[1])  # training went on after

@@ -35,7 +35,10 @@ class SweepSettings:
     n_layers: int = field(default=2, metadata={"help": "Decoder layers (the paper: 2 to 12).", "option": "--layers",
                                                "min": 1})
     t1_fraction: float = field(default=0.2, metadata={"help": "Share of all pairs T1 is trained on.", "min_open": True})
-    t1_epochs: int = field(default=40, metadata={"help": "Epochs on T1.", "min": 1})
+    t1_epochs: int = field(default=40, metadata={"help": "Epochs on T1 (with --t1-patience: at most).", "min": 1})
+    t1_patience: int | None = field(default=None, metadata={
+        "help": "Stop T1 once its evaluation accuracy has not risen for this many epochs and keep the best epoch's "
+                "model (the released T1 script: early stopping, patience 10).", "min": 1})
     t1_lr: float = field(default=1e-3, metadata={"help": "AdamW learning rate on T1.", "min_open": True})
     t1_test_examples: int = field(default=1000, metadata={"help": "Rows T1's model is tested on.", "min": 1})
     subtask_fraction: float = field(default=0.2, metadata={
@@ -72,10 +75,11 @@ class SweepSettings:
         beta_final 100, lr 1e-3, lambda in {1e-7, 5e-7, 1e-8} (the most accurate kept); transfer to
         a^2+ab with 16 sample counts 10..10^4, 100 epochs, lr 2e-4 (the paper's final choice; the
         released script searches {2e-3, 1e-3, 5e-4, 2e-4, 1e-4}), the model of the best evaluation
-        epoch tested; weights outside the subnetwork fresh (the prose); 5 seeds. Not stated in the
-        paper, kept from the defaults: T1 epochs, batch size."""
+        epoch tested; weights outside the subnetwork fresh (the prose); 5 seeds. T1 stops early (patience
+        10, the released T1 script's callback; evaluated once per epoch, the released configs are not
+        public). Not stated in the paper, kept from the defaults: the cap on T1 epochs, batch size."""
         settings: dict[str, Any] = dict(
-            max_value=1000, t1_fraction=0.2, t1_lr=5e-4, t1_test_examples=20_000, subtask_fraction=0.05,
+            max_value=1000, t1_fraction=0.2, t1_lr=5e-4, t1_test_examples=20_000, t1_patience=10, subtask_fraction=0.05,
             discovery_epochs=50, discovery_lr=1e-3, l0_lambdas=(1e-7, 5e-7, 1e-8), disambiguation=log_spaced_counts(),
             filling="fresh", seeds=5, transfer_epochs=100, transfer_lrs=(2e-4,))
         return cls(**(settings | changes))

@@ -76,9 +76,10 @@ def run_sweep(out: Path, settings: SweepSettings = SweepSettings(), progress: bo
         result = train_next_token(trained, training_set(t1, settings.t1_fraction, 0), evaluation_set(t1, 1000, 1),
                                   evaluation_set(t1, settings.t1_test_examples, 2), settings.t1_epochs,
                                   settings.t1_lr, settings.batch_size, progress=progress,
-                                  desc=f"training on T1 = {settings.t1}")
+                                  desc=f"training on T1 = {settings.t1}", patience=settings.t1_patience)
         atomic_write_json(out / "t1-training.json", {"best_eval_accuracy": result.best_eval_accuracy,
-                                                     "test_accuracy": result.test_accuracy})
+                                                     "test_accuracy": result.test_accuracy,
+                                                     "epochs": len(result.history)})
         return trained.state_dict()
 
     trained.load_state_dict(stored(t1_path, train_t1, partial(atomic_save_tensors, t1_path),

@@ -64,22 +64,39 @@ class TrainingResult:
 
 def train_next_token(model: nn.Module, train: Tensor, evaluation: Tensor, test: Tensor, epochs: int,
                      lr: float = 5e-4, batch_size: int = 128, frozen: FrozenWeights | None = None, seed: int = 0,
-                     progress: bool = True, desc: str = "training") -> TrainingResult:
+                     progress: bool = True, desc: str = "training", patience: int | None = None) -> TrainingResult:
     """AdamW on next-token loss; after each epoch, accuracy on ``evaluation``, and on ``test`` when the
     evaluation accuracy is at least the best so far; reports the test accuracy of the last epoch with the
-    best evaluation accuracy (the released transfer script's model selection). ``frozen`` weights never move."""
+    best evaluation accuracy (the released transfer script's model selection). ``frozen`` weights never move.
+
+    With ``patience`` (the released T1 script: the HF Trainer's ``EarlyStoppingCallback(early_stopping_patience=10)``
+    with the best model loaded at the end), training stops once the evaluation accuracy has not risen strictly for
+    ``patience`` epochs, and the model is left with the weights of the first epoch with the highest evaluation
+    accuracy (HF's best checkpoint); the result then reports that epoch."""
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr, fused=True)
     generator = torch.Generator().manual_seed(seed)
     best, history = (-1.0, 0.0), []
+    strict_best, best_state, waited = -1.0, None, 0
     for epoch in tqdm(range(epochs), desc=desc, unit="epoch", disable=not progress, leave=False):
         for batch in batches_of(train, batch_size, generator):
             loss = next_token_loss(model, batch)
             optimizer_step(optimizer, loss, frozen)
         scores = {"epoch": epoch, "loss": loss.item(), "eval": answer_accuracy(model, evaluation)}
-        if scores["eval"] >= best[0]:  # ties: the later epoch (the released script's >=); only it is tested
+        if patience is None and scores["eval"] >= best[0]:  # ties: the later epoch (the released script's >=)
             scores["test"] = answer_accuracy(model, test)
             best = (scores["eval"], scores["test"])
         history.append(scores)
+        if patience is not None:
+            if scores["eval"] > strict_best:
+                strict_best, waited = scores["eval"], 0
+                best_state = {name: value.detach().clone() for name, value in model.state_dict().items()}
+            else:
+                waited += 1
+                if waited >= patience:
+                    break
+    if patience is not None and best_state is not None:
+        model.load_state_dict(best_state)
+        best = (strict_best, answer_accuracy(model, test))
     return TrainingResult(best[0], best[1], history, lr)
 
 
