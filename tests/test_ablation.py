@@ -122,9 +122,12 @@ def test_mean_ablation_matches_plain_torch_hooks(tiny_bert_dir):
     assert (ours - predict_logits(model, eval_set)).abs().max() > 1e-3  # the ablation did something
 
 
-def test_ablate_table_reports_accuracy_delta_and_kl(tiny_bert_dir):
+def test_ablate_table_reports_accuracy_delta_and_kl(tiny_bert_dir, tmp_path, monkeypatch):
     from heurlens.data.hans import generate_hans
 
+    # full-model logits computed here, not read from a cache another process filled (another thread count
+    # rounds differently, and "nothing ablated" must then give exactly the full model's table)
+    monkeypatch.setenv("HEURLENS_CACHE", str(tmp_path))
     model = load_model(tiny_bert_dir)
     sets = [tokenize_pairs(name, generate_hans(20, [name], seed=0), model.tokenizer) for name in ("SO-Swap", "le_passive")]
     table = ablate(model, [Unit(1, 2)], sets, "zero")
