@@ -50,11 +50,12 @@ def ablate(model: HookedClassifier, units: list[Unit], eval_sets: Sequence[EvalS
     reuses an earlier run of the full model; otherwise they come from the disk cache (``full_model_logits``).
     """
     hooks = ablation_hooks(model, units, method, means)
+    fingerprint = None if full_logits is not None else model.fingerprint()
     rows = []
     for eval_set in eval_sets:
         full = (full_logits or {}).get(eval_set.name)
         if full is None:
-            full = full_model_logits(model, eval_set)
+            full = full_model_logits(model, eval_set, fingerprint)
         ablated = predict_logits(model, eval_set, hooks)
         full_acc = accuracy(full, eval_set, model.labels)
         ablated_acc = accuracy(ablated, eval_set, model.labels)

@@ -83,11 +83,14 @@ def data_fingerprint(data: EvalSet | PromptSet) -> str:
     return digest.hexdigest()[:16]
 
 
-def full_model_logits(model: HookedClassifier, eval_set: EvalSet | PromptSet) -> Float[Tensor, "example label"]:
+def full_model_logits(model: HookedClassifier, eval_set: EvalSet | PromptSet,
+                      model_fingerprint: str | None = None) -> Float[Tensor, "example label"]:
     """``predict_logits`` of the model without hooks, kept on disk per model fingerprint (weights and
     vocabulary) and token fingerprint (``cache_dir()/full-logits``): evaluation sets do not change, so
-    ablations, scans and subnetwork evaluations read the full model's logits instead of recomputing them."""
-    path = cache_dir() / "full-logits" / f"{model.fingerprint()}-{data_fingerprint(eval_set)}.safetensors"
+    ablations, scans and subnetwork evaluations read the full model's logits instead of recomputing them.
+    A caller looping over sets passes ``model.fingerprint()`` once (it hashes every weight)."""
+    key = f"{model_fingerprint or model.fingerprint()}-{data_fingerprint(eval_set)}"
+    path = cache_dir() / "full-logits" / f"{key}.safetensors"
     return stored(path, lambda: predict_logits(model, eval_set),
                   lambda logits: atomic_save_tensors(path, {"logits": logits}), lambda: load_file(path)["logits"])
 

@@ -26,7 +26,8 @@ from heurlens.units import Unit, format_units
 
 
 def _full_logits(model: HookedClassifier, eval_sets: Sequence[EvalSet | PromptSet]) -> dict[str, Tensor]:
-    return {s.name: full_model_logits(model, s) for s in eval_sets}
+    fingerprint = model.fingerprint()
+    return {s.name: full_model_logits(model, s, fingerprint) for s in eval_sets}
 
 
 def _drops(model, groups: list[list[Unit]], eval_sets, method, means, full_logits, progress: bool,

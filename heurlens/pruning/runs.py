@@ -148,7 +148,7 @@ def _prune_each(model: HookedClassifier, data: EvalSet, sparsities: list[float],
 
     def trained(target: float, seed: int) -> Subnetwork:
         if not full_logits:
-            full_logits.append(full_model_logits(model, data))
+            full_logits.append(full_model_logits(model, data, fingerprint))
         start = time.time()
         result = train_unit_mask(model, data, full_logits[0], means, target, seed, config, progress)
         kept, achieved, threshold = discretize(result.log_alpha_heads, result.log_alpha_mlps, target,
@@ -181,7 +181,8 @@ def evaluate_subnetworks(model: HookedClassifier, subnetworks: list[Subnetwork],
     Long format: one row per (subnetwork, eval set) with columns subnetwork, target_sparsity,
     achieved_sparsity, seed, eval_set, examples, accuracy, kl. The full model's rows come first.
     """
-    full_logits = {s.name: full_model_logits(model, s) for s in eval_sets}
+    fingerprint = model.fingerprint()
+    full_logits = {s.name: full_model_logits(model, s, fingerprint) for s in eval_sets}
     rows = [{"subnetwork": "full model", "target_sparsity": 0.0, "achieved_sparsity": 0.0, "seed": None,
              "eval_set": s.name, "examples": len(s), "accuracy": accuracy(full_logits[s.name], s, model.labels),
              "kl": 0.0} for s in eval_sets]
