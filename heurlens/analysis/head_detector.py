@@ -14,8 +14,6 @@ it reaches ``min_score`` (0.3, heurlens' own threshold, as in ``heurlens.analysi
 
 from __future__ import annotations
 
-from typing import Any
-
 import pandas as pd
 import torch
 from jaxtyping import Float
@@ -26,6 +24,7 @@ from transformer_lens.head_detector import (
     get_previous_token_head_detection_pattern,
 )
 
+from heurlens.analysis.patterns import best_label
 from heurlens.data.prompt_tasks import PromptSet
 from heurlens.errors import HeurlensError
 from heurlens.models.classifier import HookedClassifier
@@ -79,9 +78,7 @@ def head_detector_scores(model: HookedClassifier, prompts: PromptSet, heads: lis
         for head in range(model.n_heads):
             if heads and Unit(layer, head) not in heads:
                 continue
-            row: dict[str, Any] = {"unit": str(Unit(layer, head)), "layer": layer, "head": head}
-            row |= {name: float(sums[layer][name][head]) / len(prompts) for name in DETECTION_PATTERNS}
-            best = max(DETECTION_PATTERNS, key=lambda name: row[name])
-            row["label"] = best if row[best] >= min_score else "other"
-            rows.append(row)
+            scores = {name: float(sums[layer][name][head]) / len(prompts) for name in DETECTION_PATTERNS}
+            rows.append({"unit": str(Unit(layer, head)), "layer": layer, "head": head, **scores,
+                         "label": best_label(scores, min_score)})
     return pd.DataFrame(rows)

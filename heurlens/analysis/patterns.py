@@ -122,11 +122,16 @@ def pattern_scores(model: HookedClassifier, data: EvalSet, heads: list[Unit] | N
                 continue
             row: dict[str, Any] = {"unit": str(Unit(layer, head)), "layer": layer, "head": head}
             row |= {p: float(scores[p][head]) for p in PATTERNS}
-            best = max(PATTERNS, key=lambda p: row[p])
-            row["label"] = best if row[best] >= min_score else "other"
+            row["label"] = best_label({p: row[p] for p in PATTERNS}, min_score)
             rows.append(row)
     return pd.DataFrame(rows)
 
+
+
+def best_label(scores: dict[str, float], min_score: float) -> str:
+    """The highest-scoring pattern's name, or "other" when no score reaches ``min_score``."""
+    best = max(scores, key=scores.__getitem__)
+    return best if scores[best] >= min_score else "other"
 
 
 def example_patterns(model: HookedClassifier, text: str, text_pair: str | None,
