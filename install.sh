@@ -12,7 +12,7 @@ cd "$(dirname "$0")"
 PYTHON="${PYTHON:-python3}"
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 .venv/bin/python -m pip install --quiet --upgrade pip
-.venv/bin/python -m pip install --quiet -e ".[dev]"
+.venv/bin/python -m pip install --quiet -e ".[dev,ray]"
 
 missing=""
 command -v chromium >/dev/null 2>&1 || missing="$missing chromium"

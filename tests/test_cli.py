@@ -1,5 +1,6 @@
 """The command line, run as a user runs it: a real subprocess, its exit code, stdout and stderr."""
 
+import importlib.util
 import json
 
 import pytest
@@ -117,6 +118,8 @@ def test_ablate_mode_errors(tiny_bert_dir):
     assert_one_line_error(heurlens("ablate"), "say what to ablate")
     assert_one_line_error(heurlens("ablate", "--scan", "--superadditivity"), "choose one of --scan and --superadditivity")
     assert_one_line_error(heurlens("ablate", "--heads", "L0.H0", "--core", "L0.H1"), "--core only applies to --scan")
+    assert_one_line_error(heurlens("ablate", "--heads", "L0.H0", "--workers", "2"), "--workers applies to --scan")
+    assert_one_line_error(heurlens("ablate", "--scan", "--ray-address", "auto"), "--ray-address needs --workers")
     assert_one_line_error(heurlens("ablate", "--heads", "L0.H0", "--superadditivity", "--model", str(tiny_bert_dir)),
                           "needs at least two units")
 
@@ -130,6 +133,11 @@ def test_ablate_scan_and_superadditivity(tiny_bert_dir, pairs_file):
     assert [r["ablated"] for r in rows] == ["L0.H0", "L0.H0", "L0.H1", "L0.H1", "L0.H2", "L0.H2", "L0.H3", "L0.H3"]
     for row in rows:
         assert row["drop"] == pytest.approx(row["full_accuracy"] - row["accuracy"])
+    if importlib.util.find_spec("ray") is not None:  # the same scan as Ray tasks on 2 local workers
+        on_ray = heurlens("ablate", "--scan", "--heads", "L0.*", *common, "--json", "--workers", "2")
+        assert on_ray.returncode == 0, on_ray.stderr[-2000:]
+        assert [(r["ablated"], r["accuracy"]) for r in json.loads(on_ray.stdout)] == [
+            (r["ablated"], r["accuracy"]) for r in rows]
     table = heurlens("ablate", "--scan", "--heads", "L0.*", "--core", "L0.H1", *common)
     assert table.returncode == 0 and "avg (non-core)" in table.stdout
     group = heurlens("ablate", "--superadditivity", "--heads", "L0.H0,L0.H1,L1.H2", *common)

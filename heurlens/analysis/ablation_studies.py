@@ -11,14 +11,15 @@ With acc(S) the accuracy after mean-ablating the set S of heads and drop(S) = ac
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from itertools import combinations
 
 import pandas as pd
 from torch import Tensor
-from tqdm.auto import tqdm
 
 from heurlens.ablation import Method, ablate
 from heurlens.data.prompt_tasks import PromptSet
+from heurlens.distributed import Workers, run_each
 from heurlens.evaluate import EvalSet, full_model_logits
 from heurlens.means import UnitMeans
 from heurlens.models.classifier import HookedClassifier
@@ -30,26 +31,38 @@ def _full_logits(model: HookedClassifier, eval_sets: Sequence[EvalSet | PromptSe
     return {s.name: full_model_logits(model, s, fingerprint) for s in eval_sets}
 
 
-def _drops(model, groups: list[list[Unit]], eval_sets, method, means, full_logits, progress: bool,
-           desc: str) -> pd.DataFrame:
-    """One row per (group, eval set): ablated group, accuracy, drop (full - ablated) and KL."""
-    rows = []
-    for group in tqdm(groups, desc=desc, unit="ablation", disable=not progress):
-        table = ablate(model, group, eval_sets, method, means, full_logits)
-        for _, row in table.iterrows():
-            rows.append({"ablated": format_units(group), "eval_set": row["eval_set"],
-                         "full_accuracy": row["full_accuracy"], "accuracy": row["ablated_accuracy"],
-                         "drop": row["full_accuracy"] - row["ablated_accuracy"], "kl": row["kl"]})
-    return pd.DataFrame(rows)
+@dataclass(frozen=True)
+class _AblationJob:
+    """What every ablation of one scan shares (sent once to Ray's object store with ``workers``)."""
+
+    model: HookedClassifier
+    eval_sets: Sequence[EvalSet | PromptSet]
+    method: Method
+    means: UnitMeans | None
+    full_logits: dict[str, Tensor]
+
+
+def _drops(job: _AblationJob, groups: list[list[Unit]], progress: bool, desc: str,
+           workers: Workers | None = None) -> pd.DataFrame:
+    """One row per (group, eval set): ablated group, accuracy, drop (full - ablated) and KL; the groups
+    ablated one after another, or on Ray ``workers``."""
+    return pd.DataFrame([row for rows in run_each(_drop_rows, job, groups, workers, desc, progress) for row in rows])
+
+
+def _drop_rows(job: _AblationJob, group: list[Unit]) -> list[dict]:
+    table = ablate(job.model, group, job.eval_sets, job.method, job.means, job.full_logits)
+    return [{"ablated": format_units(group), "eval_set": row["eval_set"], "full_accuracy": row["full_accuracy"],
+             "accuracy": row["ablated_accuracy"], "drop": row["full_accuracy"] - row["ablated_accuracy"],
+             "kl": row["kl"]} for _, row in table.iterrows()]
 
 
 def single_unit_scan(model: HookedClassifier, units: list[Unit], eval_sets: Sequence[EvalSet | PromptSet],
                      means: UnitMeans | None, method: Method = "mean", full_logits: dict[str, Tensor] | None = None,
-                     progress: bool = True) -> pd.DataFrame:
-    """Ablate each unit alone; long table with columns ablated, eval_set, full_accuracy, accuracy,
-    drop, kl."""
-    full_logits = full_logits or _full_logits(model, eval_sets)
-    return _drops(model, [[u] for u in units], eval_sets, method, means, full_logits, progress, "single-unit ablation")
+                     progress: bool = True, workers: Workers | None = None) -> pd.DataFrame:
+    """Ablate each unit alone (one after another, or on Ray ``workers``); long table with columns ablated,
+    eval_set, full_accuracy, accuracy, drop, kl."""
+    job = _AblationJob(model, eval_sets, method, means, full_logits or _full_logits(model, eval_sets))
+    return _drops(job, [[u] for u in units], progress, "single-unit ablation", workers)
 
 
 def scan_table(scan: pd.DataFrame, core: list[Unit] | None = None) -> pd.DataFrame:
@@ -75,16 +88,16 @@ def scan_table(scan: pd.DataFrame, core: list[Unit] | None = None) -> pd.DataFra
 def group_superadditivity(model: HookedClassifier, group: list[Unit], eval_sets: Sequence[EvalSet | PromptSet],
                           means: UnitMeans | None, method: Method = "mean", pairs: bool = True,
                           full_logits: dict[str, Tensor] | None = None,
-                          progress: bool = True) -> tuple[pd.DataFrame, pd.DataFrame]:
+                          progress: bool = True, workers: Workers | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Ablate ``group`` together and each member alone (and each pair, with ``pairs``).
 
     Returns (summary, interactions). summary: per eval set, the group's drop, the sum of single
     drops, their difference (excess) and whether the group is super-additive. interactions: per
-    pair and eval set, drop(pair) - drop(i) - drop(j).
+    pair and eval set, drop(pair) - drop(i) - drop(j). The single and pair ablations may run on Ray ``workers``.
     """
-    full_logits = full_logits or _full_logits(model, eval_sets)
-    singles = _drops(model, [[u] for u in group], eval_sets, method, means, full_logits, progress, "single ablations")
-    together = _drops(model, [group], eval_sets, method, means, full_logits, progress, "group ablation")
+    job = _AblationJob(model, eval_sets, method, means, full_logits or _full_logits(model, eval_sets))
+    singles = _drops(job, [[u] for u in group], progress, "single ablations", workers)
+    together = _drops(job, [group], progress, "group ablation")
     single_sum = singles.groupby("eval_set", sort=False)["drop"].sum()
     summary = together.set_index("eval_set")[["accuracy", "drop"]].rename(columns={"drop": "group_drop"})
     summary["sum_of_single_drops"] = single_sum
@@ -95,7 +108,7 @@ def group_superadditivity(model: HookedClassifier, group: list[Unit], eval_sets:
     if pairs and len(group) > 2:
         single = singles.set_index(["ablated", "eval_set"])["drop"]
         pair_groups = [list(p) for p in combinations(group, 2)]
-        paired = _drops(model, pair_groups, eval_sets, method, means, full_logits, progress, "pair ablations")
+        paired = _drops(job, pair_groups, progress, "pair ablations", workers)
         rows = []
         for (i, j), (_, row) in zip([(a, b) for a, b in pair_groups for _ in eval_sets], paired.iterrows()):
             drop_i, drop_j = single[(str(i), row["eval_set"])], single[(str(j), row["eval_set"])]

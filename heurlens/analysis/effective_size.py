@@ -22,6 +22,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from heurlens.cache import atomic_write_csv
+from heurlens.distributed import Workers
 from heurlens.errors import HeurlensError
 from heurlens.evaluate import EvalSet
 from heurlens.means import UnitMeans
@@ -88,13 +89,15 @@ def checkpoint_step(path: Path, index: int) -> int:
 def effective_size_of(model: HookedClassifier, train: EvalSet, eval_sets: list[EvalSet], means: UnitMeans,
                       sparsities: Sequence[float] = SPARSITY_GRID, seeds: Sequence[int] = range(3),
                       out: Path | None = None, config: PruneSettings = PruneSettings(), tolerance: float = 0.03,
-                      search: Literal["grid", "bisect"] = "grid",
-                      progress: bool = True) -> tuple[dict[str, float], pd.DataFrame]:
+                      search: Literal["grid", "bisect"] = "grid", progress: bool = True,
+                      workers: Workers | None = None) -> tuple[dict[str, float], pd.DataFrame]:
     """Prune ``model`` at the sparsities (every seed), evaluate, and return (effective sizes, evaluation).
 
-    ``search="grid"`` prunes at every sparsity (the paper). ``"bisect"`` assumes a seed's
+    ``search="grid"`` prunes at every sparsity (the paper), all sparsities x seeds in one ``prune`` call
+    (so on Ray ``workers`` all of them at once). ``"bisect"`` assumes a seed's
     faithfulness only gets lost as sparsity grows and bisects the sorted grid for each data kind and
-    seed, pruning at about log2(len(grid)) sparsities per kind instead of all of them.
+    seed, pruning at about log2(len(grid)) sparsities per kind instead of all of them (the seeds of one
+    sparsity at once on ``workers``).
     """
     grid = sorted(sparsities)
     n_units = UnitLayout(model.n_layers, model.n_heads).n_units
@@ -102,13 +105,15 @@ def effective_size_of(model: HookedClassifier, train: EvalSet, eval_sets: list[E
 
     def evaluation_at(sparsity: float) -> pd.DataFrame:
         if sparsity not in evaluated:
-            subnetworks = prune(model, train, sparsity, seeds, out, config, means, progress=progress)
+            subnetworks = prune(model, train, sparsity, seeds, out, config, means, progress=progress, workers=workers)
             evaluated[sparsity] = evaluate_subnetworks(model, subnetworks, eval_sets, means)
         return evaluated[sparsity]
 
     if search == "grid":
+        found = prune(model, train, grid, seeds, out, config, means, progress=progress, workers=workers)
         for sparsity in grid:
-            evaluation_at(sparsity)
+            evaluated[sparsity] = evaluate_subnetworks(
+                model, [sub for sub in found if sub.target_sparsity == sparsity], eval_sets, means)
     elif search == "bisect":
         for kind in DATA_KINDS:
             for seed in seeds:
@@ -133,12 +138,14 @@ def effective_size_over_checkpoints(checkpoints: Sequence[str | Path], out: Path
                                     sparsities: Sequence[float] = SPARSITY_GRID, seeds: Sequence[int] = range(3),
                                     config: PruneSettings = PruneSettings(), tolerance: float = 0.03,
                                     search: Literal["grid", "bisect"] = "grid", train_examples: int = 2000,
-                                    batch_size: int = 16, progress: bool = True) -> pd.DataFrame:
+                                    batch_size: int = 16, progress: bool = True,
+                                    workers: Workers | None = None) -> pd.DataFrame:
     """Figure 6's table, one row per fine-tuning checkpoint in step order: the full model's accuracy and the
     effective size (mean and spread over seeds) per data kind. Each checkpoint is pruned on
     ``train_examples`` SNLI training pairs into ``out/<checkpoint name>`` (resumable) and evaluated on
     ``eval_sets_for(model)``; the table is rewritten to ``out/effective-size.csv`` after every checkpoint, so
-    nothing finished is lost, and the figure goes to ``out/effective-size.html``."""
+    nothing finished is lost, and the figure goes to ``out/effective-size.html``. With Ray ``workers``, the
+    checkpoints go one after another and each one's prune runs (sparsities x seeds) at once."""
     from heurlens.models.loading import load_model
     from heurlens.nli import snli_pruning_data, snli_reference_means
 
@@ -155,7 +162,7 @@ def effective_size_over_checkpoints(checkpoints: Sequence[str | Path], out: Path
         sizes, evaluation = effective_size_of(
             model, snli_pruning_data(model, train_examples, batch_size), eval_sets_for(model),
             snli_reference_means(model), sparsities, seeds, out / Path(checkpoint).name, config, tolerance, search,
-            progress)
+            progress, workers)
         full = accuracy_by_kind(evaluation).iloc[0]
         rows.append({"checkpoint": str(checkpoint), "step": checkpoint_step(Path(checkpoint), index)}
                     | {f"acc_{kind}": full[kind] for kind in DATA_KINDS}

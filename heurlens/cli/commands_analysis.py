@@ -18,6 +18,7 @@ from heurlens.cli.options import (
     pruning_settings_options,
     table_output_options,
     task_options,
+    workers_options,
 )
 from heurlens.errors import HeurlensError
 from heurlens.run_folders import check_writable_dir, check_writable_file
@@ -112,9 +113,10 @@ def patterns(heads, model, examples, min_score, html_out, premise, hypothesis, e
 @click.option("--train-examples", type=click.IntRange(min=1), default=2000, show_default=True)
 @click.option("--batch-size", type=click.IntRange(min=1), default=16, show_default=True)
 @pruning_settings_options
+@workers_options
 @eval_options(default_subcases=FOCUS)
-def effective_size(checkpoints, sparsity, seeds, search, tolerance, out, train_examples, batch_size, recipe, data,
-                   in_domain_examples, per_subcase, subcases, seed, as_json, as_csv, **settings) -> None:
+def effective_size(checkpoints, sparsity, seeds, search, tolerance, out, train_examples, batch_size, recipe, workers,
+                   data, in_domain_examples, per_subcase, subcases, seed, as_json, as_csv, **settings) -> None:
     """Effective size (smallest faithful subnetwork, per seed, averaged) of each fine-tuning checkpoint: Figure 6.
 
     Make checkpoints of the default model with: heurlens finetune --checkpoint-every 50 --out runs/ft
@@ -127,7 +129,7 @@ def effective_size(checkpoints, sparsity, seeds, search, tolerance, out, train_e
         checkpoints, Path(out), partial(eval_sets_from_options, data=data, in_domain_examples=in_domain_examples,
                                         per_subcase=per_subcase, subcases=subcases, seed=seed),
         list(sparsity or SPARSITY_GRID), range(seeds), pruning_settings(recipe, settings), tolerance, search,
-        train_examples, batch_size)
+        train_examples, batch_size, workers=workers)
     print_table(table, as_json, as_csv, lambda t: t.round(3).to_string(index=False))
 
 

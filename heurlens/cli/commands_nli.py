@@ -18,6 +18,7 @@ from heurlens.cli.options import (
     pruning_settings,
     pruning_settings_options,
     task_options,
+    workers_options,
 )
 from heurlens.cli.settings_options import settings_from_options, settings_options
 from heurlens.errors import HeurlensError
@@ -41,8 +42,9 @@ from heurlens.nli import PRUNING_BATCH, PRUNING_PAIRS, REFERENCE_PAIRS
               help="SNLI training pairs (sample seed 0) the unit means are taken over (mean ablation); the default "
                    "is the reference set prune and the analyses use too.")
 @task_options
+@workers_options
 @eval_options(default_subcases=None)
-def ablate(heads, scan, core, superadditivity, model, method, reference_examples, task, task_examples, data,
+def ablate(heads, scan, core, superadditivity, model, method, reference_examples, task, task_examples, workers, data,
            in_domain_examples, per_subcase, subcases, seed, as_json, as_csv) -> None:
     """Ablate heads/MLPs; print accuracy of full vs ablated model per evaluation set, and the KL."""
     import heurlens
@@ -55,6 +57,8 @@ def ablate(heads, scan, core, superadditivity, model, method, reference_examples
         raise HeurlensError("say what to ablate: --heads L4.H0 (or --scan to ablate every head in turn)")
     if core is not None and not scan:
         raise HeurlensError("--core only applies to --scan")
+    if workers is not None and not (scan or superadditivity):
+        raise HeurlensError("--workers applies to --scan and --superadditivity (one ablation is one run)")
     hooked = heurlens.load_model(model)
     units = heurlens.parse_units(heads, hooked.n_layers, hooked.n_heads) if heads is not None else None
     if superadditivity and (units is None or len(units) < 2):
@@ -68,9 +72,9 @@ def ablate(heads, scan, core, superadditivity, model, method, reference_examples
         eval_sets = eval_sets_from_options(hooked, data, in_domain_examples, per_subcase, subcases, seed)
         means = snli_reference_means(hooked, reference_examples) if method == "mean" else zero_means(hooked)
     if scan:
-        _print_scan(hooked, units, core_units, eval_sets, method, means, as_json, as_csv)
+        _print_scan(hooked, units, core_units, eval_sets, method, means, workers, as_json, as_csv)
     elif superadditivity:
-        _print_superadditivity(hooked, units, eval_sets, method, means, as_json, as_csv)
+        _print_superadditivity(hooked, units, eval_sets, method, means, workers, as_json, as_csv)
     else:
         _print_ablation(hooked, units, eval_sets, method, means, as_json, as_csv)
 
@@ -106,12 +110,12 @@ def _replacement(means) -> str:
     return "zero" if means.source == "zeros" else f"the unit means over {means.source}"
 
 
-def _print_scan(hooked, units, core_units, eval_sets, method, means, as_json, as_csv) -> None:
+def _print_scan(hooked, units, core_units, eval_sets, method, means, workers, as_json, as_csv) -> None:
     import heurlens
     from heurlens.analysis.ablation_studies import scan_table, single_unit_scan
 
     units = units or heurlens.all_units(hooked.n_layers, hooked.n_heads, include_mlps=False)
-    scan = single_unit_scan(hooked, units, eval_sets, means, method=method)
+    scan = single_unit_scan(hooked, units, eval_sets, means, method=method, workers=workers)
 
     def pretty(scan):
         return (f"model {hooked.model_id}, each unit {method}-ablated alone (accuracy in %; replaced by "
@@ -121,12 +125,12 @@ def _print_scan(hooked, units, core_units, eval_sets, method, means, as_json, as
     print_table(scan, as_json, as_csv, pretty)
 
 
-def _print_superadditivity(hooked, units, eval_sets, method, means, as_json, as_csv) -> None:
+def _print_superadditivity(hooked, units, eval_sets, method, means, workers, as_json, as_csv) -> None:
     import pandas as pd
 
     from heurlens.analysis.ablation_studies import group_superadditivity
 
-    summary, interactions = group_superadditivity(hooked, units, eval_sets, means, method=method)
+    summary, interactions = group_superadditivity(hooked, units, eval_sets, means, method=method, workers=workers)
     if as_json or as_csv:  # both tables in one, told apart by the "table" column
         both = pd.concat([summary.assign(table="group"), interactions.assign(table="pairwise")], ignore_index=True)
         print_table(both[["table", *both.columns.drop("table")]], as_json, as_csv, str)
@@ -155,9 +159,10 @@ def _print_superadditivity(hooked, units, eval_sets, method, means, as_json, as_
 @click.option("--batch-size", type=click.IntRange(min=1), default=PRUNING_BATCH, show_default=True)
 @pruning_settings_options
 @task_options
+@workers_options
 @eval_options(default_subcases=FOCUS)
 def prune(sparsity, seeds, out, model, train_examples, batch_size, recipe, task, task_examples, data,
-          in_domain_examples, per_subcase, subcases, seed, as_json, as_csv, **settings) -> None:
+          in_domain_examples, per_subcase, subcases, seed, workers, as_json, as_csv, **settings) -> None:
     """Prune heads and MLPs with hard-concrete masks, for several seeds; print the evaluation table."""
     import heurlens
     from heurlens.means import compute_means
@@ -174,7 +179,8 @@ def prune(sparsity, seeds, out, model, train_examples, batch_size, recipe, task,
     else:
         train, means = snli_pruning_data(hooked, train_examples, batch_size), snli_reference_means(hooked)
         eval_sets = eval_sets_from_options(hooked, data, in_domain_examples, per_subcase, subcases, seed)
-    subnetworks = prune_model(hooked, train, sorted(set(sparsity)), range(seeds), Path(out), config, means)
+    subnetworks = prune_model(hooked, train, sorted(set(sparsity)), range(seeds), Path(out), config, means,
+                              workers=workers)
     _report(hooked, subnetworks, means, eval_sets, as_json, as_csv)
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from heurlens.cli.group import cli
-from heurlens.cli.options import print_table, table_output_options
+from heurlens.cli.options import print_table, table_output_options, workers_options
 from heurlens.cli.settings_options import settings_from_options, settings_options
 from heurlens.subtask.settings import FIGURE3_CONDITIONS, TRANSFER_CONDITIONS, SweepSettings
 from heurlens.vision.settings import ShapeBiasSettings
@@ -23,9 +23,10 @@ from heurlens.vision.settings import ShapeBiasSettings
 @click.option("--conditions", default=None,
               help=f"Comma-separated, from: {', '.join(TRANSFER_CONDITIONS)}. [default: {','.join(FIGURE3_CONDITIONS)}]")
 @settings_options(SweepSettings, skip=("conditions",))
+@workers_options
 @click.option("--json", "as_json", is_flag=True, help="Print every run as JSON records.")
 @click.option("--csv", "as_csv", is_flag=True, help="Print every run as CSV.")
-def transfer(out, preset, conditions, as_json, as_csv, **given) -> None:
+def transfer(out, preset, conditions, workers, as_json, as_csv, **given) -> None:
     """Subtask Induction on modular arithmetic: train on T1, find the subtask's subnetwork, transfer it
     and train on T2 from ambiguous data plus disambiguation samples, next to the controls."""
     from heurlens.errors import HeurlensError
@@ -39,7 +40,7 @@ def transfer(out, preset, conditions, as_json, as_csv, **given) -> None:
                                 f"choose from {', '.join(TRANSFER_CONDITIONS)}")
         given["conditions"] = chosen
     settings = settings_from_options(SweepSettings.paper() if preset == "paper" else SweepSettings(), given)
-    results = run_sweep(Path(out), settings)
+    results = run_sweep(Path(out), settings, workers=workers)
     figure3(results).write_html(Path(out) / "figure3.html")
 
     def pretty(results):
@@ -54,8 +55,9 @@ def transfer(out, preset, conditions, as_json, as_csv, **given) -> None:
 @click.option("--out", type=click.Path(file_okay=False), default="runs/shape-bias", show_default=True,
               help="Run directory; finished parts found there are reused (resumable).")
 @settings_options(ShapeBiasSettings)
+@workers_options
 @table_output_options
-def shape_bias(out, as_json, as_csv, **given) -> None:
+def shape_bias(out, workers, as_json, as_csv, **given) -> None:
     """Subtask Induction for shape bias on textured Fashion-MNIST (Subtask Induction paper, Tables 1-2, offline):
     find a subnetwork for mean-pooled garments in a base model, transfer it, and compare with
     training from scratch, a random subnetwork, data mixture and a linear probe."""
@@ -64,7 +66,7 @@ def shape_bias(out, as_json, as_csv, **given) -> None:
     from heurlens.vision.shape_bias import ShapeBiasRun, summary
 
     settings = settings_from_options(ShapeBiasSettings(), given)
-    table1, table2 = ShapeBiasRun(settings, Path(out)).run()
+    table1, table2 = ShapeBiasRun(settings, Path(out)).run(workers=workers)
     both = pd.concat([table2.rename(columns={"model": "condition"}).assign(table="2"), table1.assign(table="1")])
 
     def pretty(_):

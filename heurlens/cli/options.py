@@ -16,6 +16,26 @@ def model_option(function):
                         help="'default' (MiniLM fine-tuned on SNLI), a local model directory, or a hub name.")(function)
 
 
+def workers_options(function):
+    """--workers N / --ray-address A: the command's independent runs as Ray tasks (``heurlens.distributed``),
+    passed on as one ``workers`` argument (None without --workers: everything in this process, no Ray)."""
+    @functools.wraps(function)
+    def with_workers(*args, workers: int | None, ray_address: str | None, **kwargs):
+        from heurlens.distributed import workers_from_options
+
+        return function(*args, workers=workers_from_options(workers, ray_address), **kwargs)
+
+    with_workers = click.option(
+        "--ray-address", default=None,
+        help="Run on the Ray cluster at this address ('auto', or ray://HEAD:10001; Ray also reads RAY_ADDRESS); "
+             "the run directory must be on a file system every node sees.")(with_workers)
+    return click.option(
+        "--workers", type=click.IntRange(min=1), default=None,
+        help="Run up to N of the independent runs at once as Ray tasks (Ray started on this machine unless "
+             "--ray-address or RAY_ADDRESS names a cluster), each with cores/N threads. Default: one after "
+             "another in this process.")(with_workers)
+
+
 def table_output_options(function):
     """--json / --csv: print the command's table machine-readably (see ``print_table``); both together are
     refused before the command does any work."""

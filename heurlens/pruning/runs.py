@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from torch import Tensor
 from heurlens.ablation import ablate
 from heurlens.cache import stored
 from heurlens.data.prompt_tasks import PromptSet
+from heurlens.distributed import Workers, run_each
 from heurlens.errors import HeurlensError
 from heurlens.evaluate import EvalSet, accuracy, data_fingerprint, full_model_logits, tokenize_pairs
 from heurlens.means import UnitMeans, compute_means
@@ -70,14 +72,16 @@ def subnetworks_by_sparsity(run_dirs: Iterable[str | Path]) -> dict[float, list[
 
 def prune(model: HookedClassifier, data: EvalSet | datasets.Dataset, sparsity: float | Iterable[float] = 0.5,
           seeds: Iterable[int] = range(3), out: str | Path | None = None, config: PruneSettings = PruneSettings(),
-          means: UnitMeans | None = None, batch_size: int = 16, progress: bool = True) -> list[Subnetwork]:
+          means: UnitMeans | None = None, batch_size: int = 16, progress: bool = True,
+          workers: Workers | None = None) -> list[Subnetwork]:
     """Prune ``model`` once per (sparsity, seed) and return the subnetworks, in that order.
 
     ``data`` is the pruning (training) data: an EvalSet, or a Dataset of premise/hypothesis pairs
     (batched by length, ``batch_size`` pairs a micro-batch). Pruned units are replaced by ``means``
     (default: their means over ``data``). With ``out``, each subnetwork is saved when found and a
     repeated call resumes; ``out`` is refused if it holds anything but a heurlens prune run of this
-    model, data and settings, or if another process is writing to it.
+    model, data and settings, or if another process is writing to it. With ``workers`` the runs go to Ray
+    workers (``heurlens.distributed``), each writing its subnetwork into ``out`` itself.
     """
     if isinstance(data, datasets.Dataset):
         data = tokenize_pairs("pruning-data", data, model.tokenizer, batch_size, sort_by_length=True)
@@ -87,12 +91,12 @@ def prune(model: HookedClassifier, data: EvalSet | datasets.Dataset, sparsity: f
             raise HeurlensError(f"sparsity {target} is outside [0, 1): it is the fraction of units to prune")
     if out is None:
         return _prune_each(model, data, sparsities, seeds, None, config,
-                           means if means is not None else compute_means(model, data), progress)
+                           means if means is not None else compute_means(model, data), progress, workers)
     out = check_run_dir(out)
     with exclusive(out, "run directory"):
         means = means if means is not None else compute_means(model, data)
         _check_run_folder(out, model, data, config, means)
-        return _prune_each(model, data, sparsities, seeds, out, config, means, progress)
+        return _prune_each(model, data, sparsities, seeds, out, config, means, progress, workers)
 
 
 def check_run_dir(out: str | Path) -> Path:
@@ -140,38 +144,57 @@ def _check_run_folder(out: Path, model: HookedClassifier, data: EvalSet, config:
                             "overwritten. Use another --out directory, or the same model and data to resume")
 
 
+@dataclass(frozen=True)
+class _PruneJob:
+    """What every (sparsity, seed) run of one ``prune`` call shares (sent once to Ray's object store)."""
+
+    model: HookedClassifier
+    data: EvalSet
+    out: Path | None
+    config: PruneSettings
+    means: UnitMeans
+    full_logits: Tensor | None  # None when every subnetwork is on disk already
+    data_id: str
+    fingerprint: str
+    progress: bool
+
+
 def _prune_each(model: HookedClassifier, data: EvalSet, sparsities: list[float], seeds: Iterable[int],
-                out: Path | None, config: PruneSettings, means: UnitMeans, progress: bool) -> list[Subnetwork]:
-    """Train (or, from ``out``, load: each subnetwork is a ``stored`` stage) one subnetwork per (sparsity, seed)."""
-    data_id, fingerprint = _data_id(data), model.fingerprint()
-    full_logits: list[Tensor] = []  # computed once, when the first subnetwork must be trained
+                out: Path | None, config: PruneSettings, means: UnitMeans, progress: bool,
+                workers: Workers | None) -> list[Subnetwork]:
+    """Train (or, from ``out``, load) one subnetwork per (sparsity, seed), here or on ``workers``."""
+    runs = [(target, seed) for target in sparsities for seed in seeds]
+    fingerprint = model.fingerprint()
+    missing = out is None or any(not subnetwork_stem(out, *run).with_suffix(".json").exists() for run in runs)
+    job = _PruneJob(model, data, out, config, means, full_model_logits(model, data, fingerprint) if missing else None,
+                    _data_id(data), fingerprint, progress and workers is None)
+    return run_each(_subnetwork_of_run, job, runs, workers, "subnetworks", progress and workers is not None)
 
-    def trained(target: float, seed: int) -> Subnetwork:
-        if not full_logits:
-            full_logits.append(full_model_logits(model, data, fingerprint))
-        start = time.time()
-        result = train_unit_mask(model, data, full_logits[0], means, target, seed, config, progress)
-        kept, achieved, threshold = discretize(result.log_alpha_heads, result.log_alpha_mlps, target,
-                                               config.discretization)
-        return Subnetwork(
-            kept=kept, n_layers=model.n_layers, n_heads=model.n_heads, target_sparsity=target,
-            achieved_sparsity=achieved, threshold=threshold, seed=seed, model_id=model.model_id,
-            model_fingerprint=fingerprint, data_id=data_id,
-            hyperparameters=_hyperparameters(config, target, data, means),
-            metrics={"final_train_kl": result.final_kl, "final_expected_sparsity": result.final_expected_sparsity,
-                     "train_seconds": round(time.time() - start, 1)},
-            log_alpha_heads=result.log_alpha_heads, log_alpha_mlps=result.log_alpha_mlps)
 
-    found = []
-    for target in sparsities:
-        for seed in seeds:
-            if out is None:
-                found.append(trained(target, seed))
-                continue
-            stem = subnetwork_stem(out, target, seed)  # what is there was checked against this run (_check_run_folder)
-            found.append(stored(stem.with_suffix(".json"), partial(trained, target, seed),
-                                partial(Subnetwork.save, stem=stem), partial(Subnetwork.load, stem)))
-    return found
+def _subnetwork_of_run(job: _PruneJob, run: tuple[float, int]) -> Subnetwork:
+    """One (sparsity, seed): trained, or loaded from ``job.out`` (each subnetwork there is a ``stored`` stage,
+    its files written atomically by whichever process trained it)."""
+    if job.out is None:
+        return _trained(job, *run)
+    stem = subnetwork_stem(job.out, *run)  # what is there was checked against this run (_check_run_folder)
+    return stored(stem.with_suffix(".json"), partial(_trained, job, *run), partial(Subnetwork.save, stem=stem),
+                  partial(Subnetwork.load, stem))
+
+
+def _trained(job: _PruneJob, target: float, seed: int) -> Subnetwork:
+    model, config = job.model, job.config
+    full_logits = job.full_logits if job.full_logits is not None else full_model_logits(model, job.data, job.fingerprint)
+    start = time.time()
+    result = train_unit_mask(model, job.data, full_logits, job.means, target, seed, config, job.progress)
+    kept, achieved, threshold = discretize(result.log_alpha_heads, result.log_alpha_mlps, target, config.discretization)
+    return Subnetwork(
+        kept=kept, n_layers=model.n_layers, n_heads=model.n_heads, target_sparsity=target,
+        achieved_sparsity=achieved, threshold=threshold, seed=seed, model_id=model.model_id,
+        model_fingerprint=job.fingerprint, data_id=job.data_id,
+        hyperparameters=_hyperparameters(config, target, job.data, job.means),
+        metrics={"final_train_kl": result.final_kl, "final_expected_sparsity": result.final_expected_sparsity,
+                 "train_seconds": round(time.time() - start, 1)},
+        log_alpha_heads=result.log_alpha_heads, log_alpha_mlps=result.log_alpha_mlps)
 
 
 def evaluate_subnetworks(model: HookedClassifier, subnetworks: list[Subnetwork], eval_sets: Sequence[EvalSet | PromptSet],

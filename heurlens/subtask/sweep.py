@@ -19,17 +19,19 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
 import pandas as pd
 import plotly.graph_objects as go
 import torch
+from jaxtyping import Int
 from safetensors.torch import load_file
-from torch import nn
-from tqdm.auto import tqdm
+from torch import Tensor, nn
 
 from heurlens.cache import atomic_save_tensors, atomic_write_json, guard_run_settings, stored
+from heurlens.distributed import Workers, run_each
 from heurlens.errors import HeurlensError
 from heurlens.subtask.arithmetic import ArithmeticTask, ambiguous_set, evaluation_set, training_set
 from heurlens.subtask.batched_training import train_together_with_lr_search
@@ -57,8 +59,10 @@ def most_accurate(candidates: Sequence[WeightSubnetwork]) -> WeightSubnetwork:
     return max(candidates, key=lambda sub: (sub.settings["subtask_accuracy"], -sub.kept))
 
 
-def run_sweep(out: Path, settings: SweepSettings = SweepSettings(), progress: bool = True) -> pd.DataFrame:
-    """Run (or resume) the experiment in ``out``; return one row per finished transfer run."""
+def run_sweep(out: Path, settings: SweepSettings = SweepSettings(), progress: bool = True,
+              workers: Workers | None = None) -> pd.DataFrame:
+    """Run (or resume) the experiment in ``out``; return one row per finished transfer run. With Ray
+    ``workers`` the sample counts train at once, each count's runs together in one task."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     guard_run_settings(out, settings.to_dict(), PER_RUN, "sweep")
@@ -66,10 +70,7 @@ def run_sweep(out: Path, settings: SweepSettings = SweepSettings(), progress: bo
     subtask = ArithmeticTask(settings.subtask, settings.max_value, settings.modulus)
     t2 = ArithmeticTask(settings.t2, settings.max_value, settings.modulus)
 
-    def make_model(seed: int):
-        return arithmetic_model(t1, settings.n_layers, seed)
-
-    trained = make_model(0)
+    trained = arithmetic_model(t1, settings.n_layers, 0)
     t1_path = out / "t1-model.safetensors"
 
     def train_t1() -> dict[str, torch.Tensor]:
@@ -86,8 +87,9 @@ def run_sweep(out: Path, settings: SweepSettings = SweepSettings(), progress: bo
                                    lambda: load_file(str(t1_path))))
 
     def chosen_subnetwork() -> WeightSubnetwork:
-        candidates = [discovered(trained, t1, subtask, settings, l0_lambda, out, progress)
-                      for l0_lambda in settings.l0_lambdas]
+        discovery = _DiscoveryJob(trained, t1, subtask, settings, out, progress and workers is None)
+        candidates = run_each(_discovered, discovery, list(settings.l0_lambdas), workers, "L0 lambdas",
+                              progress and workers is not None)
         subnetwork = most_accurate(candidates)
         subnetwork.settings["candidates"] = [{"l0_lambda": c.settings["l0_lambda"], "kept": c.kept,
                                               "subtask_accuracy": c.settings["subtask_accuracy"]}
@@ -98,30 +100,55 @@ def run_sweep(out: Path, settings: SweepSettings = SweepSettings(), progress: bo
     subnetwork = stored(stem.with_suffix(".json"), chosen_subnetwork, lambda sub: sub.save(stem),
                         lambda: WeightSubnetwork.load(stem))
 
-    def prepared(runs: list[tuple[str, int]]) -> list[tuple[nn.Module, FrozenWeights | None]]:
-        return [transfer_condition(condition, subnetwork, trained, make_model, seed + 100, settings.filling)
-                for condition, seed in runs]
-
-    evaluation, test = evaluation_set(t2, 1000, 11), evaluation_set(t2, 1000, 12)
-    for n in tqdm(settings.disambiguation, desc="disambiguation counts", unit="count", disable=not progress):
-        pending = [(condition, seed) for condition in settings.conditions for seed in range(settings.seeds)
-                   if not result_path(out, condition, n, seed).exists()]
-        if not pending:
-            continue
-        # every pending run at this count trains on 1000 + n rows: one stacked training for all of them
-        results = train_together_with_lr_search(
-            partial(prepared, pending),
-            settings.transfer_lrs, [ambiguous_set(t2, n, seed) for _, seed in pending], evaluation, test,
-            settings.transfer_epochs, settings.batch_size, [seed for _, seed in pending], progress,
-            f"{len(pending)} runs at {n} samples")
-        for (condition, seed), result in zip(pending, results):
-            atomic_write_json(result_path(out, condition, n, seed),
-                              {"condition": condition, "disambiguation": n, "seed": seed,
-                               "best_eval_accuracy": result.best_eval_accuracy, "test_accuracy": result.test_accuracy,
-                               "lr": result.lr})
+    job = _TransferJob(out, settings, subnetwork, trained, t1, t2, evaluation_set(t2, 1000, 11),
+                       evaluation_set(t2, 1000, 12), progress and workers is None)
+    counts = [n for n in settings.disambiguation if _pending(job, n)]
+    run_each(_train_at_count, job, counts, workers, "disambiguation counts", progress)
     return pd.DataFrame([json.loads(result_path(out, condition, n, seed).read_text())
                          for n in settings.disambiguation for condition in settings.conditions
                          for seed in range(settings.seeds)])
+
+
+@dataclass(frozen=True)
+class _TransferJob:
+    """What the transfer runs of one sweep share (sent once to Ray's object store with ``workers``)."""
+
+    out: Path
+    settings: SweepSettings
+    subnetwork: WeightSubnetwork
+    trained: nn.Module  # the T1 model
+    t1: ArithmeticTask
+    t2: ArithmeticTask
+    evaluation: Int[Tensor, "example 4"]
+    test: Int[Tensor, "example 4"]
+    progress: bool
+
+
+def _pending(job: _TransferJob, n: int) -> list[tuple[str, int]]:
+    """(condition, seed) of the runs at ``n`` disambiguation samples with no result file yet."""
+    return [(condition, seed) for condition in job.settings.conditions for seed in range(job.settings.seeds)
+            if not result_path(job.out, condition, n, seed).exists()]
+
+
+def _train_at_count(job: _TransferJob, n: int) -> None:
+    """Train every pending run at ``n`` disambiguation samples (all on 1000 + n rows: one stacked training)
+    and write each run's result file atomically."""
+    settings, pending = job.settings, _pending(job, n)
+
+    def prepared(runs: list[tuple[str, int]]) -> list[tuple[nn.Module, FrozenWeights | None]]:
+        return [transfer_condition(condition, job.subnetwork, job.trained,
+                                   partial(arithmetic_model, job.t1, settings.n_layers), seed + 100, settings.filling)
+                for condition, seed in runs]
+
+    results = train_together_with_lr_search(
+        partial(prepared, pending), settings.transfer_lrs, [ambiguous_set(job.t2, n, seed) for _, seed in pending],
+        job.evaluation, job.test, settings.transfer_epochs, settings.batch_size, [seed for _, seed in pending],
+        job.progress, f"{len(pending)} runs at {n} samples")
+    for (condition, seed), result in zip(pending, results):
+        atomic_write_json(result_path(job.out, condition, n, seed),
+                          {"condition": condition, "disambiguation": n, "seed": seed,
+                           "best_eval_accuracy": result.best_eval_accuracy, "test_accuracy": result.test_accuracy,
+                           "lr": result.lr})
 
 
 def result_path(out: Path, condition: str, disambiguation: int, seed: int) -> Path:
@@ -130,21 +157,33 @@ def result_path(out: Path, condition: str, disambiguation: int, seed: int) -> Pa
     return out / "results" / f"{stem}-n{disambiguation}-s{seed}.json"
 
 
-def discovered(trained: nn.Module, t1: ArithmeticTask, subtask: ArithmeticTask, settings: SweepSettings,
-               l0_lambda: float, out: Path, progress: bool) -> WeightSubnetwork:
+@dataclass(frozen=True)
+class _DiscoveryJob:
+    """What the discoveries of one sweep (one per L0 lambda) share."""
+
+    trained: nn.Module  # the T1 model
+    t1: ArithmeticTask
+    subtask: ArithmeticTask
+    settings: SweepSettings
+    out: Path
+    progress: bool
+
+
+def _discovered(job: _DiscoveryJob, l0_lambda: float) -> WeightSubnetwork:
     """The subtask's subnetwork found with one L0 lambda (kept in ``out/candidates``), scored on the
     subtask's evaluation set and on T1."""
-    stem = out / "candidates" / f"lambda-{l0_lambda:g}"
+    stem = job.out / "candidates" / f"lambda-{l0_lambda:g}"
+    settings, subtask = job.settings, job.subtask
 
     def discover() -> WeightSubnetwork:
         batches = batches_of(training_set(subtask, settings.subtask_fraction, 3), 128, torch.Generator().manual_seed(0))
         config = DiscoverySettings(epochs=settings.discovery_epochs, l0_lambda=l0_lambda, lr=settings.discovery_lr)
-        subnetwork = discover_subnetwork(trained, last_token_loss, batches, config,
+        subnetwork = discover_subnetwork(job.trained, last_token_loss, batches, config,
                                          description=f"{settings.subtask} subnetwork of a {settings.t1} model",
-                                         progress=progress)
-        binary = masked_forward(trained, {name: mask.float() for name, mask in subnetwork.masks.items()})
+                                         progress=job.progress)
+        binary = masked_forward(job.trained, {name: mask.float() for name, mask in subnetwork.masks.items()})
         subnetwork.settings["subtask_accuracy"] = answer_accuracy(binary, evaluation_set(subtask, 1000, 1))
-        subnetwork.settings["t1_accuracy_of_subnetwork"] = answer_accuracy(binary, evaluation_set(t1, 1000, 1))
+        subnetwork.settings["t1_accuracy_of_subnetwork"] = answer_accuracy(binary, evaluation_set(job.t1, 1000, 1))
         return subnetwork
 
     return stored(stem.with_suffix(".json"), discover, lambda sub: sub.save(stem), lambda: WeightSubnetwork.load(stem))

@@ -19,6 +19,7 @@ settings resumes, reusing what is there.
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from functools import partial
@@ -30,6 +31,7 @@ import torch
 from safetensors.torch import load_file
 
 from heurlens.cache import atomic_save_tensors, atomic_write_json, guard_run_settings, stored
+from heurlens.distributed import Workers, run_each
 from heurlens.errors import HeurlensError
 from heurlens.subtask.masks import DiscoverySettings, discover_subnetwork, masked_forward
 from heurlens.subtask.transfer import transfer_condition
@@ -156,9 +158,9 @@ class ShapeBiasRun:
         return {"condition": name, "seed": seed, "train images": len(labels), **self.scores(model),
                 "best epoch": training.best_epoch}
 
-    def run(self, conditions=SHAPE_BIAS_CONDITIONS) -> tuple[pd.DataFrame, pd.DataFrame]:
+    def run(self, conditions=SHAPE_BIAS_CONDITIONS, workers: Workers | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
         """(Table 1: every condition's scores, one row per condition and seed; Table 2: base model vs
-        shape subnetwork)."""
+        shape subnetwork). The downstream trainings (conditions x seeds) may run at once on Ray ``workers``."""
         base = self.base_model()
         subnetwork = self.shape_subnetwork(base)
         binary = {name: mask.float() for name, mask in subnetwork.masks.items()}
@@ -166,9 +168,20 @@ class ShapeBiasRun:
         table2 = pd.DataFrame([{"model": "base model", "% parameters": 100.0, **base_scores},
                                {"model": "shape subnetwork", "% parameters": 100 * subnetwork.fraction_kept,
                                 **subnetwork_scores}])
-        table1 = pd.DataFrame([self.condition(name, base, subnetwork, repeat)
-                               for name in conditions for repeat in range(self.settings.downstream_seeds)])
+        runs = [(name, repeat) for name in conditions for repeat in range(self.settings.downstream_seeds)]
+        shared = self
+        if workers is not None:  # one progress bar over the runs, none inside the workers
+            shared = copy.copy(self)
+            shared.progress = False
+        table1 = pd.DataFrame(run_each(_condition_scores, (shared, base, subnetwork), runs, workers,
+                                       "downstream trainings", self.progress and workers is not None))
         return table1, table2
+
+
+def _condition_scores(shared: tuple[ShapeBiasRun, torch.nn.Module, WeightSubnetwork], run: tuple[str, int]) -> dict:
+    """One downstream training (condition name, repeat) of ``ShapeBiasRun.run``."""
+    experiment, base, subnetwork = shared
+    return experiment.condition(run[0], base, subnetwork, run[1])
 
 
 def summary(table1: pd.DataFrame) -> pd.DataFrame:

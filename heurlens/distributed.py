@@ -1,0 +1,115 @@
+"""Independent runs (seeds x sparsities, conditions x sample counts, heads) in this process or on Ray workers.
+
+``run_each(work, shared, items, workers)`` returns ``[work(shared, item) for item in items]``. Without
+``workers`` that is exactly the loop, in this process, and Ray is never imported. With
+``Workers(count=N)`` each item is a Ray task: ``shared`` (the model, data, reference logits...) is put
+into Ray's object store once and read by every task, at most N tasks run at once, each with
+``cores // N`` torch threads so that N workers do not oversubscribe the machine, and one progress bar
+counts finished tasks. ``work`` must write its own result atomically when it writes one (every run
+folder of heurlens does), so a task whose worker dies leaves no partial file; Ray runs the task again
+(``max_retries``), and whatever finished before is found on disk by the next call, as without Ray.
+
+Ray is started on this machine (``ray.init()``), or joins the cluster at ``Workers.address`` (or at
+``RAY_ADDRESS``, which Ray itself reads); on a cluster the run folder must be on a file system every
+node sees.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from tqdm.auto import tqdm
+
+from heurlens.errors import HeurlensError
+
+Shared = TypeVar("Shared")
+Item = TypeVar("Item")
+Result = TypeVar("Result")
+
+TASK_RETRIES = 3  # Ray re-runs a task whose worker process died this many times
+
+
+@dataclass(frozen=True)
+class Workers:
+    """How many runs at once on Ray, and where: ``address`` None starts Ray on this machine (or joins the
+    cluster named by ``RAY_ADDRESS``); "auto" or "ray://head:10001" joins a running cluster."""
+
+    count: int
+    address: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.count < 1:
+            raise HeurlensError(f"--workers must be at least 1 (got {self.count})")
+
+
+def workers_from_options(count: int | None, address: str | None) -> Workers | None:
+    """The CLI's ``--workers N`` and ``--ray-address A``: None (in process) when neither is given."""
+    if count is None:
+        if address is not None:
+            raise HeurlensError("--ray-address needs --workers N: say how many runs may go at once on the cluster")
+        return None
+    return Workers(count, address)
+
+
+def import_ray():
+    """Ray, or a HeurlensError that says how to install it."""
+    try:
+        import ray
+    except ImportError as error:
+        raise HeurlensError("--workers runs on Ray, which is not installed: bash install.sh installs it, or "
+                            "pip install -e '.[ray]'; without --workers everything runs in this process") from error
+    return ray
+
+
+def threads_per_worker(count: int, cluster_cpus: float, smallest_node_cpus: float) -> int:
+    """Torch threads for each of ``count`` workers: the cluster's cores shared out, at least 1, at most one
+    node's cores (a task runs on one node)."""
+    return max(1, min(int(cluster_cpus // count), int(smallest_node_cpus)))
+
+
+def run_each(work: Callable[[Shared, Item], Result], shared: Shared, items: Sequence[Item],
+             workers: Workers | None = None, desc: str = "runs", progress: bool = True) -> list[Result]:
+    """``[work(shared, item) for item in items]``, here or as Ray tasks (see the module docstring).
+
+    ``work`` must be a module-level function (Ray pickles it by reference); results come back in the
+    order of ``items``."""
+    if workers is None or not items:
+        return [work(shared, item) for item in tqdm(items, desc=desc, unit="run", disable=not progress)]
+    ray = import_ray()
+    if not ray.is_initialized():
+        ray.init(address=workers.address, num_cpus=None if workers.address or os.environ.get("RAY_ADDRESS")
+                 else os.cpu_count(), include_dashboard=False, log_to_driver=progress, configure_logging=False)
+    nodes = [node["Resources"].get("CPU", 0) for node in ray.nodes() if node["Alive"]]
+    threads = threads_per_worker(workers.count, sum(nodes), min(nodes))
+    remote = ray.remote(num_cpus=threads, max_retries=TASK_RETRIES)(_run_with_threads)
+    shared_ref = ray.put(shared)
+    waiting = list(range(len(items)))
+    running: dict[Any, int] = {}
+    results: dict[int, Result] = {}
+    with tqdm(total=len(items), desc=desc, unit="run", disable=not progress) as bar:
+        while waiting or running:
+            while waiting and len(running) < workers.count:
+                index = waiting.pop(0)
+                running[remote.remote(work, shared_ref, items[index], threads)] = index
+            done, _ = ray.wait(list(running), num_returns=1)
+            for ref in done:
+                index = running.pop(ref)
+                try:
+                    results[index] = ray.get(ref)
+                except ray.exceptions.RayTaskError as error:  # the task's own exception, as in process
+                    for other in running:
+                        ray.cancel(other)
+                    raise (error.cause if isinstance(error.cause, Exception) else error) from None
+                bar.update()
+    return [results[index] for index in range(len(items))]
+
+
+def _run_with_threads(work: Callable[[Shared, Item], Result], shared: Shared, item: Item, threads: int) -> Result:
+    """One Ray task: ``work(shared, item)`` with ``threads`` torch threads."""
+    import torch
+
+    torch.set_num_threads(threads)
+    return work(shared, item)

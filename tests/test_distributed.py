@@ -1,0 +1,130 @@
+"""Runs on Ray workers (heurlens.distributed): same results as in process, nothing lost when a worker dies."""
+
+import os
+import signal
+import sys
+import threading
+import time
+
+import pytest
+import torch
+
+from heurlens.distributed import Workers, import_ray, run_each, threads_per_worker, workers_from_options
+from heurlens.errors import HeurlensError
+
+
+def test_threads_per_worker_share_the_cores_without_oversubscribing():
+    assert threads_per_worker(2, 2, 2) == 1  # this CPU, 2 workers: one thread each
+    assert threads_per_worker(1, 2, 2) == 2
+    assert threads_per_worker(3, 2, 2) == 1  # more workers than cores: still one each
+    assert threads_per_worker(4, 64, 16) == 16  # a cluster of 4 x 16 cores: never more than one node holds
+    assert threads_per_worker(8, 64, 16) == 8
+
+
+def test_options_and_missing_ray_are_answered_clearly(monkeypatch):
+    assert workers_from_options(None, None) is None  # no Ray at all
+    assert workers_from_options(2, "auto") == Workers(2, "auto")
+    with pytest.raises(HeurlensError, match="--ray-address needs --workers"):
+        workers_from_options(None, "auto")
+    with pytest.raises(HeurlensError, match="at least 1"):
+        Workers(0)
+    monkeypatch.setitem(sys.modules, "ray", None)  # as if Ray were not installed
+    with pytest.raises(HeurlensError, match="install.sh installs it"):
+        import_ray()
+    assert run_each(pow, 2, [3, 4], None, progress=False) == [8, 16]  # in process: the plain loop, no Ray
+
+
+def _fails_on_three(shared, item):
+    if item == 3:
+        raise HeurlensError("three is refused")
+    return shared + item
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    ray = pytest.importorskip("ray")
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import this test module
+    yield ray
+    ray.shutdown()
+
+
+def test_a_task_error_reaches_the_caller_as_itself(local_ray):
+    assert run_each(_fails_on_three, 10, [1, 2], Workers(2), progress=False) == [11, 12]
+    with pytest.raises(HeurlensError, match="three is refused"):
+        run_each(_fails_on_three, 10, [1, 2, 3], Workers(2), progress=False)
+
+
+def _kill_first_busy_worker(killed: list[int], stop: threading.Event) -> None:
+    """SIGKILL the first Ray worker process seen running a task (Ray titles it ray::<task function>)."""
+    import psutil
+
+    while not stop.is_set() and not killed:
+        for process in psutil.process_iter(["pid", "cmdline"]):
+            if any("ray::_run_with_threads" in part for part in process.info["cmdline"] or []):
+                os.kill(process.info["pid"], signal.SIGKILL)
+                killed.append(process.info["pid"])
+                return
+        time.sleep(0.05)
+
+
+def test_prune_on_two_ray_workers_matches_in_process_and_survives_a_killed_worker(local_ray, tiny_bert_dir, tmp_path):
+    from heurlens.data.snli import load_snli
+    from heurlens.evaluate import tokenize_pairs
+    from heurlens.models import load_model
+    from heurlens.pruning import PruneSettings, prune
+
+    model = load_model(tiny_bert_dir)
+    data = tokenize_pairs("snli-train", load_snli("train", limit=128, seed=0), model.tokenizer, 32)
+    config = PruneSettings(total_steps=60, warmup_steps=40, lr_log_alpha=0.3, log_alpha_init=0.0)
+    here = prune(model, data, 0.5, range(4), tmp_path / "here", config, progress=False)
+
+    killed: list[int] = []
+    stop = threading.Event()
+    killer = threading.Thread(target=_kill_first_busy_worker, args=(killed, stop))
+    killer.start()
+    try:
+        on_ray = prune(model, data, 0.5, range(4), tmp_path / "ray", config, progress=False, workers=Workers(2))
+    finally:
+        stop.set()
+        killer.join()
+    assert killed, "no busy Ray worker was seen: the kill never happened"
+    assert [s.seed for s in on_ray] == [0, 1, 2, 3]
+    for a, b in zip(here, on_ray):  # the same subnetworks (one thread per worker vs this process' threads)
+        assert a.kept == b.kept
+        torch.testing.assert_close(a.log_alpha_heads, b.log_alpha_heads, rtol=1e-4, atol=1e-4)
+    files = sorted(p.relative_to(tmp_path / "ray").as_posix() for p in (tmp_path / "ray").rglob("*") if p.is_file())
+    assert files == [".heurlens.lock", *[f"sparsity-0.50/seed-{s:02d}.{ext}" for s in range(4)
+                                          for ext in ("json", "safetensors")], "unit-means.safetensors"]
+
+
+def test_pair_interactions_on_ray_are_the_hand_derived_ones(local_ray):
+    from hand_model import build_hand_model, one_sequence
+
+    from heurlens.analysis.ablation_studies import group_superadditivity, single_unit_scan
+    from heurlens.evaluate import EvalSet
+    from heurlens.units import Unit
+
+    model, sequence = build_hand_model(), one_sequence([3, 3, 3, 3, 2])  # test_analysis_ablation's derivation
+    data = EvalSet("hand", sequence.batches, torch.tensor([0]), sequence.label_names)
+    h0, h1, mlp = Unit(0, 0), Unit(0, 1), Unit(0, None)
+    summary, interactions = group_superadditivity(model, [h0, h1, mlp], [data], None, method="zero", progress=False,
+                                                  workers=Workers(2))
+    assert interactions.set_index("pair")["interaction"].to_dict() == {
+        "L0.H0,L0.H1": 0.0, "L0.H0,L0.MLP": 1.0, "L0.H1,L0.MLP": 0.0}
+    scan = single_unit_scan(model, [h0, h1, mlp], [data], None, method="zero", progress=False, workers=Workers(2))
+    assert list(scan["ablated"]) == ["L0.H0", "L0.H1", "L0.MLP"] and (scan["accuracy"] == 1.0).all()
+
+
+def test_tiny_transfer_sweep_on_ray_matches_in_process(local_ray, tmp_path):
+    from heurlens.subtask.sweep import SweepSettings, run_sweep
+
+    settings = SweepSettings(max_value=12, t1_epochs=2, discovery_epochs=2, disambiguation=(0, 5, 20),
+                             l0_lambdas=(1e-5, 1e-3), conditions=("subtask induction", "random init"),
+                             transfer_epochs=2)
+    here = run_sweep(tmp_path / "here", settings, progress=False)
+    on_ray = run_sweep(tmp_path / "ray", settings, progress=False, workers=Workers(2))
+    assert on_ray[["condition", "disambiguation", "seed"]].equals(here[["condition", "disambiguation", "seed"]])
+    # one thread per worker against this process' threads: the same runs up to float rounding (144 test rows)
+    assert (on_ray["test_accuracy"] - here["test_accuracy"]).abs().max() <= 1 / 144
+    assert sorted(p.name for p in (tmp_path / "ray" / "candidates").iterdir()) == sorted(
+        p.name for p in (tmp_path / "here" / "candidates").iterdir())
