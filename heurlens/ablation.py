@@ -42,12 +42,15 @@ def ablation_hooks(model: HookedClassifier, units: list[Unit], method: Method = 
 
 
 def ablate(model: HookedClassifier, units: list[Unit], eval_sets: Sequence[EvalSet | PromptSet], method: Method = "mean",
-           means: UnitMeans | None = None, full_logits: dict[str, Tensor] | None = None) -> pd.DataFrame:
+           means: UnitMeans | None = None, full_logits: dict[str, Tensor] | None = None,
+           bf16: bool = False) -> pd.DataFrame:
     """Accuracy of the full and the ablated model on each evaluation set, their difference, and KL.
 
     Returns one row per evaluation set: eval_set, examples, full_accuracy, ablated_accuracy,
     delta (ablated - full) and kl (mean KL(full || ablated), nats). ``full_logits`` (by set name)
     reuses an earlier run of the full model; otherwise they come from the disk cache (``full_model_logits``).
+    ``bf16``: both models in bfloat16 matrix products (``predict_logits``), about 2x faster on a CPU with
+    AVX-512 BF16; the full logits passed in must then be bf16 ones too.
     """
     hooks = ablation_hooks(model, units, method, means)
     fingerprint = None if full_logits is not None else model.fingerprint()
@@ -55,8 +58,8 @@ def ablate(model: HookedClassifier, units: list[Unit], eval_sets: Sequence[EvalS
     for eval_set in eval_sets:
         full = (full_logits or {}).get(eval_set.name)
         if full is None:
-            full = full_model_logits(model, eval_set, fingerprint)
-        ablated = predict_logits(model, eval_set, hooks)
+            full = full_model_logits(model, eval_set, fingerprint, bf16)
+        ablated = predict_logits(model, eval_set, hooks, bf16)
         full_acc = accuracy(full, eval_set, model.labels)
         ablated_acc = accuracy(ablated, eval_set, model.labels)
         rows.append({"eval_set": eval_set.name, "examples": len(eval_set), "full_accuracy": full_acc,

@@ -7,7 +7,7 @@ from hand_model import MLP_BIAS, build_hand_model, one_sequence
 
 from heurlens.ablation import ablate, ablation_hooks
 from heurlens.errors import HeurlensError
-from heurlens.evaluate import EvalSet, predict_logits, tokenize_pairs
+from heurlens.evaluate import EvalSet, mean_kl, predict_logits, tokenize_pairs
 from heurlens.means import UnitMeans, compute_means
 from heurlens.models import load_model
 from heurlens.units import Unit, parse_units
@@ -178,3 +178,24 @@ def test_full_model_logits_are_kept_per_model_and_data(tiny_bert_dir, tmp_path, 
     newest.write_bytes(b"damaged")
     passes.clear()
     assert torch.equal(full_model_logits(model, data), changed) and passes  # a damaged entry is computed again
+
+
+def test_bf16_evaluation_is_close_to_float32_and_cached_apart(tiny_bert_dir, tmp_path, monkeypatch):
+    """bf16 runs the matrix products in bfloat16: logits within bf16 rounding of float32's but not equal to
+    them (so the cast happened), float32 out, and the cache keeps them apart from float32 logits."""
+    from heurlens.data.hans import generate_hans
+    from heurlens.evaluate import full_model_logits
+
+    monkeypatch.setenv("HEURLENS_CACHE", str(tmp_path))
+    model = load_model(tiny_bert_dir)
+    data = tokenize_pairs("SO-Swap", generate_hans(24, ["SO-Swap"], seed=0), model.tokenizer)
+    exact, low = predict_logits(model, data), predict_logits(model, data, bf16=True)
+    assert low.dtype == torch.float32 and not torch.equal(low, exact)
+    # bf16 keeps 8 significant bits: each product's relative error is at most 2^-8
+    assert torch.allclose(low, exact, rtol=0.05, atol=0.05 * float(exact.abs().max()))
+    assert torch.equal(full_model_logits(model, data), exact)
+    assert torch.equal(full_model_logits(model, data, bf16=True), low)  # not the float32 entry
+    assert len(list((tmp_path / "full-logits").iterdir())) == 2
+    table = ablate(model, [Unit(0, 0)], [data], "zero", bf16=True)
+    assert table["kl"][0] == pytest.approx(mean_kl(low, predict_logits(model, data, ablation_hooks(
+        model, [Unit(0, 0)], "zero"), bf16=True)), abs=1e-7)

@@ -26,9 +26,9 @@ from heurlens.models.classifier import HookedClassifier
 from heurlens.units import Unit, format_units
 
 
-def _full_logits(model: HookedClassifier, eval_sets: Sequence[EvalSet | PromptSet]) -> dict[str, Tensor]:
+def _full_logits(model: HookedClassifier, eval_sets: Sequence[EvalSet | PromptSet], bf16: bool) -> dict[str, Tensor]:
     fingerprint = model.fingerprint()
-    return {s.name: full_model_logits(model, s, fingerprint) for s in eval_sets}
+    return {s.name: full_model_logits(model, s, fingerprint, bf16) for s in eval_sets}
 
 
 @dataclass(frozen=True)
@@ -40,6 +40,7 @@ class _AblationJob:
     method: Method
     means: UnitMeans | None
     full_logits: dict[str, Tensor]
+    bf16: bool
 
 
 def _drops(job: _AblationJob, groups: list[list[Unit]], progress: bool, desc: str,
@@ -50,7 +51,7 @@ def _drops(job: _AblationJob, groups: list[list[Unit]], progress: bool, desc: st
 
 
 def _drop_rows(job: _AblationJob, group: list[Unit]) -> list[dict]:
-    table = ablate(job.model, group, job.eval_sets, job.method, job.means, job.full_logits)
+    table = ablate(job.model, group, job.eval_sets, job.method, job.means, job.full_logits, job.bf16)
     return [{"ablated": format_units(group), "eval_set": row["eval_set"], "full_accuracy": row["full_accuracy"],
              "accuracy": row["ablated_accuracy"], "drop": row["full_accuracy"] - row["ablated_accuracy"],
              "kl": row["kl"]} for _, row in table.iterrows()]
@@ -58,10 +59,10 @@ def _drop_rows(job: _AblationJob, group: list[Unit]) -> list[dict]:
 
 def single_unit_scan(model: HookedClassifier, units: list[Unit], eval_sets: Sequence[EvalSet | PromptSet],
                      means: UnitMeans | None, method: Method = "mean", full_logits: dict[str, Tensor] | None = None,
-                     progress: bool = True, workers: Workers | None = None) -> pd.DataFrame:
-    """Ablate each unit alone (one after another, or on Ray ``workers``); long table with columns ablated,
-    eval_set, full_accuracy, accuracy, drop, kl."""
-    job = _AblationJob(model, eval_sets, method, means, full_logits or _full_logits(model, eval_sets))
+                     progress: bool = True, workers: Workers | None = None, bf16: bool = False) -> pd.DataFrame:
+    """Ablate each unit alone (one after another, or on Ray ``workers``; in bfloat16 with ``bf16``, see
+    ``ablate``); long table with columns ablated, eval_set, full_accuracy, accuracy, drop, kl."""
+    job = _AblationJob(model, eval_sets, method, means, full_logits or _full_logits(model, eval_sets, bf16), bf16)
     return _drops(job, [[u] for u in units], progress, "single-unit ablation", workers)
 
 
@@ -88,14 +89,16 @@ def scan_table(scan: pd.DataFrame, core: list[Unit] | None = None) -> pd.DataFra
 def group_superadditivity(model: HookedClassifier, group: list[Unit], eval_sets: Sequence[EvalSet | PromptSet],
                           means: UnitMeans | None, method: Method = "mean", pairs: bool = True,
                           full_logits: dict[str, Tensor] | None = None,
-                          progress: bool = True, workers: Workers | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+                          progress: bool = True, workers: Workers | None = None,
+                          bf16: bool = False) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Ablate ``group`` together and each member alone (and each pair, with ``pairs``).
 
     Returns (summary, interactions). summary: per eval set, the group's drop, the sum of single
     drops, their difference (excess) and whether the group is super-additive. interactions: per
-    pair and eval set, drop(pair) - drop(i) - drop(j). The single and pair ablations may run on Ray ``workers``.
+    pair and eval set, drop(pair) - drop(i) - drop(j). The single and pair ablations may run on Ray ``workers``;
+    ``bf16`` as for ``ablate``.
     """
-    job = _AblationJob(model, eval_sets, method, means, full_logits or _full_logits(model, eval_sets))
+    job = _AblationJob(model, eval_sets, method, means, full_logits or _full_logits(model, eval_sets, bf16), bf16)
     singles = _drops(job, [[u] for u in group], progress, "single ablations", workers)
     together = _drops(job, [group], progress, "group ablation")
     single_sum = singles.groupby("eval_set", sort=False)["drop"].sum()
