@@ -28,7 +28,14 @@ from heurlens.subtask import (
 from heurlens.subtask.arithmetic import COMPUTATIONS
 from heurlens.subtask.batched_training import train_next_token_together, train_together_with_lr_search
 from heurlens.subtask.sweep import SweepSettings, most_accurate, run_sweep, summary_table
-from heurlens.subtask.training import TrainingResult, arithmetic_model, best_by_evaluation, next_token_loss
+from heurlens.subtask.training import (
+    TrainingResult,
+    arithmetic_model,
+    batches_of,
+    best_by_evaluation,
+    last_token_loss,
+    next_token_loss,
+)
 from heurlens.training_helpers import FrozenWeights
 
 
@@ -377,3 +384,33 @@ def test_t1_early_stopping_keeps_the_first_epoch_with_the_best_evaluation(monkey
         assert torch.equal(value, snapshots[1][name])  # epoch 1's weights, not epoch 2's or 4's (ties)
         assert torch.equal(tested[-1][name], snapshots[1][name])  # the reported test accuracy is that model's
     assert any(not torch.equal(snapshots[1][k], snapshots[4][k]) for k in snapshots[1])  # training went on after
+
+
+def test_discovery_flushes_denormals_without_changing_the_mask(monkeypatch):
+    """At a high temperature sigmoid(beta * s) underflows into float32 denormals (slow on x86); discovery
+    flushes them to zero, finds the mask it finds without flushing, and leaves the setting as it was."""
+    import contextlib
+
+    from heurlens.subtask import masks as masks_module
+    from heurlens.training_helpers import denormals_flushed
+
+    task = ArithmeticTask("ab", 12, 7)
+    model = arithmetic_model(task, 1, 0)
+    batches = batches_of(training_set(task, 0.5, 0), 16, torch.Generator().manual_seed(0))
+    config = DiscoverySettings(epochs=2, lr=0.2, l0_lambda=1e-4, beta_final=1e6)  # beta 1000 in epoch 2
+    denormals = []  # per mask computation: how many soft-mask entries are float32 denormals
+    real_sigmoid = torch.sigmoid
+
+    def counting_sigmoid(x):
+        y = real_sigmoid(x)
+        denormals.append(int(((y > 0) & (y < torch.finfo(torch.float32).tiny)).sum()))
+        return y
+
+    monkeypatch.setattr(masks_module.torch, "sigmoid", counting_sigmoid)
+    flushed = discover_subnetwork(model, last_token_loss, batches, config, progress=False)
+    assert sum(denormals) == 0 and not denormals_flushed()  # flushed inside, restored after
+    denormals.clear()
+    monkeypatch.setattr(masks_module, "flushed_denormals", contextlib.nullcontext)
+    exact = discover_subnetwork(model, last_token_loss, batches, config, progress=False)
+    assert sum(denormals) > 100  # without flushing they are there
+    assert all(torch.equal(flushed.masks[name], exact.masks[name]) for name in exact.masks)

@@ -26,7 +26,7 @@ from tqdm.auto import tqdm
 
 from heurlens.errors import HeurlensError
 from heurlens.subtask.weight_subnetwork import WeightSubnetwork
-from heurlens.training_helpers import frozen_parameters
+from heurlens.training_helpers import flushed_denormals, frozen_parameters
 
 DEFAULT_INCLUDE = r"(^|\.)(attn|mlp)\."  # every attention and MLP weight matrix; not embeddings or the head
 
@@ -111,7 +111,7 @@ def discover_subnetwork(module: nn.Module, loss_fn: Callable[[Callable, Any], Te
     scores = {name: torch.full_like(parameters[name], config.mask_init, requires_grad=True) for name in names}
     optimizer = torch.optim.Adam(scores.values(), lr=config.lr)
     bar = tqdm(total=config.epochs * len(batches), desc="subnetwork discovery", unit="step", disable=not progress)
-    with frozen_parameters(module), bar:  # only the mask scores train
+    with frozen_parameters(module), flushed_denormals(), bar:  # only the mask scores train
         for epoch in range(config.epochs):
             beta = beta_at(epoch, config.epochs, config.beta_final)
             for batch in batches:
