@@ -103,11 +103,14 @@ def _print_ablation(hooked, units, eval_sets, method, means, bf16, as_json, as_c
         for column in ("full_accuracy", "ablated_accuracy", "delta"):
             shown[column] = (100 * shown[column]).map("{:.1f}".format)
         shown["kl"] = shown["kl"].map("{:.4f}".format)
-        return (f"model {hooked.model_id}{' (bfloat16)' if bf16 else ''}, {method}-ablated {table['ablated'][0]} "
-                f"(accuracy in %; "
+        return (f"model {_model_name(hooked, bf16)}, {method}-ablated {table['ablated'][0]} (accuracy in %; "
                 f"replaced by {_replacement(means)})\n" + shown.to_string(index=False))
 
     print_table(table, as_json, as_csv, pretty)
+
+
+def _model_name(hooked, bf16: bool) -> str:
+    return f"{hooked.model_id} (bfloat16)" if bf16 else hooked.model_id
 
 
 def _replacement(means) -> str:
@@ -122,8 +125,7 @@ def _print_scan(hooked, units, core_units, eval_sets, method, means, workers, bf
     scan = single_unit_scan(hooked, units, eval_sets, means, method=method, workers=workers, bf16=bf16)
 
     def pretty(scan):
-        return (f"model {hooked.model_id}{' (bfloat16)' if bf16 else ''}, each unit {method}-ablated alone (accuracy "
-                f"in %; replaced by "
+        return (f"model {_model_name(hooked, bf16)}, each unit {method}-ablated alone (accuracy in %; replaced by "
                 f"{_replacement(means)})\n"
                 + scan_table(scan, core_units).to_string(index=False))
 
