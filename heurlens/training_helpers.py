@@ -1,16 +1,20 @@
 """What every training loop of heurlens shares: the model's own weights held still while masks
 train (``frozen_parameters``), entries of weights that must never move while the rest trains
 (``FrozenWeights``), one optimizer step that respects them (``optimizer_step``), and float32
-denormals flushed to zero where masks saturate (``flushed_denormals``)."""
+denormals flushed to zero where masks saturate (``run_with_denormals_flushed``)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TypeVar
 
 import torch
 from jaxtyping import Bool
 from torch import Tensor, nn
+
+Result = TypeVar("Result")
 
 
 @contextmanager
@@ -27,19 +31,37 @@ def frozen_parameters(module: nn.Module) -> Iterator[None]:
             parameter.requires_grad_(True)
 
 
-@contextmanager
-def flushed_denormals() -> Iterator[None]:
-    """Inside the block, CPU float results below float32's smallest normal number (1.2e-38) are zero
-    (``torch.set_flush_denormal``); the previous setting is restored on leaving. Mask training with a
-    growing temperature drives sigmoid(beta * s) and its gradients into that range, where x86 CPUs
-    compute many times slower (measured: discovery steps at beta ~100 about 7x slower); the values
-    flushed are below anything that can change a loss or a binary mask."""
+def run_with_denormals_flushed(work: Callable[[], Result]) -> Result:
+    """``work()`` with CPU float results below float32's smallest normal number (1.2e-38) set to zero
+    (``torch.set_flush_denormal``). Mask training with a growing temperature drives sigmoid(beta * s)
+    and its gradients into that range, where x86 CPUs compute many times slower (measured: discovery
+    steps at beta ~100 about 7x slower); the values flushed are below anything that can change a loss
+    or a binary mask.
+
+    The setting is per thread, and torch's compute threads, started earlier, keep theirs: set here
+    alone it would reach only the share of each operation that this thread computes. So ``work`` runs
+    in a new thread, which inherits the setting (POSIX threads copy their creator's floating-point
+    environment), as do the compute threads that thread starts; this thread's setting is restored
+    before returning. ``work``'s exception is raised here as itself."""
+    outcome: dict[str, object] = {}
+
+    def run() -> None:
+        try:
+            outcome["value"] = work()
+        except BaseException as error:  # handed to the caller below
+            outcome["error"] = error
+
     before = denormals_flushed()
     torch.set_flush_denormal(True)
     try:
-        yield
+        worker = threading.Thread(target=run, name="heurlens-denormals-flushed", daemon=True)
+        worker.start()
     finally:
         torch.set_flush_denormal(before)
+    worker.join()
+    if "error" in outcome:
+        raise outcome["error"]  # type: ignore[misc]
+    return outcome["value"]  # type: ignore[return-value]
 
 
 def denormals_flushed() -> bool:

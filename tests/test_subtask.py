@@ -386,11 +386,34 @@ def test_t1_early_stopping_keeps_the_first_epoch_with_the_best_evaluation(monkey
     assert any(not torch.equal(snapshots[1][k], snapshots[4][k]) for k in snapshots[1])  # training went on after
 
 
+def float32_denormals(y: torch.Tensor) -> int:
+    """How many entries of a float32 tensor are denormal, read from the bits (comparisons of floats would
+    themselves see denormals as zero where denormals are flushed)."""
+    bits = y.detach().contiguous().view(torch.int32) & 0x7FFFFFFF
+    return int(((bits > 0) & (bits < 0x00800000)).sum())
+
+
+def test_denormals_are_flushed_on_every_compute_thread():
+    """sigmoid(-87.8) is a float32 denormal. Flushed, no compute thread may produce one; setting the flag
+    in the calling thread alone would leave torch's earlier-started compute threads producing their share."""
+    from heurlens.training_helpers import denormals_flushed, run_with_denormals_flushed
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(4)  # compute threads exist before the flag is set (4 even on fewer cores)
+    try:
+        x = torch.full((1_000_000,), -87.8)
+        assert float32_denormals(torch.sigmoid(x)) == x.numel()
+        assert run_with_denormals_flushed(lambda: float32_denormals(torch.sigmoid(x))) == 0
+        assert not denormals_flushed() and float32_denormals(torch.sigmoid(x)) == x.numel()  # restored
+        with pytest.raises(KeyError, match="raised inside"):  # an exception comes back as itself
+            run_with_denormals_flushed(lambda: {}["raised inside"])
+    finally:
+        torch.set_num_threads(threads)
+
+
 def test_discovery_flushes_denormals_without_changing_the_mask(monkeypatch):
     """At a high temperature sigmoid(beta * s) underflows into float32 denormals (slow on x86); discovery
     flushes them to zero, finds the mask it finds without flushing, and leaves the setting as it was."""
-    import contextlib
-
     from heurlens.subtask import masks as masks_module
     from heurlens.training_helpers import denormals_flushed
 
@@ -403,14 +426,14 @@ def test_discovery_flushes_denormals_without_changing_the_mask(monkeypatch):
 
     def counting_sigmoid(x):
         y = real_sigmoid(x)
-        denormals.append(int(((y > 0) & (y < torch.finfo(torch.float32).tiny)).sum()))
+        denormals.append(float32_denormals(y))
         return y
 
     monkeypatch.setattr(masks_module.torch, "sigmoid", counting_sigmoid)
     flushed = discover_subnetwork(model, last_token_loss, batches, config, progress=False)
     assert sum(denormals) == 0 and not denormals_flushed()  # flushed inside, restored after
     denormals.clear()
-    monkeypatch.setattr(masks_module, "flushed_denormals", contextlib.nullcontext)
+    monkeypatch.setattr(masks_module, "run_with_denormals_flushed", lambda work: work())
     exact = discover_subnetwork(model, last_token_loss, batches, config, progress=False)
     assert sum(denormals) > 100  # without flushing they are there
     assert all(torch.equal(flushed.masks[name], exact.masks[name]) for name in exact.masks)

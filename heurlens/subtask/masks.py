@@ -26,7 +26,7 @@ from tqdm.auto import tqdm
 
 from heurlens.errors import HeurlensError
 from heurlens.subtask.weight_subnetwork import WeightSubnetwork
-from heurlens.training_helpers import flushed_denormals, frozen_parameters
+from heurlens.training_helpers import frozen_parameters, run_with_denormals_flushed
 
 DEFAULT_INCLUDE = r"(^|\.)(attn|mlp)\."  # every attention and MLP weight matrix; not embeddings or the head
 
@@ -111,19 +111,23 @@ def discover_subnetwork(module: nn.Module, loss_fn: Callable[[Callable, Any], Te
     scores = {name: torch.full_like(parameters[name], config.mask_init, requires_grad=True) for name in names}
     optimizer = torch.optim.Adam(scores.values(), lr=config.lr)
     bar = tqdm(total=config.epochs * len(batches), desc="subnetwork discovery", unit="step", disable=not progress)
-    with frozen_parameters(module), flushed_denormals(), bar:  # only the mask scores train
-        for epoch in range(config.epochs):
-            beta = beta_at(epoch, config.epochs, config.beta_final)
-            for batch in batches:
-                soft = {name: torch.sigmoid(beta * s) for name, s in scores.items()}
-                task_loss = loss_fn(masked_forward(module, soft), batch)
-                density = sum(m.sum() for m in soft.values())
-                loss = task_loss + config.l0_lambda * density
-                optimizer.zero_grad()
-                loss.backward()
-                optimizer.step()
-                bar.update(1)
-            kept = sum((s > 0).sum().item() for s in scores.values()) / sum(s.numel() for s in scores.values())
-            bar.set_postfix(beta=f"{beta:.1f}", loss=f"{task_loss.item():.4f}", kept=f"{kept:.3f}")
+
+    def train_scores() -> None:
+        with frozen_parameters(module), bar:  # only the mask scores train
+            for epoch in range(config.epochs):
+                beta = beta_at(epoch, config.epochs, config.beta_final)
+                for batch in batches:
+                    soft = {name: torch.sigmoid(beta * s) for name, s in scores.items()}
+                    task_loss = loss_fn(masked_forward(module, soft), batch)
+                    density = sum(m.sum() for m in soft.values())
+                    loss = task_loss + config.l0_lambda * density
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                    bar.update(1)
+                kept = sum((s > 0).sum().item() for s in scores.values()) / sum(s.numel() for s in scores.values())
+                bar.set_postfix(beta=f"{beta:.1f}", loss=f"{task_loss.item():.4f}", kept=f"{kept:.3f}")
+
+    run_with_denormals_flushed(train_scores)
     return WeightSubnetwork({name: (s > 0).detach().clone() for name, s in scores.items()}, description,
                             config.to_dict() | {"seed": seed})
