@@ -70,11 +70,15 @@ def predict_logits(model: HookedClassifier, eval_set: EvalSet | PromptSet, fwd_h
     runs the matrix products in bfloat16 (``torch.autocast``; on this project's CPU about 2x faster, and the
     predicted label of about 0.2% of pairs changes: ``benchmarks/bf16_evaluation.py``)."""
     outputs = []
-    precision = torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
-    with model.hooks(fwd_hooks or []), precision:
+    with model.hooks(fwd_hooks or []), matmul_precision(bf16):
         for batch in eval_set.batches:
             outputs.append(model(**batch).float())
     return torch.cat(outputs)
+
+
+def matmul_precision(bf16: bool) -> contextlib.AbstractContextManager:
+    """bfloat16 matrix products on the CPU (``torch.autocast``) with ``bf16``, float32 (nothing changed) without."""
+    return torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
 
 
 def data_fingerprint(data: EvalSet | PromptSet) -> str:
@@ -104,7 +108,7 @@ def label_map(model_labels: tuple[str, ...] | None, data_labels: tuple[str, ...]
     """For each model label, the index of the data label it predicts.
 
     Same names map by name; a 3-way NLI model on 2-way HANS-style data maps neutral and
-    contradiction to non-entailment; models with generic names (label_0...) map by position.
+    contradiction to non-entailment; models with generic names (label_0..., HF's LABEL_0...) map by position.
     """
     if model_labels is None or tuple(model_labels) == tuple(data_labels):
         return torch.arange(len(data_labels) if model_labels is None else len(model_labels))
@@ -113,7 +117,7 @@ def label_map(model_labels: tuple[str, ...] | None, data_labels: tuple[str, ...]
     if "non-entailment" in data_labels and "entailment" in model_labels:
         return torch.tensor([data_labels.index("entailment" if label == "entailment" else "non-entailment")
                              for label in model_labels])
-    if all(label.startswith("label_") for label in model_labels) and len(model_labels) == len(data_labels):
+    if all(label.lower().startswith("label_") for label in model_labels) and len(model_labels) == len(data_labels):
         return torch.arange(len(model_labels))
     raise HeurlensError(f"the model's labels {list(model_labels)} do not match the data's labels {list(data_labels)}")
 

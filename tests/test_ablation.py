@@ -199,3 +199,17 @@ def test_bf16_evaluation_is_close_to_float32_and_cached_apart(tiny_bert_dir, tmp
     table = ablate(model, [Unit(0, 0)], [data], "zero", bf16=True)
     assert table["kl"][0] == pytest.approx(mean_kl(low, predict_logits(model, data, ablation_hooks(
         model, [Unit(0, 0)], "zero"), bf16=True)), abs=1e-7)
+
+
+def test_generic_label_names_map_by_position():
+    """A model saved without label names (HF writes LABEL_0, LABEL_1...) predicts the data's labels in order;
+    named labels map by name, and a 3-way NLI model's on 2-way data to non-entailment."""
+    from heurlens.evaluate import label_map
+
+    nli = ("entailment", "neutral", "contradiction")
+    assert label_map(("LABEL_0", "LABEL_1", "LABEL_2"), nli).tolist() == [0, 1, 2]
+    assert label_map(("label_0", "label_1", "label_2"), nli).tolist() == [0, 1, 2]
+    assert label_map(("contradiction", "entailment", "neutral"), nli).tolist() == [2, 0, 1]
+    assert label_map(nli, ("entailment", "non-entailment")).tolist() == [0, 1, 1]
+    with pytest.raises(HeurlensError, match="do not match"):
+        label_map(("LABEL_0", "LABEL_1"), nli)

@@ -17,13 +17,15 @@ from itertools import combinations
 import pandas as pd
 from torch import Tensor
 
-from heurlens.ablation import Method, ablate
+from heurlens.ablation import Method, ablate_groups
 from heurlens.data.prompt_tasks import PromptSet
 from heurlens.distributed import Workers, run_each
 from heurlens.evaluate import EvalSet, full_model_logits
 from heurlens.means import UnitMeans
 from heurlens.models.classifier import HookedClassifier
 from heurlens.units import Unit, format_units
+
+CHUNKS_PER_WORKER = 4  # Ray tasks per worker in a scan: enough to even out heads of different depths
 
 
 def _full_logits(model: HookedClassifier, eval_sets: Sequence[EvalSet | PromptSet], bf16: bool) -> dict[str, Tensor]:
@@ -45,16 +47,25 @@ class _AblationJob:
 
 def _drops(job: _AblationJob, groups: list[list[Unit]], progress: bool, desc: str,
            workers: Workers | None = None) -> pd.DataFrame:
-    """One row per (group, eval set): ablated group, accuracy, drop (full - ablated) and KL; the groups
-    ablated one after another, or on Ray ``workers``."""
-    return pd.DataFrame([row for rows in run_each(_drop_rows, job, groups, workers, desc, progress) for row in rows])
+    """One row per (group, eval set), group by group: ablated group, accuracy, drop (full - ablated) and KL.
+    In process all groups share each batch's lower layers (``ablate_groups``); on Ray ``workers`` the groups
+    are dealt round-robin into a few chunks per worker, each chunk one task that shares them likewise."""
+    if workers is None:
+        return _drop_table(job, groups, progress)
+    chunks = [groups[start::CHUNKS_PER_WORKER * workers.count] for start in range(CHUNKS_PER_WORKER * workers.count)]
+    chunks = [chunk for chunk in chunks if chunk]
+    tables = run_each(_drop_table, job, chunks, workers, desc, progress)
+    order = {format_units(group): index for index, group in enumerate(groups)}
+    table = pd.concat(tables, ignore_index=True)
+    return table.sort_values("ablated", key=lambda names: names.map(order), kind="stable", ignore_index=True)
 
 
-def _drop_rows(job: _AblationJob, group: list[Unit]) -> list[dict]:
-    table = ablate(job.model, group, job.eval_sets, job.method, job.means, job.full_logits, job.bf16)
-    return [{"ablated": format_units(group), "eval_set": row["eval_set"], "full_accuracy": row["full_accuracy"],
-             "accuracy": row["ablated_accuracy"], "drop": row["full_accuracy"] - row["ablated_accuracy"],
-             "kl": row["kl"]} for _, row in table.iterrows()]
+def _drop_table(job: _AblationJob, groups: list[list[Unit]], progress: bool = False) -> pd.DataFrame:
+    table = ablate_groups(job.model, groups, job.eval_sets, job.method, job.means, job.full_logits, job.bf16,
+                          progress)
+    table["accuracy"] = table["ablated_accuracy"]
+    table["drop"] = table["full_accuracy"] - table["ablated_accuracy"]
+    return table[["ablated", "eval_set", "full_accuracy", "accuracy", "drop", "kl"]]
 
 
 def single_unit_scan(model: HookedClassifier, units: list[Unit], eval_sets: Sequence[EvalSet | PromptSet],

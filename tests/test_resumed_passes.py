@@ -1,0 +1,112 @@
+"""Ablated passes resumed at the first ablated layer: the same bits as whole passes, on encoders and decoders,
+with the lower blocks really skipped."""
+
+import pytest
+import torch
+from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
+
+from heurlens.ablation import ablate_groups, ablation_hooks
+from heurlens.evaluate import EvalSet, predict_logits
+from heurlens.models import load_model
+from heurlens.resumed_passes import ablated_logits
+from heurlens.units import Unit
+
+
+@pytest.fixture(scope="module")
+def three_layer_bert(tmp_path_factory, minilm_tokenizer_dir):
+    """A random 3-layer, 4-head BERT NLI classifier (one layer more than the shared tiny BERT, so that
+    ablations can start at a middle block)."""
+    torch.manual_seed(1)
+    config = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=3, num_attention_heads=4,
+                        intermediate_size=64, num_labels=3, initializer_range=0.3)
+    out = tmp_path_factory.mktemp("three-layer-bert")
+    BertForSequenceClassification(config).eval().save_pretrained(out)
+    AutoTokenizer.from_pretrained(minilm_tokenizer_dir).save_pretrained(out)
+    return load_model(out)
+
+
+def random_set(vocab: int, token_types: bool, seed: int = 0) -> EvalSet:
+    """Three right-padded batches of random tokens (uneven lengths and sizes) with random labels."""
+    generator = torch.Generator().manual_seed(seed)
+    batches = []
+    for size, length in ((4, 7), (3, 11), (5, 5)):
+        ids = torch.randint(3, vocab, (size, length), generator=generator)
+        mask = (torch.arange(length) < torch.randint(2, length + 1, (size, 1), generator=generator)).long()
+        batch = {"input_ids": ids * mask, "attention_mask": mask}
+        if token_types:
+            batch["token_type_ids"] = (torch.arange(length) >= length // 2).long().expand(size, -1) * mask
+        batches.append(batch)
+    return EvalSet("random", batches, torch.randint(0, 3, (12,), generator=generator),
+                   ("entailment", "neutral", "contradiction"))
+
+
+def check_same_bits(model, groups: list[list[Unit]], data: EvalSet) -> None:
+    """Resumed logits equal whole-pass logits bit for bit, and every group's ablation changes them."""
+    hooks = [ablation_hooks(model, group, "zero") for group in groups]
+    resumed = ablated_logits(model, [(min(u.layer for u in group), h) for group, h in zip(groups, hooks)], data)
+    full = predict_logits(model, data)
+    for group, group_hooks, logits in zip(groups, hooks, resumed):
+        assert torch.equal(logits, predict_logits(model, data, group_hooks)), group
+        assert not torch.equal(logits, full), group  # the hooks fired in the resumed blocks
+
+
+def test_resumed_passes_equal_whole_passes_on_bert(three_layer_bert):
+    groups = [[Unit(0, 1)], [Unit(1, 2)], [Unit(2, 0)], [Unit(2)], [Unit(1, 0), Unit(2, 3)], [Unit(1), Unit(2, 1)]]
+    check_same_bits(three_layer_bert, groups, random_set(30522, token_types=True))
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama", "qwen2", "gpt_neox"])
+def test_resumed_passes_equal_whole_passes_on_decoders(family, tiny_gpt2_dirs, tiny_decoder_dirs):
+    """GPT-2 as a classifier, and next-token Llama, Qwen2 (rotary position embeddings handed to every block,
+    grouped-query attention) and GPT-NeoX (parallel attention and MLP)."""
+    model = load_model(tiny_gpt2_dirs["classifier"] if family == "gpt2" else tiny_decoder_dirs[family])
+    groups = [[Unit(0, 3)], [Unit(1, 1)], [Unit(1)], [Unit(1, 0), Unit(1, 2)]]
+    check_same_bits(model, groups, random_set(11, token_types=False))
+
+
+def test_lower_blocks_run_once_per_batch_for_all_ablations(three_layer_bert):
+    """Per batch: blocks 0 and 1 run once for the full model's outputs; block 1 once more for the ablation that
+    starts there; block 2 once per ablation (3), and not at all for the full model, which stops after block 1."""
+    model = three_layer_bert
+    runs = [0, 0, 0]
+    handles = [model.bridge.blocks[i].attn.register_forward_pre_hook(lambda *_, i=i: runs.__setitem__(i, runs[i] + 1))
+               for i in range(3)]
+    ablations = [(2, ablation_hooks(model, [Unit(2, 0)], "zero")), (2, ablation_hooks(model, [Unit(2)], "zero")),
+                 (1, ablation_hooks(model, [Unit(1, 3)], "zero"))]
+    try:
+        ablated_logits(model, ablations, random_set(30522, token_types=True))
+    finally:
+        for handle in handles:
+            handle.remove()
+    assert runs == [3 * 1, 3 * 2, 3 * 3]  # three batches
+
+
+def test_blocks_are_whole_again_after_an_error(three_layer_bert):
+    model = three_layer_bert
+    data = random_set(30522, token_types=True)
+    before = predict_logits(model, data)
+
+    def failing(activation, hook):
+        raise RuntimeError("hook failed")
+
+    with pytest.raises(RuntimeError, match="hook failed"):
+        ablated_logits(model, [(2, [("blocks.2.hook_mlp_out", failing)])], data)
+    assert all("forward" not in vars(block) for block in model.bridge.blocks)
+    assert torch.equal(predict_logits(model, data), before)
+
+
+def test_ablate_groups_rows_group_by_group(three_layer_bert):
+    """One row per (group, set) in group order; the rows equal ablating each group on its own."""
+    from heurlens.ablation import ablate
+
+    model = three_layer_bert
+    sets = [random_set(30522, True, seed=0), random_set(30522, True, seed=1)]
+    sets[1].name = "random-2"
+    groups = [[Unit(2, 1)], [Unit(0, 0), Unit(2)], [Unit(1, 3)]]
+    table = ablate_groups(model, groups, sets, "zero", full_logits={s.name: predict_logits(model, s) for s in sets})
+    assert list(table["ablated"]) == ["L2.H1", "L2.H1", "L0.H0,L2.MLP", "L0.H0,L2.MLP", "L1.H3", "L1.H3"]
+    assert list(table["eval_set"]) == ["random", "random-2"] * 3
+    for index, group in enumerate(groups):
+        alone = ablate(model, group, sets, "zero", full_logits={s.name: predict_logits(model, s) for s in sets})
+        together = table.iloc[2 * index:2 * index + 2].drop(columns="ablated").reset_index(drop=True)
+        assert together.equals(alone)
