@@ -21,7 +21,7 @@ import pandas as pd
 import torch
 from torch import Tensor
 
-from heurlens.ablation import ablate
+from heurlens.ablation import ablate_groups
 from heurlens.cache import stored
 from heurlens.data.prompt_tasks import PromptSet
 from heurlens.distributed import Workers, run_each
@@ -212,11 +212,11 @@ def evaluate_subnetworks(model: HookedClassifier, subnetworks: list[Subnetwork],
     known = model.known_fingerprints()
     for sub in subnetworks:
         sub.check_model(model, known)
-        table = ablate(model, sub.pruned, eval_sets, "mean", means, full_logits)
-        for _, row in table.iterrows():
-            rows.append({"subnetwork": sub.label, "target_sparsity": sub.target_sparsity,
-                         "achieved_sparsity": sub.achieved_sparsity, "seed": sub.seed, "eval_set": row["eval_set"],
-                         "examples": row["examples"], "accuracy": row["ablated_accuracy"], "kl": row["kl"]})
+    table = ablate_groups(model, [sub.pruned for sub in subnetworks], eval_sets, "mean", means, full_logits)
+    for sub, (_, row) in zip([sub for sub in subnetworks for _ in eval_sets], table.iterrows()):
+        rows.append({"subnetwork": sub.label, "target_sparsity": sub.target_sparsity,
+                     "achieved_sparsity": sub.achieved_sparsity, "seed": sub.seed, "eval_set": row["eval_set"],
+                     "examples": row["examples"], "accuracy": row["ablated_accuracy"], "kl": row["kl"]})
     return pd.DataFrame(rows)
 
 
