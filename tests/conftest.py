@@ -30,6 +30,24 @@ def tiny_bert_dir(tmp_path_factory, minilm_tokenizer_dir):
     return out
 
 
+
+@pytest.fixture(scope="session")
+def random_bert_dir(tmp_path_factory, minilm_tokenizer_dir):
+    """Makes a random BERT NLI classifier (hidden size 32, MLP 64, labels unnamed) with the given numbers of
+    layers and heads and MiniLM's tokenizer, saved with save_pretrained; returns its directory."""
+    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
+
+    def make(layers: int, heads: int, seed: int = 0):
+        torch.manual_seed(seed)
+        config = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=layers, num_attention_heads=heads,
+                            intermediate_size=64, num_labels=3, initializer_range=0.3)
+        out = tmp_path_factory.mktemp(f"bert-{layers}x{heads}")
+        BertForSequenceClassification(config).eval().save_pretrained(out)
+        AutoTokenizer.from_pretrained(minilm_tokenizer_dir).save_pretrained(out)
+        return out
+
+    return make
+
 WORDS = ["<eos>", "<unk>", "the", "a", "man", "dog", "runs", "sleeps", ".", "cat", "sees"]
 
 

@@ -69,17 +69,9 @@ def test_discretize_picks_the_threshold_closest_to_target():
 
 
 @pytest.fixture(scope="module")
-def pruning_model_dir(tmp_path_factory, minilm_tokenizer_dir):
+def pruning_model_dir(random_bert_dir):
     """A random 4-layer, 8-head BERT NLI classifier (36 units)."""
-    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
-
-    torch.manual_seed(0)
-    config = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=4, num_attention_heads=8,
-                        intermediate_size=64, num_labels=3, initializer_range=0.3)
-    out = tmp_path_factory.mktemp("bert-4x8")
-    BertForSequenceClassification(config).eval().save_pretrained(out)
-    AutoTokenizer.from_pretrained(minilm_tokenizer_dir).save_pretrained(out)
-    return out
+    return random_bert_dir(4, 8)
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,6 @@ with the lower blocks really skipped."""
 
 import pytest
 import torch
-from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
 
 from heurlens.ablation import ablate_groups, ablation_hooks
 from heurlens.evaluate import EvalSet, predict_logits
@@ -13,16 +12,10 @@ from heurlens.units import Unit
 
 
 @pytest.fixture(scope="module")
-def three_layer_bert(tmp_path_factory, minilm_tokenizer_dir):
+def three_layer_bert(random_bert_dir):
     """A random 3-layer, 4-head BERT NLI classifier (one layer more than the shared tiny BERT, so that
     ablations can start at a middle block)."""
-    torch.manual_seed(1)
-    config = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=3, num_attention_heads=4,
-                        intermediate_size=64, num_labels=3, initializer_range=0.3)
-    out = tmp_path_factory.mktemp("three-layer-bert")
-    BertForSequenceClassification(config).eval().save_pretrained(out)
-    AutoTokenizer.from_pretrained(minilm_tokenizer_dir).save_pretrained(out)
-    return load_model(out)
+    return load_model(random_bert_dir(3, 4, seed=1))
 
 
 def random_set(vocab: int, token_types: bool, seed: int = 0) -> EvalSet:
