@@ -60,18 +60,19 @@ def ablate(model: HookedClassifier, units: list[Unit], eval_sets: Sequence[EvalS
 def ablate_groups(model: HookedClassifier, groups: Sequence[list[Unit]], eval_sets: Sequence[EvalSet | PromptSet],
                   method: Method = "mean", means: UnitMeans | None = None,
                   full_logits: dict[str, Tensor] | None = None, bf16: bool = False,
-                  progress: bool = False) -> pd.DataFrame:
+                  progress: bool = False, desc: str = "ablations") -> pd.DataFrame:
     """``ablate`` for each group of units, the group named in a first column ``ablated``; rows group by group.
 
     Every ablated pass starts at the group's lowest layer from the full model's residual stream there, and
     per batch the full model's lower blocks run once for all groups (``heurlens.resumed_passes``): the same
-    logits as whole passes, with less computed the higher the ablated units sit.
+    logits as whole passes, with less computed the higher the ablated units sit. ``progress``: a bar named
+    ``desc`` counting ablated passes over a batch.
     """
     ablations = [(min((unit.layer for unit in group), default=0), ablation_hooks(model, group, method, means))
                  for group in groups]
     fingerprint = None if full_logits is not None else model.fingerprint()
     rows: list[list[dict]] = [[] for _ in groups]
-    bar = tqdm(total=len(groups) * sum(len(s.batches) for s in eval_sets), desc="ablations", unit="pass",
+    bar = tqdm(total=len(groups) * sum(len(s.batches) for s in eval_sets), desc=desc, unit="pass",
                disable=not progress)
     for eval_set in eval_sets:
         full = (full_logits or {}).get(eval_set.name)

@@ -51,7 +51,7 @@ def _drops(job: _AblationJob, groups: list[list[Unit]], progress: bool, desc: st
     In process all groups share each batch's lower layers (``ablate_groups``); on Ray ``workers`` the groups
     are dealt round-robin into a few chunks per worker, each chunk one task that shares them likewise."""
     if workers is None:
-        return _drop_table(job, groups, progress)
+        return _drop_table(job, groups, progress, desc)
     chunks = [groups[start::CHUNKS_PER_WORKER * workers.count] for start in range(CHUNKS_PER_WORKER * workers.count)]
     chunks = [chunk for chunk in chunks if chunk]
     tables = run_each(_drop_table, job, chunks, workers, desc, progress)
@@ -60,9 +60,9 @@ def _drops(job: _AblationJob, groups: list[list[Unit]], progress: bool, desc: st
     return table.sort_values("ablated", key=lambda names: names.map(order), kind="stable", ignore_index=True)
 
 
-def _drop_table(job: _AblationJob, groups: list[list[Unit]], progress: bool = False) -> pd.DataFrame:
+def _drop_table(job: _AblationJob, groups: list[list[Unit]], progress: bool = False, desc: str = "") -> pd.DataFrame:
     table = ablate_groups(job.model, groups, job.eval_sets, job.method, job.means, job.full_logits, job.bf16,
-                          progress)
+                          progress, desc)
     table["accuracy"] = table["ablated_accuracy"]
     table["drop"] = table["full_accuracy"] - table["ablated_accuracy"]
     return table[["ablated", "eval_set", "full_accuracy", "accuracy", "drop", "kl"]]
