@@ -19,6 +19,13 @@ def nli_eval_sets(model: HookedClassifier, in_domain: str | Path = "snli", in_do
                   batch_size: int = 64) -> list[EvalSet]:
     """The in-domain set (SNLI test, or a local pair file) followed by one set per HANS-style subcase, each
     batched by length (less padding; accuracy and KL are means, so the order does not change them)."""
+    return nli_eval_sets_for(model.tokenizer, in_domain, in_domain_examples, per_subcase, subcases, seed, batch_size)
+
+
+def nli_eval_sets_for(tokenizer, in_domain: str | Path = "snli", in_domain_examples: int | None = 2000,
+                      per_subcase: int = 1000, subcases: list[str] | None = None, seed: int = 0,
+                      batch_size: int = 64) -> list[EvalSet]:
+    """``nli_eval_sets`` tokenised by ``tokenizer`` (an HF tokenizer), for a model that is not bridged."""
     from heurlens.data.files import load_pair_file
     from heurlens.data.hans import generate_hans, resolve_subcases
     from heurlens.data.snli import load_snli
@@ -30,10 +37,10 @@ def nli_eval_sets(model: HookedClassifier, in_domain: str | Path = "snli", in_do
         data, name = load_pair_file(in_domain), Path(in_domain).name
         if in_domain_examples is not None and in_domain_examples < len(data):
             data = data.shuffle(seed=seed).select(range(in_domain_examples))
-    sets = [tokenize_pairs(name, data, model.tokenizer, batch_size, sort_by_length=True)]
+    sets = [tokenize_pairs(name, data, tokenizer, batch_size, sort_by_length=True)]
     for subcase in resolve_subcases(subcases):
         pairs = generate_hans(per_subcase, [subcase], seed=seed)
-        sets.append(tokenize_pairs(f"hans/{subcase}", pairs, model.tokenizer, batch_size, sort_by_length=True))
+        sets.append(tokenize_pairs(f"hans/{subcase}", pairs, tokenizer, batch_size, sort_by_length=True))
     return sets
 
 

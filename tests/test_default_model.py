@@ -4,7 +4,8 @@ import torch
 from safetensors.torch import load_file
 
 from heurlens.models import load_model
-from heurlens.models.default import FinetuneSettings, finetune_nli
+from heurlens.models.nli_finetune import finetune_nli
+from heurlens.models.settings import FinetuneSettings
 
 
 def test_finetune_is_deterministic_and_checkpoints(tmp_path):

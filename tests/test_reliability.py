@@ -9,7 +9,9 @@ from cli_run import assert_one_line_error, assert_refused, heurlens, heurlens_in
 from heurlens.cache import cache_dir
 from heurlens.errors import HeurlensError
 from heurlens.models import load_model
-from heurlens.models.default import FINETUNE_RECORD, FinetuneSettings, default_model_dir, finetune_nli
+from heurlens.models.default import default_model_dir
+from heurlens.models.nli_finetune import FINETUNE_RECORD, finetune_nli
+from heurlens.models.settings import FinetuneSettings
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json")
 

@@ -22,7 +22,8 @@ from heurlens.cli.options import (
 )
 from heurlens.cli.settings_options import settings_from_options, settings_options
 from heurlens.errors import HeurlensError
-from heurlens.models.settings import FinetuneSettings
+from heurlens.models.settings import CHECKPOINT_EVERY_PAPER, FinetuneSettings
+from heurlens.models.settings import PRESETS as FINETUNE_PRESETS
 from heurlens.nli import PRUNING_BATCH, PRUNING_PAIRS, REFERENCE_PAIRS
 
 
@@ -227,18 +228,32 @@ def _report(hooked, subnetworks, means, eval_sets, as_json, as_csv):
 
 
 @cli.command()
+@click.option("--preset", type=click.Choice(sorted(FINETUNE_PRESETS)), default="default", show_default=True,
+              help="default: the quick default model (250 steps). paper-length: the Heuristic Core paper's schedule "
+                   "scaled to all ~100k SNLI pairs (3 epochs, lr 2e-5, ~9,400 steps; hours on a CPU, resumable), "
+                   "checkpointed and evaluated every 500 steps: the model --model snli-long.")
 @settings_options(FinetuneSettings)
 @click.option("--full", is_flag=True, help="Fine-tune on all ~100k SNLI training pairs instead of --examples.")
-@click.option("--checkpoint-every", type=click.IntRange(min=1), default=None, help="Also save a checkpoint every N steps.")
+@click.option("--checkpoint-every", type=click.IntRange(min=1), default=None,
+              help="Also save a checkpoint every N steps (paper-length: 500).")
+@click.option("--evaluate/--no-evaluate", default=None,
+              help="Score every checkpoint on SNLI test and each HANS-style subcase into curve.csv "
+                   "(default: on with --preset paper-length).")
 @click.option("--out", type=click.Path(), default=None,
               help="Directory to write: new, empty, or this same fine-tuning's (default: the cache).")
-def finetune(full, checkpoint_every, out, **given) -> None:
-    """Fine-tune the default model (MiniLM + NLI head) on SNLI and print where it was written."""
+def finetune(preset, full, checkpoint_every, evaluate, out, **given) -> None:
+    """Fine-tune the default model (MiniLM + NLI head) on SNLI and print where it was written. A killed run
+    resumes from its last checkpoint when the same command is run again."""
     from heurlens.cache import cache_dir
-    from heurlens.models.default import finetune_nli
+    from heurlens.models.nli_finetune import finetune_nli
 
-    settings = settings_from_options(FinetuneSettings(), given)
+    paper = preset == "paper-length"
+    settings = settings_from_options(FINETUNE_PRESETS[preset](), given)
     if full:
         settings = dataclasses.replace(settings, train_examples=None)
+    checkpoint_every = checkpoint_every or (CHECKPOINT_EVERY_PAPER if paper else None)
+    evaluate = paper if evaluate is None else evaluate
+    if evaluate and not checkpoint_every:
+        raise HeurlensError("--evaluate scores checkpoints: give --checkpoint-every N too")
     target = Path(out) if out else cache_dir() / "models" / settings.slug()
-    click.echo(finetune_nli(target, settings, checkpoint_every))
+    click.echo(finetune_nli(target, settings, checkpoint_every, evaluate))

@@ -5,7 +5,8 @@ annotation: ``int`` / ``float`` with their range checks, ``str`` (a choice with
 ``metadata["choices"]``), ``Literal[...]`` as a choice, ``bool`` as a ``--x/--no-x`` pair,
 ``tuple[X, ...]`` as an option taking several values (``--l0-lambda 1e-7 5e-7``); its help is
 ``metadata["help"]``, its lower bound ``metadata["min"]``
-(None: unbounded). Every option defaults to "not given", so a preset (``PruneSettings.released()``,
+(None: unbounded) and its upper bound ``metadata["max"]`` (default: none). Every option defaults to
+"not given", so a preset (``PruneSettings.released()``,
 ``SweepSettings.paper()``) supplies what the user left out.
 """
 
@@ -41,8 +42,8 @@ def _click_type(annotation, metadata) -> tuple[Any, bool]:
     if low is None:
         return annotation, False
     if annotation is int:
-        return click.IntRange(min=low + open_low), False
-    return click.FloatRange(min=low, min_open=open_low), False
+        return click.IntRange(min=low + open_low, max=metadata.get("max")), False
+    return click.FloatRange(min=low, min_open=open_low, max=metadata.get("max")), False
 
 
 def settings_options(settings_class: type, skip: tuple[str, ...] = ()) -> Callable:

@@ -2,6 +2,8 @@
 
 Sources, by the ``name_or_path`` argument:
 - ``"default"``: the embedded NLI model (MiniLM-L6 fine-tuned on SNLI by heurlens, cached);
+- ``"snli-long"``: the same fine-tuned at the Heuristic Core paper's length (built by ``heurlens finetune
+  --preset paper-length``);
 - ``"smollm2"``: the offline pretrained decoder (SmolLM2-135M-Instruct, ``models/smollm2.py``);
 - a local directory written by ``save_pretrained`` or a hub name: BERT-family sequence(-pair)
   classifiers, GPT-2 sequence classifiers, and next-token decoders of every architecture that
@@ -24,7 +26,8 @@ from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_N
 
 from heurlens.errors import HeurlensError
 from heurlens.models.classifier import BertPoolerHead, HookedClassifier
-from heurlens.models.default import FINETUNE_RECORD, check_finetuned_files
+from heurlens.models.nli_finetune import FINETUNE_RECORD, check_finetuned_files
+from heurlens.models.settings import PAPER_LENGTH_MODEL
 from heurlens.models.smollm2 import SMOLLM2, smollm2_dir
 
 BERT_FAMILY = {"bert"}
@@ -36,7 +39,7 @@ def load_model(name_or_path: str | Path | dict[str, Any] = "default", *, num_lab
     """Load a model with hook points per head (``blocks.{L}.attn.hook_z``) and per MLP (``hook_mlp_out``).
 
     Args:
-        name_or_path: "default", "smollm2", a local HF directory, a hub name, or a native config dict.
+        name_or_path: "default", "snli-long", "smollm2", a local HF directory, a hub name, or a native config dict.
         num_labels: for a native config, add a linear head with this many labels; for an HF
             encoder saved without a classifier, the size of a freshly initialised head.
         attn_implementation: "sdpa" (fast) or "eager" (needed for ``hook_pattern`` on HF models).
@@ -47,6 +50,10 @@ def load_model(name_or_path: str | Path | dict[str, Any] = "default", *, num_lab
     if str(name_or_path) == "default":
         from heurlens.models.default import default_model_dir
         return load_pretrained(default_model_dir(), attn_implementation=attn_implementation, model_id="default")
+    if str(name_or_path) == PAPER_LENGTH_MODEL:
+        from heurlens.models.default import paper_length_model_dir
+        return load_pretrained(paper_length_model_dir(), attn_implementation=attn_implementation,
+                               model_id=PAPER_LENGTH_MODEL)
     if str(name_or_path) == SMOLLM2:
         return load_pretrained(smollm2_dir(), attn_implementation=attn_implementation, model_id=SMOLLM2)
     return load_pretrained(name_or_path, num_labels=num_labels, attn_implementation=attn_implementation, seed=seed)
