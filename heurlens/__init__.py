@@ -1,6 +1,9 @@
 """heurlens: find, compare, ablate and transfer subnetworks of trained models, on TransformerLens.
 
-The names below are imported on first use (``heurlens.lazy``): ``import heurlens`` is instant."""
+The names below are imported on first use (``heurlens.lazy``): ``import heurlens`` is instant. The
+``TYPE_CHECKING`` block gives a type checker the same names with their real signatures."""
+
+from typing import TYPE_CHECKING
 
 from heurlens.lazy import lazy_exports
 
@@ -11,10 +14,51 @@ _EXPORTS = {
     "EvalSet": ".evaluate", "accuracy": ".evaluate", "mean_kl": ".evaluate", "predict_logits": ".evaluate",
     "tokenize_pairs": ".evaluate",
     "UnitMeans": ".means", "compute_means": ".means",
-    "HookedClassifier": ".models", "load_model": ".models",
+    "HookedClassifier": ".models", "load_model": ".models", "wrap_bridge": ".models",
+    "HookedModel": ".protocols", "Metric": ".protocols", "Loss": ".protocols", "Task": ".protocols",
     "PruneSettings": ".pruning", "Subnetwork": ".pruning", "accuracy_table": ".pruning",
     "evaluate_subnetworks": ".pruning", "prune": ".pruning",
-    "Unit": ".units", "all_units": ".units", "format_units": ".units", "parse_units": ".units",
+    "TokenSet": ".tasks", "tokenize_texts": ".tasks",
+    "Unit": ".units", "all_units": ".units", "as_units": ".units", "format_units": ".units", "parse_units": ".units",
+    "single_unit_scan": ".analysis", "group_superadditivity": ".analysis", "head_detector_scores": ".analysis",
 }
 __all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+
+if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors (never run)
+    from heurlens.ablation import ablate as ablate
+    from heurlens.ablation import ablation_hooks as ablation_hooks
+    from heurlens.analysis.ablation_studies import group_superadditivity as group_superadditivity
+    from heurlens.analysis.ablation_studies import single_unit_scan as single_unit_scan
+    from heurlens.analysis.head_detector import head_detector_scores as head_detector_scores
+    from heurlens.data.files import load_pair_file as load_pair_file
+    from heurlens.data.hans import generate_hans as generate_hans
+    from heurlens.data.hub import load_pair_task as load_pair_task
+    from heurlens.data.snli import load_snli as load_snli
+    from heurlens.errors import HeurlensError as HeurlensError
+    from heurlens.evaluate import EvalSet as EvalSet
+    from heurlens.evaluate import accuracy as accuracy
+    from heurlens.evaluate import mean_kl as mean_kl
+    from heurlens.evaluate import predict_logits as predict_logits
+    from heurlens.evaluate import tokenize_pairs as tokenize_pairs
+    from heurlens.means import UnitMeans as UnitMeans
+    from heurlens.means import compute_means as compute_means
+    from heurlens.models.classifier import HookedClassifier as HookedClassifier
+    from heurlens.models.classifier import wrap_bridge as wrap_bridge
+    from heurlens.models.loading import load_model as load_model
+    from heurlens.protocols import HookedModel as HookedModel
+    from heurlens.protocols import Loss as Loss
+    from heurlens.protocols import Metric as Metric
+    from heurlens.protocols import Task as Task
+    from heurlens.pruning.runs import accuracy_table as accuracy_table
+    from heurlens.pruning.runs import evaluate_subnetworks as evaluate_subnetworks
+    from heurlens.pruning.runs import prune as prune
+    from heurlens.pruning.settings import PruneSettings as PruneSettings
+    from heurlens.pruning.subnetwork import Subnetwork as Subnetwork
+    from heurlens.tasks import TokenSet as TokenSet
+    from heurlens.tasks import tokenize_texts as tokenize_texts
+    from heurlens.units import Unit as Unit
+    from heurlens.units import all_units as all_units
+    from heurlens.units import as_units as as_units
+    from heurlens.units import format_units as format_units
+    from heurlens.units import parse_units as parse_units

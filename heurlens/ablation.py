@@ -16,21 +16,23 @@ import pandas as pd
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from heurlens.data.prompt_tasks import PromptSet
 from heurlens.errors import HeurlensError
-from heurlens.evaluate import EvalSet, accuracy, full_model_logits, mean_kl
+from heurlens.evaluate import accuracy_metric, full_model_logits, mean_kl
 from heurlens.masking import UnitMaskHooks
 from heurlens.means import UnitMeans, zero_means
-from heurlens.models.classifier import HookedClassifier
+from heurlens.models.classifier import as_model
+from heurlens.protocols import HookedModel, HookList, Metrics
 from heurlens.resumed_passes import ablated_logits
-from heurlens.units import Unit, UnitLayout, format_units
+from heurlens.tasks import TaskLike, as_task
+from heurlens.units import UnitLayout, UnitsLike, as_units, format_units
 
 Method = Literal["mean", "zero"]
 
 
-def ablation_hooks(model: HookedClassifier, units: list[Unit], method: Method = "mean",
-                   means: UnitMeans | None = None) -> list:
-    """Hooks that replace each unit's output by its mean (or zero) and leave every other unit as is."""
+def ablation_hooks(model: HookedModel, units: UnitsLike, method: Method = "mean",
+                   means: UnitMeans | None = None) -> HookList:
+    """Hooks that replace each unit's output by its mean (or zero) and leave every other unit as is. ``units``:
+    ``"L4.H0,L2.*"``, ``Unit``s, or a list of either."""
     if method not in ("mean", "zero"):
         raise HeurlensError(f"unknown ablation method {method!r}; use mean or zero")
     if method == "zero":
@@ -39,28 +41,34 @@ def ablation_hooks(model: HookedClassifier, units: list[Unit], method: Method = 
         raise HeurlensError("mean ablation needs the units' means: pass means=compute_means(model, reference)")
     else:
         replacement = means
-    heads, mlps = UnitLayout(model.n_layers, model.n_heads).mask(units)
+    replacement.check_fits(model)
+    heads, mlps = UnitLayout(model.n_layers, model.n_heads).mask(as_units(units, model.n_layers, model.n_heads))
     return UnitMaskHooks(replacement, heads, mlps).hooks
 
 
-def ablate(model: HookedClassifier, units: list[Unit], eval_sets: Sequence[EvalSet | PromptSet], method: Method = "mean",
+def ablate(model: HookedModel, units: UnitsLike, eval_sets: Sequence[TaskLike], method: Method = "mean",
            means: UnitMeans | None = None, full_logits: dict[str, Tensor] | None = None,
-           bf16: bool = False) -> pd.DataFrame:
-    """Accuracy of the full and the ablated model on each evaluation set, their difference, and KL.
+           bf16: bool = False, metrics: Metrics | None = None) -> pd.DataFrame:
+    """Each metric of the full and the ablated model on each evaluation set, the change, and KL.
 
-    Returns one row per evaluation set: eval_set, examples, full_accuracy, ablated_accuracy,
-    delta (ablated - full) and kl (mean KL(full || ablated), nats). ``full_logits`` (by set name)
-    reuses an earlier run of the full model; otherwise they come from the disk cache (``full_model_logits``).
-    ``bf16``: both models in bfloat16 matrix products (``predict_logits``), about 2x faster on a CPU with
-    AVX-512 BF16; the full logits passed in must then be bf16 ones too.
+    Returns one row per evaluation set: eval_set, examples, then per metric ``full_{name}`` and
+    ``ablated_{name}``, ``delta`` (ablated - full of the first metric; ``delta_{name}`` for the others) and kl
+    (mean KL(full || ablated) of the output distributions, nats). ``metrics`` maps a column name to a function
+    (scores, task) -> float, as TransformerLens' ``patching_metric`` (default: the task's accuracy).
+    ``units``: ``"L4.H0,L2.*"``, ``Unit``s or a list of either; ``eval_sets``: tasks, lists of texts or token
+    tensors. ``full_logits`` (by set name) reuses an earlier run of the full model; otherwise they come from
+    the disk cache (``full_model_logits``). ``bf16``: both models in bfloat16 matrix products
+    (``predict_logits``), about 2x faster on a CPU with AVX-512 BF16; the full logits passed in must then be
+    bf16 ones too.
     """
-    return ablate_groups(model, [units], eval_sets, method, means, full_logits, bf16).drop(columns="ablated")
+    return ablate_groups(model, [units], eval_sets, method, means, full_logits, bf16, metrics=metrics).drop(
+        columns="ablated")
 
 
-def ablate_groups(model: HookedClassifier, groups: Sequence[list[Unit]], eval_sets: Sequence[EvalSet | PromptSet],
+def ablate_groups(model: HookedModel, groups: Sequence[UnitsLike], eval_sets: Sequence[TaskLike],
                   method: Method = "mean", means: UnitMeans | None = None,
                   full_logits: dict[str, Tensor] | None = None, bf16: bool = False,
-                  progress: bool = False, desc: str = "ablations") -> pd.DataFrame:
+                  progress: bool = False, desc: str = "ablations", metrics: Metrics | None = None) -> pd.DataFrame:
     """``ablate`` for each group of units, the group named in a first column ``ablated``; rows group by group.
 
     Every ablated pass starts at the group's lowest layer from the full model's residual stream there, and
@@ -68,21 +76,43 @@ def ablate_groups(model: HookedClassifier, groups: Sequence[list[Unit]], eval_se
     logits as whole passes, with less computed the higher the ablated units sit. ``progress``: a bar named
     ``desc`` counting ablated passes over a batch.
     """
+    model = as_model(model)
+    tasks = [as_task(model, data) for data in eval_sets]
+    if not tasks:
+        raise HeurlensError("give at least one evaluation set (eval_sets)")
+    unit_groups = [as_units(group, model.n_layers, model.n_heads) for group in groups]
+    metrics = dict(metrics) if metrics else {"accuracy": accuracy_metric(model)}
     ablations = [(min((unit.layer for unit in group), default=0), ablation_hooks(model, group, method, means))
-                 for group in groups]
+                 for group in unit_groups]
     fingerprint = None if full_logits is not None else model.fingerprint()
-    rows: list[list[dict]] = [[] for _ in groups]
-    bar = tqdm(total=len(groups) * sum(len(s.batches) for s in eval_sets), desc=desc, unit="pass",
+    rows: list[list[dict]] = [[] for _ in unit_groups]
+    bar = tqdm(total=len(unit_groups) * sum(len(s.batches) for s in tasks), desc=desc, unit="pass",
                disable=not progress)
-    for eval_set in eval_sets:
-        full = (full_logits or {}).get(eval_set.name)
+    for task in tasks:
+        full = (full_logits or {}).get(task.name)
         if full is None:
-            full = full_model_logits(model, eval_set, fingerprint, bf16)
-        full_acc = accuracy(full, eval_set, model.labels)
-        for group, group_rows, ablated in zip(groups, rows, ablated_logits(model, ablations, eval_set, bf16, bar)):
-            ablated_acc = accuracy(ablated, eval_set, model.labels)
-            group_rows.append({"ablated": format_units(group), "eval_set": eval_set.name, "examples": len(eval_set),
-                               "full_accuracy": full_acc, "ablated_accuracy": ablated_acc,
-                               "delta": ablated_acc - full_acc, "kl": mean_kl(full, ablated)})
+            full = full_model_logits(model, task, fingerprint, bf16)
+        full_values = {name: metric(full, task) for name, metric in metrics.items()}
+        for group, group_rows, ablated in zip(unit_groups, rows, ablated_logits(model, ablations, task, bf16, bar)):
+            group_rows.append({"ablated": format_units(group), "eval_set": task.name, "examples": len(task),
+                               **_metric_columns(full_values, {name: metric(ablated, task)
+                                                               for name, metric in metrics.items()}),
+                               "kl": mean_kl(full, ablated)})
     bar.close()
     return pd.DataFrame([row for group_rows in rows for row in group_rows])
+
+
+def _metric_columns(full: dict[str, float], ablated: dict[str, float]) -> dict[str, float]:
+    """full_X and ablated_X per metric, then the changes: ``delta`` for the first metric, ``delta_X`` for others."""
+    columns: dict[str, float] = {}
+    for name in full:
+        columns |= {f"full_{name}": full[name], f"ablated_{name}": ablated[name]}
+    for index, name in enumerate(full):
+        columns["delta" if index == 0 else f"delta_{name}"] = ablated[name] - full[name]
+    return columns
+
+
+def metric_names(metrics: Metrics | None) -> list[str]:
+    """The column names ``ablate`` gives its metrics (``accuracy`` by default)."""
+    return list(metrics) if metrics else ["accuracy"]
+

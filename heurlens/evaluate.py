@@ -1,8 +1,8 @@
-"""Running a model over an evaluation set: logits, accuracy, and KL divergence to another run.
+"""Running a model over a task: logits, accuracy, and KL divergence to another run.
 
-An ``EvalSet`` is a named, pre-tokenised list of batches, so the same tokens serve the full
-model and every ablated variant. Text pair data (premise, hypothesis, label) becomes one with
-``tokenize_pairs``; a test can build one straight from tensors.
+An ``EvalSet`` is a labelled task (``heurlens.protocols.Task``): a named, pre-tokenised list of batches, so the
+same tokens serve the full model and every ablated variant, with a label per example. Text pair data
+(premise, hypothesis, label) becomes one with ``tokenize_pairs``; a test can build one straight from tensors.
 """
 
 from __future__ import annotations
@@ -19,11 +19,8 @@ from safetensors.torch import load_file
 from torch import Tensor
 
 from heurlens.cache import atomic_save_tensors, cache_dir, stored
-from heurlens.data.prompt_tasks import PromptSet, prompt_metrics
 from heurlens.errors import HeurlensError
-from heurlens.models.classifier import HookedClassifier
-
-Batch = dict[str, Tensor]  # input_ids, attention_mask and (BERT) token_type_ids
+from heurlens.protocols import Batch, HookedModel, HookList, Metric, Task
 
 
 @dataclass
@@ -37,6 +34,16 @@ class EvalSet:
 
     def __len__(self) -> int:
         return len(self.labels)
+
+    def accuracy(self, scores: Float[Tensor, "example label"], model_labels: tuple[str, ...] | None) -> float:
+        """Fraction of examples whose top label, mapped to the data's labels (``label_map``), is the gold label."""
+        if model_labels is None and scores.shape[-1] != len(self.label_names):
+            raise HeurlensError(
+                f"the model scores {scores.shape[-1]} outputs (a next-token model?) but {self.name} has "
+                f"{len(self.label_names)} labels: accuracy on labelled pairs needs a classifier with one output per "
+                "label (give the model's number of labels, or use a classifier)")
+        predicted = label_map(model_labels, self.label_names)[scores.argmax(dim=-1).cpu()]
+        return int((predicted == self.labels).sum()) / len(self.labels)  # exact: no float32 rounding
 
 
 def tokenize_pairs(name: str, data: datasets.Dataset, tokenizer, batch_size: int = 64,
@@ -64,7 +71,7 @@ def tokenize_pairs(name: str, data: datasets.Dataset, tokenizer, batch_size: int
 
 
 @torch.no_grad()
-def predict_logits(model: HookedClassifier, eval_set: EvalSet | PromptSet, fwd_hooks: list | None = None,
+def predict_logits(model: HookedModel, eval_set: Task, fwd_hooks: HookList | None = None,
                    bf16: bool = False) -> Float[Tensor, "example label"]:
     """The model's logits on every example (float32), with optional hooks ([(hook name, fn)]) active. ``bf16``
     runs the matrix products in bfloat16 (``torch.autocast``; on this project's CPU about 2x faster, and the
@@ -81,17 +88,17 @@ def matmul_precision(bf16: bool) -> contextlib.AbstractContextManager:
     return torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
 
 
-def data_fingerprint(data: EvalSet | PromptSet) -> str:
+def data_fingerprint(data: Task) -> str:
     """sha256 (16 hex digits) of every token id and mask of a tokenised set."""
     digest = hashlib.sha256()
     for batch in data.batches:
         for key in sorted(batch):
             digest.update(key.encode())
-            digest.update(batch[key].numpy().tobytes())
+            digest.update(batch[key].cpu().numpy().tobytes())
     return digest.hexdigest()[:16]
 
 
-def full_model_logits(model: HookedClassifier, eval_set: EvalSet | PromptSet,
+def full_model_logits(model: HookedModel, eval_set: Task,
                       model_fingerprint: str | None = None, bf16: bool = False) -> Float[Tensor, "example label"]:
     """``predict_logits`` of the model without hooks, kept on disk per model fingerprint (weights and
     vocabulary) and token fingerprint (``cache_dir()/full-logits``): evaluation sets do not change, so
@@ -122,19 +129,15 @@ def label_map(model_labels: tuple[str, ...] | None, data_labels: tuple[str, ...]
     raise HeurlensError(f"the model's labels {list(model_labels)} do not match the data's labels {list(data_labels)}")
 
 
-def accuracy(logits: Float[Tensor, "example label"], eval_set: EvalSet | PromptSet,
-             model_labels: tuple[str, ...] | None) -> float:
-    """Fraction of examples whose top label, mapped to the data's labels, is the gold label; for a prompt task's
-    ``PromptSet``, of prompts whose answer beats its distractors (``prompt_metrics``)."""
-    if isinstance(eval_set, PromptSet):
-        return prompt_metrics(logits, eval_set)["accuracy"]
-    if model_labels is None and logits.shape[-1] != len(eval_set.label_names):
-        raise HeurlensError(
-            f"the model scores {logits.shape[-1]} outputs (a next-token model?) but {eval_set.name} has "
-            f"{len(eval_set.label_names)} labels: accuracy on labelled pairs needs a classifier with one output per "
-            "label (give the model's number of labels, or use a classifier)")
-    predicted = label_map(model_labels, eval_set.label_names)[logits.argmax(dim=-1)]
-    return int((predicted == eval_set.labels).sum()) / len(eval_set.labels)  # exact: no float32 rounding
+def accuracy(logits: Float[Tensor, "example label"], task: Task, model_labels: tuple[str, ...] | None) -> float:
+    """The task's accuracy of these logits (``Task.accuracy``): for labelled pairs, the fraction whose top label
+    (mapped to the data's labels) is right; for a prompt task, of prompts whose answer beats its distractors."""
+    return task.accuracy(logits, model_labels)
+
+
+def accuracy_metric(model: HookedModel) -> Metric:
+    """The default metric of ablation tables: the task's accuracy, with ``model``'s label names."""
+    return lambda scores, task: task.accuracy(scores, model.labels)
 
 
 def mean_kl(reference_logits: Float[Tensor, "example label"], logits: Float[Tensor, "example label"]) -> float:

@@ -16,9 +16,10 @@ from torch import Tensor
 
 from heurlens.cache import atomic_save_tensors
 from heurlens.errors import HeurlensError
-from heurlens.evaluate import EvalSet
 from heurlens.mask_sites import SiteMeans, head_site, mlp_site
-from heurlens.models.classifier import HookedClassifier
+from heurlens.models.classifier import as_model
+from heurlens.protocols import HookedModel
+from heurlens.tasks import TaskLike, as_task
 from heurlens.units import heads_hook_name, mlp_hook_name
 
 
@@ -34,6 +35,21 @@ class UnitMeans:
         tensors = {f"heads.{layer}": t for layer, t in self.heads.items()}
         tensors |= {f"mlps.{layer}": t for layer, t in self.mlps.items()}
         atomic_save_tensors(path, tensors, metadata={"source": self.source})
+
+    def check_fits(self, model: HookedModel) -> None:
+        """Refuse means whose layers or shapes are not ``model``'s (means of another model)."""
+        cfg = model.bridge.cfg
+        heads_ok = sorted(self.heads) == list(range(cfg.n_layers)) and all(
+            tuple(t.shape) == (cfg.n_heads, cfg.d_head) for t in self.heads.values())
+        mlps_ok = sorted(self.mlps) == list(range(cfg.n_layers)) and all(
+            tuple(t.shape) == (cfg.d_model,) for t in self.mlps.values())
+        if not (heads_ok and mlps_ok):
+            shapes = {f"heads.{k}": tuple(v.shape) for k, v in list(self.heads.items())[:1]}
+            raise HeurlensError(
+                f"the unit means over {self.source} do not fit model {model.model_id!r} ({cfg.n_layers} layers of "
+                f"{cfg.n_heads} heads x {cfg.d_head}, d_model {cfg.d_model}; the means have layers "
+                f"{sorted(self.heads)} and shapes like {shapes}): they are another model's. Compute them for this "
+                "model: heurlens.compute_means(model, data)")
 
     @classmethod
     def load(cls, path: Path, repair: str = "delete it and run the command that wrote it again") -> UnitMeans:
@@ -55,8 +71,12 @@ class UnitMeans:
 
 
 @torch.no_grad()
-def compute_means(model: HookedClassifier, reference: EvalSet) -> UnitMeans:
-    """Average ``hook_z`` and ``hook_mlp_out`` of every layer over the reference set's real tokens."""
+def compute_means(model: HookedModel, reference: TaskLike, add_special_tokens: bool = True) -> UnitMeans:
+    """Average ``hook_z`` and ``hook_mlp_out`` of every layer over the reference data's real tokens. Only tokens
+    are needed: ``reference`` is any task, a list of texts (tokenised with or without the tokenizer's special
+    tokens, ``add_special_tokens``), or a token tensor ``[example, pos]``."""
+    model = as_model(model)
+    reference = as_task(model, reference, add_special_tokens)
     sites = [site for layer in range(model.n_layers) for site in (head_site(layer, model.n_heads), mlp_site(layer))]
     running = SiteMeans(per_position=False)
     current: dict[str, Tensor] = {}  # the attention mask of the batch being run
@@ -76,7 +96,7 @@ def compute_means(model: HookedClassifier, reference: EvalSet) -> UnitMeans:
     return UnitMeans(heads, mlps, source=f"{reference.name} ({len(reference)} examples, {tokens} tokens)")
 
 
-def zero_means(model: HookedClassifier) -> UnitMeans:
+def zero_means(model: HookedModel) -> UnitMeans:
     """All-zero replacements: masking with these is zero ablation."""
     cfg = model.bridge.cfg
     heads = {layer: torch.zeros(cfg.n_heads, cfg.d_head) for layer in range(cfg.n_layers)}

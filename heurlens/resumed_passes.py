@@ -22,14 +22,13 @@ from torch import Tensor
 from tqdm.auto import tqdm
 from transformer_lens.model_bridge.exceptions import StopAtLayerException
 
-from heurlens.data.prompt_tasks import PromptSet
-from heurlens.evaluate import Batch, EvalSet, matmul_precision
-from heurlens.models.classifier import HookedClassifier
+from heurlens.evaluate import matmul_precision
+from heurlens.protocols import Batch, HookedModel, HookList, Task
 
-Ablation = tuple[int, list]  # (first ablated layer, hooks [(hook name, fn)]) of one ablated model
+Ablation = tuple[int, HookList]  # (first ablated layer, hooks [(hook name, fn)]) of one ablated model
 
 
-def full_block_outputs(model: HookedClassifier, batch: Batch, blocks: set[int]) -> dict[int, Any]:
+def full_block_outputs(model: HookedModel, batch: Batch, blocks: set[int]) -> dict[int, Any]:
     """The full model's output (as the block returns it) of each block in ``blocks`` on ``batch``; the pass
     stops after the deepest of them (the bridge's own ``StopAtLayerException`` ends it cleanly)."""
     outputs: dict[int, Any] = {}
@@ -52,7 +51,7 @@ def full_block_outputs(model: HookedClassifier, batch: Batch, blocks: set[int]) 
 
 
 @contextmanager
-def lower_blocks_replaced(model: HookedClassifier, layer: int, block_output: Any) -> Iterator[None]:
+def lower_blocks_replaced(model: HookedModel, layer: int, block_output: Any) -> Iterator[None]:
     """Inside, blocks 0..layer-1 compute nothing and return ``block_output`` (the full model's output of block
     layer-1 on the batch about to run): block ``layer`` receives it as its input, as in a whole pass. The
     stand-in is an instance ``forward``, which ``nn.Module.__call__`` calls instead of the class's; it is set
@@ -68,7 +67,7 @@ def lower_blocks_replaced(model: HookedClassifier, layer: int, block_output: Any
 
 
 @torch.no_grad()
-def ablated_logits(model: HookedClassifier, ablations: Sequence[Ablation], eval_set: EvalSet | PromptSet,
+def ablated_logits(model: HookedModel, ablations: Sequence[Ablation], eval_set: Task,
                    bf16: bool = False, bar: tqdm | None = None) -> list[Float[Tensor, "example label"]]:
     """For each (first ablated layer L, hooks) in ``ablations``, what ``predict_logits(model, eval_set, hooks,
     bf16)`` returns, the hooks firing only in blocks L and up; per batch the full model's lower blocks run once

@@ -14,11 +14,13 @@ import torch
 from jaxtyping import Bool
 from torch import Tensor, nn
 
+from heurlens.protocols import HookedModel
+
 Result = TypeVar("Result")
 
 
 @contextmanager
-def frozen_parameters(module: nn.Module) -> Iterator[None]:
+def frozen_parameters(module: nn.Module | HookedModel) -> Iterator[None]:
     """Inside the block no parameter of ``module`` takes gradients (only tensors made outside it, such as
     masks, train); on leaving, even by an exception, the parameters that did take them take them again."""
     trainable = [p for p in module.parameters() if p.requires_grad]

@@ -138,6 +138,30 @@ def parse_units(spec: str, n_layers: int, n_heads: int) -> list[Unit]:
     return units
 
 
+UnitsLike = str | Unit | Iterable[str | Unit]  # "L4.H0,L2.*", Unit(4, 0), or a list of either
+
+
+def as_units(units: UnitsLike, n_layers: int, n_heads: int) -> list[Unit]:
+    """Units given as a spec string (``"L4.H0,L2.*"``), a ``Unit``, or a list of strings and ``Unit``s, checked
+    against a model of ``n_layers`` layers of ``n_heads`` heads, in the order given, without repeats."""
+    if isinstance(units, str):
+        return parse_units(units, n_layers, n_heads)
+    items = [units] if isinstance(units, Unit) else list(units)
+    result: list[Unit] = []
+    for item in items:
+        if isinstance(item, str):
+            new = parse_units(item, n_layers, n_heads)
+        elif isinstance(item, Unit):
+            if not (0 <= item.layer < n_layers and (item.head is None or 0 <= item.head < n_heads)):
+                raise HeurlensError(f"{item} is out of range: this model has layers L0-L{n_layers - 1} and heads "
+                                    f"H0-H{n_heads - 1}")
+            new = [item]
+        else:
+            raise HeurlensError(f"cannot read {item!r} as a unit: give 'L4.H0', 'L4.*', 'L4.MLP' or heurlens.Unit(4, 0)")
+        result += [unit for unit in new if unit not in result]
+    return result
+
+
 def format_units(units: Iterable[Unit], n_heads: int | None = None) -> str:
     """The inverse of ``parse_units``; with ``n_heads`` a layer with all its heads prints as ``L4.*``."""
     units = list(units)

@@ -10,6 +10,7 @@ from heurlens.analysis.effective_size import (
                                        effective_size_of,
                                        effective_sizes,
 )
+from heurlens.analysis.head_detector import head_detector_scores
 from heurlens.analysis.overlap import (
                                        analysed_core,
                                        cooccurrence_counts,
@@ -28,6 +29,6 @@ from heurlens.analysis.report import Report
 
 __all__ = ["Report", "analysed_core", "attention_plot", "cooccurrence_counts", "cooccurrence_figure",
            "effective_size_figure", "effective_size_of", "effective_sizes", "expected_random_intersection",
-           "frequency_agreement", "frequency_figure", "group_superadditivity", "head_frequencies",
+           "frequency_agreement", "frequency_figure", "group_superadditivity", "head_detector_scores", "head_frequencies",
            "heuristic_core", "intersection_summary", "overlap_report", "pattern_scores", "random_intersection_distribution",
            "scan_table", "single_unit_scan"]

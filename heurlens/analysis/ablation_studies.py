@@ -17,18 +17,19 @@ from itertools import combinations
 import pandas as pd
 from torch import Tensor
 
-from heurlens.ablation import Method, ablate_groups
-from heurlens.data.prompt_tasks import PromptSet
+from heurlens.ablation import Method, ablate_groups, metric_names
 from heurlens.distributed import Workers, run_each
-from heurlens.evaluate import EvalSet, full_model_logits
+from heurlens.evaluate import full_model_logits
 from heurlens.means import UnitMeans
-from heurlens.models.classifier import HookedClassifier
-from heurlens.units import Unit, format_units
+from heurlens.models.classifier import as_model
+from heurlens.protocols import HookedModel, Metrics, Task
+from heurlens.tasks import TaskLike, as_task
+from heurlens.units import Unit, UnitsLike, as_units, format_units
 
 CHUNKS_PER_WORKER = 4  # Ray tasks per worker in a scan: enough to even out heads of different depths
 
 
-def _full_logits(model: HookedClassifier, eval_sets: Sequence[EvalSet | PromptSet], bf16: bool) -> dict[str, Tensor]:
+def _full_logits(model: HookedModel, eval_sets: Sequence[Task], bf16: bool) -> dict[str, Tensor]:
     fingerprint = model.fingerprint()
     return {s.name: full_model_logits(model, s, fingerprint, bf16) for s in eval_sets}
 
@@ -37,12 +38,20 @@ def _full_logits(model: HookedClassifier, eval_sets: Sequence[EvalSet | PromptSe
 class _AblationJob:
     """What every ablation of one scan shares (sent once to Ray's object store with ``workers``)."""
 
-    model: HookedClassifier
-    eval_sets: Sequence[EvalSet | PromptSet]
+    model: HookedModel
+    eval_sets: Sequence[Task]
     method: Method
     means: UnitMeans | None
     full_logits: dict[str, Tensor]
     bf16: bool
+    metrics: Metrics | None = None
+
+
+def _job(model: HookedModel, eval_sets: Sequence[TaskLike], method: Method, means: UnitMeans | None,
+         full_logits: dict[str, Tensor] | None, bf16: bool, metrics: Metrics | None) -> _AblationJob:
+    model = as_model(model)
+    tasks = [as_task(model, data) for data in eval_sets]
+    return _AblationJob(model, tasks, method, means, full_logits or _full_logits(model, tasks, bf16), bf16, metrics)
 
 
 def _drops(job: _AblationJob, groups: list[list[Unit]], progress: bool, desc: str,
@@ -61,19 +70,27 @@ def _drops(job: _AblationJob, groups: list[list[Unit]], progress: bool, desc: st
 
 
 def _drop_table(job: _AblationJob, groups: list[list[Unit]], progress: bool = False, desc: str = "") -> pd.DataFrame:
+    """ablated, eval_set, then per metric ``full_{name}`` and ``{name}`` (the ablated model's), ``drop`` (full -
+    ablated of the first metric), kl."""
     table = ablate_groups(job.model, groups, job.eval_sets, job.method, job.means, job.full_logits, job.bf16,
-                          progress, desc)
-    table["accuracy"] = table["ablated_accuracy"]
-    table["drop"] = table["full_accuracy"] - table["ablated_accuracy"]
-    return table[["ablated", "eval_set", "full_accuracy", "accuracy", "drop", "kl"]]
+                          progress, desc, job.metrics)
+    names = metric_names(job.metrics)
+    for name in names:
+        table[name] = table[f"ablated_{name}"]
+    table["drop"] = table[f"full_{names[0]}"] - table[f"ablated_{names[0]}"]
+    return table[["ablated", "eval_set", *(column for name in names for column in (f"full_{name}", name)),
+                  "drop", "kl"]]
 
 
-def single_unit_scan(model: HookedClassifier, units: list[Unit], eval_sets: Sequence[EvalSet | PromptSet],
+def single_unit_scan(model: HookedModel, units: UnitsLike, eval_sets: Sequence[TaskLike],
                      means: UnitMeans | None, method: Method = "mean", full_logits: dict[str, Tensor] | None = None,
-                     progress: bool = True, workers: Workers | None = None, bf16: bool = False) -> pd.DataFrame:
+                     progress: bool = True, workers: Workers | None = None, bf16: bool = False,
+                     metrics: Metrics | None = None) -> pd.DataFrame:
     """Ablate each unit alone (one after another, or on Ray ``workers``; in bfloat16 with ``bf16``, see
-    ``ablate``); long table with columns ablated, eval_set, full_accuracy, accuracy, drop, kl."""
-    job = _AblationJob(model, eval_sets, method, means, full_logits or _full_logits(model, eval_sets, bf16), bf16)
+    ``ablate``); long table with columns ablated, eval_set, full_accuracy, accuracy, drop, kl (with ``metrics``,
+    ``full_{name}`` and ``{name}`` per metric, ``drop`` of the first)."""
+    job = _job(model, eval_sets, method, means, full_logits, bf16, metrics)
+    units = as_units(units, job.model.n_layers, job.model.n_heads)
     return _drops(job, [[u] for u in units], progress, "single-unit ablation", workers)
 
 
@@ -97,23 +114,24 @@ def scan_table(scan: pd.DataFrame, core: list[Unit] | None = None) -> pd.DataFra
     return table.rename_axis("ablated").reset_index()
 
 
-def group_superadditivity(model: HookedClassifier, group: list[Unit], eval_sets: Sequence[EvalSet | PromptSet],
+def group_superadditivity(model: HookedModel, group: UnitsLike, eval_sets: Sequence[TaskLike],
                           means: UnitMeans | None, method: Method = "mean", pairs: bool = True,
                           full_logits: dict[str, Tensor] | None = None,
                           progress: bool = True, workers: Workers | None = None,
-                          bf16: bool = False) -> tuple[pd.DataFrame, pd.DataFrame]:
+                          bf16: bool = False, metrics: Metrics | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Ablate ``group`` together and each member alone (and each pair, with ``pairs``).
 
     Returns (summary, interactions). summary: per eval set, the group's drop, the sum of single
     drops, their difference (excess) and whether the group is super-additive. interactions: per
     pair and eval set, drop(pair) - drop(i) - drop(j). The single and pair ablations may run on Ray ``workers``;
-    ``bf16`` as for ``ablate``.
+    ``bf16`` and ``metrics`` as for ``ablate`` (drops are of the first metric).
     """
-    job = _AblationJob(model, eval_sets, method, means, full_logits or _full_logits(model, eval_sets, bf16), bf16)
+    job = _job(model, eval_sets, method, means, full_logits, bf16, metrics)
+    group = as_units(group, job.model.n_layers, job.model.n_heads)
     singles = _drops(job, [[u] for u in group], progress, "single ablations", workers)
     together = _drops(job, [group], progress, "group ablation")
     single_sum = singles.groupby("eval_set", sort=False)["drop"].sum()
-    summary = together.set_index("eval_set")[["accuracy", "drop"]].rename(columns={"drop": "group_drop"})
+    summary = together.set_index("eval_set")[[metric_names(metrics)[0], "drop"]].rename(columns={"drop": "group_drop"})
     summary["sum_of_single_drops"] = single_sum
     summary["excess"] = summary["group_drop"] - summary["sum_of_single_drops"]
     summary["superadditive"] = summary["excess"] > 0
@@ -124,7 +142,7 @@ def group_superadditivity(model: HookedClassifier, group: list[Unit], eval_sets:
         pair_groups = [list(p) for p in combinations(group, 2)]
         paired = _drops(job, pair_groups, progress, "pair ablations", workers)
         rows = []
-        for (i, j), (_, row) in zip([(a, b) for a, b in pair_groups for _ in eval_sets], paired.iterrows()):
+        for (i, j), (_, row) in zip([(a, b) for a, b in pair_groups for _ in job.eval_sets], paired.iterrows()):
             drop_i, drop_j = single[(str(i), row["eval_set"])], single[(str(j), row["eval_set"])]
             rows.append({"pair": row["ablated"], "eval_set": row["eval_set"], "pair_drop": row["drop"],
                          "interaction": row["drop"] - drop_i - drop_j})

@@ -7,7 +7,8 @@ faithful. For each pruning seed, the effective size on D is the size of the spar
 subnetwork of that seed, 1 - (its *target* sparsity), in kept heads and MLPs (the full model when
 none is faithful); the effective size is the mean of that over seeds, shown with its spread. D is
 the in-domain set, the out-of-domain sets (mean accuracy over the HANS-style subcases), or all
-sets together (mean over every evaluation set, the released script's "both").
+sets together (mean over every evaluation set, the released script's "both"). Faithfulness can be judged on
+another metric than accuracy (``metrics=``: the first one, with ``tolerance`` in its units; higher is better).
 """
 
 from __future__ import annotations
@@ -21,12 +22,12 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from heurlens.ablation import metric_names
 from heurlens.cache import atomic_write_csv
 from heurlens.distributed import Workers
 from heurlens.errors import HeurlensError
-from heurlens.evaluate import EvalSet
 from heurlens.means import UnitMeans
-from heurlens.models.classifier import HookedClassifier
+from heurlens.protocols import HookedModel, Loss, Metrics, Task
 from heurlens.pruning.runs import evaluate_subnetworks, prune
 from heurlens.pruning.settings import PruneSettings
 from heurlens.run_folders import check_writable_dir, refuse_foreign_dir
@@ -37,26 +38,27 @@ EFFECTIVE_SIZE_FILE = "effective-size.csv"
 DATA_KINDS = ("in_domain", "ood", "mixed")
 
 
-def accuracy_by_kind(evaluation: pd.DataFrame) -> pd.DataFrame:
-    """Per subnetwork (and the full model) of ``evaluate_subnetworks``' table: accuracy in-domain (its
-    first eval set), OOD (mean over the other sets) and mixed (mean over every set)."""
+def accuracy_by_kind(evaluation: pd.DataFrame, column: str = "accuracy") -> pd.DataFrame:
+    """Per subnetwork (and the full model) of ``evaluate_subnetworks``' table: accuracy (or another metric's
+    ``column``) in-domain (its first eval set), OOD (mean over the other sets) and mixed (mean over every set)."""
     first = evaluation["eval_set"].iloc[0]
     keys = ["subnetwork", "target_sparsity", "achieved_sparsity", "seed"]
     grouped = evaluation.assign(in_domain=evaluation["eval_set"] == first).groupby(keys, sort=False, dropna=False)
     rows = []
     for key, group in grouped:
-        in_domain = group.loc[group["in_domain"], "accuracy"].mean()
-        ood = group.loc[~group["in_domain"], "accuracy"].mean()
+        in_domain = group.loc[group["in_domain"], column].mean()
+        ood = group.loc[~group["in_domain"], column].mean()
         if pd.isna(ood):
             raise HeurlensError("effective size needs out-of-domain sets next to the in-domain one")
-        rows.append(dict(zip(keys, key)) | {"in_domain": in_domain, "ood": ood, "mixed": group["accuracy"].mean()})
+        rows.append(dict(zip(keys, key)) | {"in_domain": in_domain, "ood": ood, "mixed": group[column].mean()})
     return pd.DataFrame(rows)
 
 
-def effective_size_per_seed(evaluation: pd.DataFrame, n_units: int, margin: float = 0.03) -> pd.DataFrame:
+def effective_size_per_seed(evaluation: pd.DataFrame, n_units: int, margin: float = 0.03,
+                            column: str = "accuracy") -> pd.DataFrame:
     """One row per (seed, data kind): the sparsest faithful target sparsity of that seed (0 when none is:
     the full model) and its effective size, n_units x (1 - that sparsity)."""
-    table = accuracy_by_kind(evaluation)
+    table = accuracy_by_kind(evaluation, column)
     full = table[table["subnetwork"] == "full model"].iloc[0]
     subs = table[table["subnetwork"] != "full model"]
     rows = []
@@ -68,9 +70,10 @@ def effective_size_per_seed(evaluation: pd.DataFrame, n_units: int, margin: floa
     return pd.DataFrame(rows)
 
 
-def effective_sizes(evaluation: pd.DataFrame, n_units: int, margin: float = 0.03) -> dict[str, float]:
+def effective_sizes(evaluation: pd.DataFrame, n_units: int, margin: float = 0.03,
+                    column: str = "accuracy") -> dict[str, float]:
     """Effective size per data kind: the mean over seeds of ``effective_size_per_seed``."""
-    per_seed = effective_size_per_seed(evaluation, n_units, margin)
+    per_seed = effective_size_per_seed(evaluation, n_units, margin, column)
     return {kind: float(per_seed.loc[per_seed["kind"] == kind, "size"].mean()) for kind in DATA_KINDS}
 
 
@@ -86,34 +89,38 @@ def checkpoint_step(path: Path, index: int) -> int:
     return int(match.group(1)) if match else index
 
 
-def effective_size_of(model: HookedClassifier, train: EvalSet, eval_sets: list[EvalSet], means: UnitMeans,
+def effective_size_of(model: HookedModel, train: Task, eval_sets: list[Task], means: UnitMeans,
                       sparsities: Sequence[float] = SPARSITY_GRID, seeds: Sequence[int] = range(3),
                       out: Path | None = None, config: PruneSettings = PruneSettings(), tolerance: float = 0.03,
                       search: Literal["grid", "bisect"] = "grid", progress: bool = True,
-                      workers: Workers | None = None) -> tuple[dict[str, float], pd.DataFrame]:
+                      workers: Workers | None = None, metrics: Metrics | None = None,
+                      loss: Loss | None = None) -> tuple[dict[str, float], pd.DataFrame]:
     """Prune ``model`` at the sparsities (every seed), evaluate, and return (effective sizes, evaluation).
 
     ``search="grid"`` prunes at every sparsity (the paper), all sparsities x seeds in one ``prune`` call
     (so on Ray ``workers`` all of them at once). ``"bisect"`` assumes a seed's
     faithfulness only gets lost as sparsity grows and bisects the sorted grid for each data kind and
     seed, pruning at about log2(len(grid)) sparsities per kind instead of all of them (the seeds of one
-    sparsity at once on ``workers``).
+    sparsity at once on ``workers``). ``metrics``: faithfulness is judged on the first (default accuracy);
+    ``loss``: pruning's objective (default KL, see ``prune``).
     """
+    column = metric_names(metrics)[0]
     grid = sorted(sparsities)
     n_units = UnitLayout(model.n_layers, model.n_heads).n_units
     evaluated: dict[float, pd.DataFrame] = {}
 
     def evaluation_at(sparsity: float) -> pd.DataFrame:
         if sparsity not in evaluated:
-            subnetworks = prune(model, train, sparsity, seeds, out, config, means, progress=progress, workers=workers)
-            evaluated[sparsity] = evaluate_subnetworks(model, subnetworks, eval_sets, means)
+            subnetworks = prune(model, train, sparsity, seeds, out, config, means, progress=progress, workers=workers,
+                                loss=loss)
+            evaluated[sparsity] = evaluate_subnetworks(model, subnetworks, eval_sets, means, metrics)
         return evaluated[sparsity]
 
     if search == "grid":
-        found = prune(model, train, grid, seeds, out, config, means, progress=progress, workers=workers)
+        found = prune(model, train, grid, seeds, out, config, means, progress=progress, workers=workers, loss=loss)
         for sparsity in grid:
             evaluated[sparsity] = evaluate_subnetworks(
-                model, [sub for sub in found if sub.target_sparsity == sparsity], eval_sets, means)
+                model, [sub for sub in found if sub.target_sparsity == sparsity], eval_sets, means, metrics)
     elif search == "bisect":
         for kind in DATA_KINDS:
             for seed in seeds:
@@ -122,7 +129,7 @@ def effective_size_of(model: HookedClassifier, train: EvalSet, eval_sets: list[E
                     middle = (low + high) // 2
                     at = evaluation_at(grid[middle])
                     at = at[(at["subnetwork"] == "full model") | (at["seed"] == seed)]
-                    if effective_size_per_seed(at, n_units, tolerance).set_index("kind").loc[kind, "sparsity"] > 0:
+                    if effective_size_per_seed(at, n_units, tolerance, column).set_index("kind").loc[kind, "sparsity"] > 0:
                         low = middle
                     else:
                         high = middle
@@ -130,11 +137,11 @@ def effective_size_of(model: HookedClassifier, train: EvalSet, eval_sets: list[E
         raise HeurlensError(f"unknown search {search!r}; use grid or bisect")
     tables = [evaluated[s] for s in sorted(evaluated)]
     evaluation = pd.concat([tables[0]] + [t[t["subnetwork"] != "full model"] for t in tables[1:]], ignore_index=True)
-    return effective_sizes(evaluation, n_units, tolerance), evaluation
+    return effective_sizes(evaluation, n_units, tolerance, column), evaluation
 
 
 def effective_size_over_checkpoints(checkpoints: Sequence[str | Path], out: Path,
-                                    eval_sets_for: Callable[[HookedClassifier], list[EvalSet]],
+                                    eval_sets_for: Callable[[HookedModel], list[Task]],
                                     sparsities: Sequence[float] = SPARSITY_GRID, seeds: Sequence[int] = range(3),
                                     config: PruneSettings = PruneSettings(), tolerance: float = 0.03,
                                     search: Literal["grid", "bisect"] = "grid", train_examples: int = 2000,

@@ -25,10 +25,11 @@ from transformer_lens.head_detector import (
 )
 
 from heurlens.analysis.patterns import best_label
-from heurlens.data.prompt_tasks import PromptSet
 from heurlens.errors import HeurlensError
-from heurlens.models.classifier import HookedClassifier
-from heurlens.units import Unit
+from heurlens.models.classifier import as_model
+from heurlens.protocols import HookedModel
+from heurlens.tasks import TaskLike, as_task
+from heurlens.units import Unit, UnitsLike, as_units
 
 DETECTION_PATTERNS = {"previous_token": get_previous_token_head_detection_pattern,
                       "duplicate_token": get_duplicate_token_head_detection_pattern,
@@ -45,10 +46,14 @@ def detection_scores(attention: Float[Tensor, "head query key"], detection: Floa
     return (attention * detection).sum((-2, -1)) / attention.sum((-2, -1))
 
 
-def head_detector_scores(model: HookedClassifier, prompts: PromptSet, heads: list[Unit] | None = None,
+def head_detector_scores(model: HookedModel, prompts: TaskLike, heads: UnitsLike | None = None,
                          min_score: float = 0.3, exclude_bos: bool = True) -> pd.DataFrame:
     """One row per head (or per head of ``heads``): the mean score of each detection pattern over the prompts,
-    and a label. The model must expose ``hook_pattern`` (load it with ``attn_implementation="eager"``)."""
+    and a label. ``prompts``: any task, a list of texts or a token tensor (tokens are all it reads). The model
+    must expose ``hook_pattern`` (load HF models with ``attn_implementation="eager"``)."""
+    model = as_model(model)
+    prompts = as_task(model, prompts)
+    heads = as_units(heads, model.n_layers, model.n_heads) if heads is not None else None
     layers = sorted({u.layer for u in heads}) if heads else list(range(model.n_layers))
     sums = {layer: {name: torch.zeros(model.n_heads) for name in DETECTION_PATTERNS} for layer in layers}
     captured: dict[int, Tensor] = {}

@@ -26,8 +26,7 @@ from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
 from heurlens.errors import HeurlensError
-from heurlens.evaluate import EvalSet
-from heurlens.models.classifier import HookedClassifier
+from heurlens.protocols import HookedModel, Task
 from heurlens.units import Unit
 
 PATTERNS = ("repeated_token", "previous_token", "next_token", "cls", "sep", "self")
@@ -82,7 +81,7 @@ def segments_of(batch: dict[str, Tensor], separator_id: int | None) -> Int[Tenso
     return is_separator.cumsum(-1) - is_separator
 
 
-def pattern_scores(model: HookedClassifier, data: EvalSet, heads: list[Unit] | None = None,
+def pattern_scores(model: HookedModel, data: Task, heads: list[Unit] | None = None,
                    min_score: float = 0.3) -> pd.DataFrame:
     """Score every head (or ``heads``) for each pattern over ``data``; one row per head with a label.
 
@@ -134,7 +133,7 @@ def best_label(scores: dict[str, float], min_score: float) -> str:
     return best if scores[best] >= min_score else "other"
 
 
-def example_patterns(model: HookedClassifier, text: str, text_pair: str | None,
+def example_patterns(model: HookedModel, text: str, text_pair: str | None,
                      heads: list[Unit]) -> tuple[list[str], Float[Tensor, "head query key"]]:
     """The tokens of one sentence pair (or, with ``text_pair`` None, one prompt) and the attention pattern of
     each of ``heads`` on it."""
@@ -158,7 +157,7 @@ def example_patterns(model: HookedClassifier, text: str, text_pair: str | None,
     return tokens, torch.stack([captured[u.layer][u.head] for u in heads])
 
 
-def attention_plot(model: HookedClassifier, text: str, text_pair: str | None, heads: list[Unit]):
+def attention_plot(model: HookedModel, text: str, text_pair: str | None, heads: list[Unit]):
     """circuitsvis head plot of ``heads`` on one pair (or one prompt: ``text_pair`` None): shows inline in a
     notebook; ``.local_src`` is a standalone HTML page with the JavaScript embedded (works offline)."""
     import circuitsvis

@@ -20,9 +20,9 @@ from heurlens.analysis.overlap import analysed_core, overlap_report
 from heurlens.analysis.patterns import attention_plot, pattern_scores
 from heurlens.analysis.report import Report
 from heurlens.cache import atomic_write_csv, stored
-from heurlens.data.prompt_tasks import PromptSet
-from heurlens.evaluate import EvalSet, data_fingerprint
-from heurlens.models.classifier import HookedClassifier
+from heurlens.errors import HeurlensError
+from heurlens.evaluate import data_fingerprint
+from heurlens.protocols import HookedModel, Task
 from heurlens.pruning.runs import (
     MEANS_FILE,
     accuracy_table,
@@ -35,7 +35,7 @@ from heurlens.pruning.runs import (
 EXAMPLE_PAIR = ("The doctor advised the president.", "The president advised the doctor.")  # Figure 7's SO-Swap pair
 
 
-def cache_path(run_dir: Path, kind: str, data: Sequence[EvalSet | PromptSet], model: HookedClassifier) -> Path:
+def cache_path(run_dir: Path, kind: str, data: Sequence[Task], model: HookedModel) -> Path:
     """``RUN_DIR/<kind>-<key>.csv``: the key changes with the data, the model's fingerprint and the bytes
     of every subnetwork and means file in the run directory (re-pruning changes it)."""
     digest = hashlib.sha256(model.fingerprint().encode())
@@ -48,7 +48,7 @@ def cache_path(run_dir: Path, kind: str, data: Sequence[EvalSet | PromptSet], mo
     return Path(run_dir) / f"{kind}-{digest.hexdigest()[:12]}.csv"
 
 
-def cached_evaluation(run_dir: Path, model: HookedClassifier, eval_sets: Sequence[EvalSet | PromptSet]
+def cached_evaluation(run_dir: Path, model: HookedModel, eval_sets: Sequence[Task]
                       ) -> pd.DataFrame:
     """The evaluation of every subnetwork of the run directory, read from its cache file or computed."""
     subnetworks = [s for group in subnetworks_by_sparsity([run_dir]).values() for s in group]
@@ -57,16 +57,24 @@ def cached_evaluation(run_dir: Path, model: HookedClassifier, eval_sets: Sequenc
         lambda: evaluate_subnetworks(model, subnetworks, eval_sets, load_run_means(Path(run_dir))))
 
 
-def cached_patterns(run_dir: Path, eager_model: HookedClassifier, pattern_data: EvalSet | PromptSet) -> pd.DataFrame:
+def cached_patterns(run_dir: Path, eager_model: HookedModel, pattern_data: Task) -> pd.DataFrame:
     """Attention-pattern scores of every head (sentence pairs: ``pattern_scores``; a prompt task: TransformerLens'
     head-detector scores), read from the run directory's cache or computed."""
     def compute() -> pd.DataFrame:
-        if isinstance(pattern_data, PromptSet):
+        if eager_model.labels is None:  # a next-token model: TransformerLens' head detector on its prompts
             return head_detector_scores(eager_model, pattern_data)
         return pattern_scores(eager_model, pattern_data)
 
     return cached_table(cache_path(run_dir, "patterns", [pattern_data], eager_model),
                         eager_model.n_layers * eager_model.n_heads, compute)
+
+
+def _first_text(data: Task) -> str:
+    """The first prompt of a prompt task (or of plain texts), to plot patterns on."""
+    texts = getattr(data, "prompts", None) or getattr(data, "texts", None)
+    if not texts:
+        raise HeurlensError(f"{data.name} holds no prompt texts to plot attention on")
+    return texts[0]
 
 
 def cached_table(path: Path, rows: int, compute) -> pd.DataFrame:
@@ -81,8 +89,8 @@ def cached_table(path: Path, rows: int, compute) -> pd.DataFrame:
     return stored(path, compute, partial(atomic_write_csv, path), load)
 
 
-def build_run_report(run_dir: Path, model: HookedClassifier, eager_model: HookedClassifier,
-                     eval_sets: Sequence[EvalSet | PromptSet], pattern_data: EvalSet | PromptSet) -> Report:
+def build_run_report(run_dir: Path, model: HookedModel, eager_model: HookedModel,
+                     eval_sets: Sequence[Task], pattern_data: Task) -> Report:
     """Every table and figure for one run directory (``eager_model``: the same weights with
     ``hook_pattern`` live, for the attention patterns; a ``PromptSet`` for a decoder on a prompt task)."""
     run_dir = Path(run_dir)
@@ -110,7 +118,7 @@ def build_run_report(run_dir: Path, model: HookedClassifier, eager_model: Hooked
         report.text(f"Heads shown: {what}.")
         patterns = cached_patterns(run_dir, eager_model, pattern_data)
         report.table(patterns[patterns["unit"].isin([str(u) for u in core])])
-        text, pair = (pattern_data.prompts[0], None) if isinstance(pattern_data, PromptSet) else EXAMPLE_PAIR
+        text, pair = (_first_text(pattern_data), None) if eager_model.labels is None else EXAMPLE_PAIR
         report.text(f"Core heads on: {text}" + (f" / {pair}" if pair else ""))
         report.circuitsvis(attention_plot(eager_model, text, pair, core))
 

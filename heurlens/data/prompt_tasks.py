@@ -25,6 +25,7 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from heurlens.errors import HeurlensError
+from heurlens.evaluate import mean_kl
 
 
 @dataclass(frozen=True)
@@ -212,6 +213,10 @@ class PromptSet:
     def __len__(self) -> int:
         return len(self.answers)
 
+    def accuracy(self, scores: Float[Tensor, "example vocab"], model_labels: tuple[str, ...] | None = None) -> float:
+        """Fraction of prompts whose best correct answer beats every distractor (``prompt_metrics``)."""
+        return prompt_metrics(scores, self)["accuracy"]
+
 
 def _one_token(tokenizer, text: str, where: str) -> int:
     ids = tokenizer.encode(text, add_special_tokens=False)
@@ -229,9 +234,12 @@ def _padded(rows: list[list[int]]) -> Int[Tensor, "example column"]:
 
 
 def tokenize_prompt_task(name: str, examples: Sequence[PromptExample], tokenizer, n_ctx: int, batch_size: int = 32,
-                         corrupted: bool = False) -> PromptSet:
+                         corrupted: bool = False, add_special_tokens: bool = True) -> PromptSet:
     """``examples`` (or their corrupted prompts) as a ``PromptSet``; refuses answers or distractors that are not
-    one token, a mix of examples with and without distractors, and prompts longer than the context."""
+    one token, a mix of examples with and without distractors, and prompts longer than the context.
+    ``add_special_tokens``: whether the tokenizer adds its special tokens (a decoder's BOS, as TransformerLens'
+    ``prepend_bos``); turn it off for a tokenizer that would append one after the prompt (BERT's [SEP]), which
+    would move the scored position off the prompt's last token."""
     if not examples:
         raise HeurlensError(f"prompt task {name} has no examples")
     if len({bool(e.distractors) for e in examples}) != 1:
@@ -241,7 +249,7 @@ def tokenize_prompt_task(name: str, examples: Sequence[PromptExample], tokenizer
         prompt = example.corrupted_prompt if corrupted else example.prompt
         if prompt is None:
             raise HeurlensError(f"prompt task {name}, example {number} has no corrupted prompt")
-        length = len(tokenizer.encode(prompt))
+        length = len(tokenizer.encode(prompt, add_special_tokens=add_special_tokens))
         if length > n_ctx:
             raise HeurlensError(f"prompt task {name}, example {number}: {length} tokens, longer than the model's "
                                 f"context of {n_ctx}; shorten the prompt")
@@ -250,7 +258,8 @@ def tokenize_prompt_task(name: str, examples: Sequence[PromptExample], tokenizer
                        for i, e in enumerate(examples, 1)])
     distractors = _padded([[_one_token(tokenizer, d, f"{name}, example {i}") for d in e.distractors]
                            for i, e in enumerate(examples, 1)])
-    batches = [{k: v for k, v in tokenizer(prompts[i:i + batch_size], padding=True, return_tensors="pt").items()
+    batches = [{k: v for k, v in tokenizer(prompts[i:i + batch_size], padding=True, return_tensors="pt",
+                                           add_special_tokens=add_special_tokens).items()
                 if k in ("input_ids", "attention_mask")} for i in range(0, len(prompts), batch_size)]
     return PromptSet(name, batches, answers, distractors, prompts)
 
@@ -285,8 +294,6 @@ def prompt_metrics(logits: Float[Tensor, "example vocab"], prompts: PromptSet,
     else:
         metrics["accuracy"] = float((best_answer >= logits.max(1).values).float().mean())
     if reference is not None:
-        from heurlens.evaluate import mean_kl  # evaluate reads PromptSet from here: imported when used
-
         metrics["kl"] = mean_kl(reference, logits)
     return metrics
 
@@ -295,7 +302,7 @@ PROMPT_TASKS = ("ioi", "greater-than", "induction")  # built-in generators; anyt
 
 
 def prompt_task_set(task: str, tokenizer, n_ctx: int, examples: int = 200, seed: int = 0,
-                    batch_size: int = 32) -> PromptSet:
+                    batch_size: int = 32, add_special_tokens: bool = True) -> PromptSet:
     """``task``: a built-in generator ("ioi", "greater-than", "induction": ``examples`` prompts drawn with
     ``seed`` for this tokenizer) or a prompt task file (``examples`` rows drawn with ``seed``), tokenized."""
     if task == "ioi":
@@ -309,4 +316,5 @@ def prompt_task_set(task: str, tokenizer, n_ctx: int, examples: int = 200, seed:
         chosen = random.Random(seed).sample(rows, min(examples, len(rows)))
     else:
         raise HeurlensError(f"unknown task {task!r}: use {', '.join(PROMPT_TASKS)} or a .jsonl/.csv prompt task file")
-    return tokenize_prompt_task(f"{Path(task).stem}-s{seed}", chosen, tokenizer, n_ctx, batch_size)
+    return tokenize_prompt_task(f"{Path(task).stem}-s{seed}", chosen, tokenizer, n_ctx, batch_size,
+                                add_special_tokens=add_special_tokens)

@@ -23,6 +23,9 @@ from torch import Tensor, nn
 from transformer_lens.model_bridge import TransformerBridge
 from transformer_lens.model_bridge.exceptions import StopAtLayerException
 
+from heurlens.errors import HeurlensError
+from heurlens.protocols import HookedModel, HookList
+
 Pooling = Literal["first", "last"]
 
 
@@ -38,6 +41,9 @@ def _stop_here(activation: Tensor, hook) -> None:
 class HookedClassifier(nn.Module):
     """``bridge`` (hook points) -> hidden states -> ``head`` -> logits over ``labels``.
 
+    ``HookedClassifier(bridge)`` alone is a next-token model scored on the last real token (what
+    ``heurlens.wrap_bridge`` makes of a researcher's own bridge).
+
     Args:
         bridge: the TransformerLens model; its hook points are the ones heurlens ablates.
         head: maps pooled hidden states ``[batch, d_model]`` to ``[batch, n_labels]``;
@@ -46,17 +52,21 @@ class HookedClassifier(nn.Module):
         hidden_hook: hook point whose activation is the hidden state the head reads; the
             forward pass stops there. None when the head is None.
         labels: label names, in the order of the logits (None for a next-token model).
-        model_id: how the model was loaded (a path, a hub name, "default", "native").
+        model_id: how the model was loaded (a path, a hub name, "default", "native"); default: the
+            bridge's ``cfg.model_name``.
     """
 
-    def __init__(self, bridge: TransformerBridge, head: nn.Module | None, pooling: Pooling,
-                 hidden_hook: str | None, labels: tuple[str, ...] | None, model_id: str):
+    def __init__(self, bridge: TransformerBridge, head: nn.Module | None = None, pooling: Pooling = "last",
+                 hidden_hook: str | None = None, labels: tuple[str, ...] | None = None, model_id: str | None = None):
         super().__init__()
+        if (head is None) != (hidden_hook is None):
+            raise HeurlensError("give a classification head together with the hook point it reads (hidden_hook), "
+                                "or neither (a next-token model)")
         self.bridge = bridge
         self.head = head
         self.pooling = pooling
         self.labels = labels
-        self.model_id = model_id
+        self.model_id = model_id or str(getattr(bridge.cfg, "model_name", "") or "bridge")
         if hidden_hook is not None:
             bridge.add_hook(hidden_hook, _stop_here, is_permanent=True)
         self.eval()
@@ -91,7 +101,7 @@ class HookedClassifier(nn.Module):
         return pooled if self.head is None else self.head(pooled)
 
     @contextmanager
-    def hooks(self, fwd_hooks: list) -> Iterator[HookedClassifier]:
+    def hooks(self, fwd_hooks: HookList) -> Iterator[HookedClassifier]:
         """Run forward passes inside with ``fwd_hooks`` ([(hook name, fn)]) on the bridge's hook points."""
         with self.bridge.hooks(fwd_hooks=fwd_hooks):
             yield self
@@ -116,6 +126,36 @@ class HookedClassifier(nn.Module):
             digest.update(name.encode())
             digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
         return digest
+
+
+def padded_right(tokenizer):
+    """Decoders often have no pad token: pad with end-of-sequence, on the right (the last real token is scored)."""
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    tokenizer.padding_side = "right"
+    return tokenizer
+
+
+def wrap_bridge(bridge: TransformerBridge, model_id: str | None = None) -> HookedClassifier:
+    """A researcher's own ``TransformerBridge`` (a next-token model: ``TransformerBridge.boot_transformers(...)``,
+    ``boot_native(...)``, any architecture TransformerLens bridges) as a heurlens model, scored on the last real
+    token of each prompt; its tokenizer is set to pad on the right. Every hook point stays the bridge's own."""
+    if not isinstance(bridge, TransformerBridge):
+        raise HeurlensError(f"wrap_bridge takes a TransformerLens TransformerBridge, not a {type(bridge).__name__}")
+    if bridge.tokenizer is not None:
+        padded_right(bridge.tokenizer)
+    return HookedClassifier(bridge, model_id=model_id)
+
+
+def as_model(model: HookedModel | TransformerBridge) -> HookedModel:
+    """``model`` as heurlens uses it: a ``TransformerBridge`` is wrapped (``wrap_bridge``), a ``HookedModel``
+    (``HookedClassifier`` or any structural match) is used as it is; anything else is refused."""
+    if isinstance(model, TransformerBridge):
+        return wrap_bridge(model)
+    if isinstance(model, HookedModel):
+        return model
+    raise HeurlensError(f"a {type(model).__name__} is not a model heurlens can use: pass a TransformerLens "
+                        "TransformerBridge, or what heurlens.load_model returns")
 
 
 class BertPoolerHead(nn.Module):

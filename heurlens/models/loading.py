@@ -20,12 +20,13 @@ from typing import Any
 import torch
 from safetensors import SafetensorError
 from transformer_lens.factories.architecture_adapter_factory import SUPPORTED_ARCHITECTURES
+from transformer_lens.model_bridge import TransformerBridge
 from transformer_lens.model_bridge.sources._bridge_builder import build_bridge_from_module
 from transformer_lens.model_bridge.sources.native import boot as boot_native
 from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
 from heurlens.errors import HeurlensError
-from heurlens.models.classifier import BertPoolerHead, HookedClassifier
+from heurlens.models.classifier import BertPoolerHead, HookedClassifier, padded_right, wrap_bridge
 from heurlens.models.nli_finetune import FINETUNE_RECORD, check_finetuned_files
 from heurlens.models.settings import PAPER_LENGTH_MODEL
 from heurlens.models.smollm2 import SMOLLM2, smollm2_dir
@@ -34,17 +35,20 @@ BERT_FAMILY = {"bert"}
 GPT2_FAMILY = {"gpt2"}
 
 
-def load_model(name_or_path: str | Path | dict[str, Any] = "default", *, num_labels: int | None = None,
-               attn_implementation: str = "sdpa", seed: int = 0) -> HookedClassifier:
+def load_model(name_or_path: str | Path | dict[str, Any] | TransformerBridge = "default", *,
+               num_labels: int | None = None, attn_implementation: str = "sdpa", seed: int = 0) -> HookedClassifier:
     """Load a model with hook points per head (``blocks.{L}.attn.hook_z``) and per MLP (``hook_mlp_out``).
 
     Args:
-        name_or_path: "default", "snli-long", "smollm2", a local HF directory, a hub name, or a native config dict.
+        name_or_path: "default", "snli-long", "smollm2", a local HF directory, a hub name, a native config dict,
+            or a ``TransformerBridge`` of one's own (a next-token model, ``wrap_bridge``).
         num_labels: for a native config, add a linear head with this many labels; for an HF
             encoder saved without a classifier, the size of a freshly initialised head.
         attn_implementation: "sdpa" (fast) or "eager" (needed for ``hook_pattern`` on HF models).
         seed: initialises native models and fresh heads.
     """
+    if isinstance(name_or_path, TransformerBridge):
+        return wrap_bridge(name_or_path)
     if isinstance(name_or_path, dict):
         return load_native(name_or_path, num_labels=num_labels, seed=seed)
     if str(name_or_path) == "default":
@@ -70,7 +74,7 @@ def load_native(config: dict[str, Any], num_labels: int | None = None, seed: int
     except (TypeError, ValueError, KeyError) as error:
         raise HeurlensError(f"cannot build a native model from {config}: {error}") from error
     if num_labels is None:
-        return HookedClassifier(bridge, None, "last", None, None, model_id="native")
+        return HookedClassifier(bridge, model_id="native")
     torch.manual_seed(seed)
     head = torch.nn.Linear(bridge.cfg.d_model, num_labels)
     labels = tuple(f"label_{i}" for i in range(num_labels))
@@ -178,20 +182,12 @@ def _bridge_bert(path, config, tokenizer, num_labels, attn, model_id) -> HookedC
     return HookedClassifier(bridge, head, "first", "mlm_head.hook_in", _labels_of(classifier.config), model_id)
 
 
-def _padded_right(tokenizer):
-    """Decoders often have no pad token: pad with end-of-sequence, on the right (the last real token is scored)."""
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    tokenizer.padding_side = "right"
-    return tokenizer
-
-
 def _bridge_gpt2_classifier(path, config, tokenizer, num_labels, attn, model_id) -> HookedClassifier:
     from transformers import GPT2ForSequenceClassification, GPT2LMHeadModel
 
     if num_labels is not None:
         config.num_labels = num_labels
-    tokenizer = _padded_right(tokenizer)
+    tokenizer = padded_right(tokenizer)
     config.pad_token_id = tokenizer.pad_token_id
     classifier = GPT2ForSequenceClassification.from_pretrained(str(path), config=config, attn_implementation=attn)
     shell = GPT2LMHeadModel._from_config(classifier.config, attn_implementation=attn)
@@ -214,5 +210,5 @@ def _bridge_causal_lm(path, config, tokenizer, attn, model_id) -> HookedClassifi
                             "list is transformer_lens.factories.architecture_adapter_factory.SUPPORTED_ARCHITECTURES)")
     model = AutoModelForCausalLM.from_pretrained(str(path), config=config, attn_implementation=attn)
     bridge = build_bridge_from_module(model.eval(), architecture, hf_config=config,
-                                      tokenizer=_padded_right(tokenizer), model_name=model_id)
-    return HookedClassifier(bridge, None, "last", None, None, model_id)
+                                      tokenizer=padded_right(tokenizer), model_name=model_id)
+    return HookedClassifier(bridge, model_id=model_id)

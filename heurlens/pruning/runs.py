@@ -11,6 +11,7 @@ rather than mixed, and so is a folder heurlens did not make or one another proce
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -21,20 +22,27 @@ import pandas as pd
 import torch
 from torch import Tensor
 
-from heurlens.ablation import ablate_groups
+from heurlens.ablation import ablate_groups, metric_names
 from heurlens.cache import stored
-from heurlens.data.prompt_tasks import PromptSet
 from heurlens.distributed import Workers, run_each
 from heurlens.errors import HeurlensError
-from heurlens.evaluate import EvalSet, accuracy, data_fingerprint, full_model_logits, tokenize_pairs
+from heurlens.evaluate import accuracy_metric, data_fingerprint, full_model_logits, tokenize_pairs
 from heurlens.means import UnitMeans, compute_means
-from heurlens.models.classifier import HookedClassifier
+from heurlens.models.classifier import as_model
+from heurlens.protocols import HookedModel, Loss, Metrics, Task
 from heurlens.pruning.settings import PruneSettings
 from heurlens.pruning.subnetwork import Subnetwork, discretize
-from heurlens.pruning.train import train_unit_mask
+from heurlens.pruning.train import prunable_units, train_unit_mask
 from heurlens.run_folders import LOCK_FILE, check_writable_dir, exclusive, refuse_foreign_dir
+from heurlens.tasks import TaskLike, as_task
+from heurlens.units import UnitLayout
 
 MEANS_FILE = "unit-means.safetensors"
+SPARSITY_TOLERANCE = 0.05  # a subnetwork whose achieved sparsity misses its target by more is flagged
+
+
+class SparsityTargetMissed(UserWarning):
+    """A pruned subnetwork's achieved sparsity is more than ``SPARSITY_TOLERANCE`` away from its target."""
 
 
 def subnetwork_stem(out: Path, sparsity: float, seed: int) -> Path:
@@ -70,33 +78,43 @@ def subnetworks_by_sparsity(run_dirs: Iterable[str | Path]) -> dict[float, list[
     return dict(sorted(groups.items()))
 
 
-def prune(model: HookedClassifier, data: EvalSet | datasets.Dataset, sparsity: float | Iterable[float] = 0.5,
+def prune(model: HookedModel, data: TaskLike | datasets.Dataset, sparsity: float | Iterable[float] = 0.5,
           seeds: Iterable[int] = range(3), out: str | Path | None = None, config: PruneSettings = PruneSettings(),
           means: UnitMeans | None = None, batch_size: int = 16, progress: bool = True,
-          workers: Workers | None = None) -> list[Subnetwork]:
+          workers: Workers | None = None, loss: Loss | None = None) -> list[Subnetwork]:
     """Prune ``model`` once per (sparsity, seed) and return the subnetworks, in that order.
 
-    ``data`` is the pruning (training) data: an EvalSet, or a Dataset of premise/hypothesis pairs
-    (batched by length, ``batch_size`` pairs a micro-batch). Pruned units are replaced by ``means``
-    (default: their means over ``data``). With ``out``, each subnetwork is saved when found and a
-    repeated call resumes; ``out`` is refused if it holds anything but a heurlens prune run of this
-    model, data and settings, or if another process is writing to it. With ``workers`` the runs go to Ray
-    workers (``heurlens.distributed``), each writing its subnetwork into ``out`` itself.
+    ``data`` is the pruning (training) data: a task (``EvalSet``, ``PromptSet``, ``TokenSet``), a list of texts,
+    a token tensor, or a Dataset of premise/hypothesis pairs (batched by length, ``batch_size`` pairs a
+    micro-batch). Pruned units are replaced by ``means`` (default: their means over ``data``). ``loss(scores,
+    full scores, example ids)`` replaces the KL to the full model (``pruning.train.kl_loss``); which units may
+    be pruned is ``config.units``. With ``out``, each subnetwork is saved when found and a repeated call
+    resumes; ``out`` is refused if it holds anything but a heurlens prune run of this model, data and settings
+    (and loss), or if another process is writing to it. With ``workers`` the runs go to Ray workers
+    (``heurlens.distributed``), each writing its subnetwork into ``out`` itself. A subnetwork whose achieved
+    sparsity misses its target by more than ``SPARSITY_TOLERANCE`` raises a ``SparsityTargetMissed`` warning
+    and says so in its metrics (``missed_target``).
     """
+    model = as_model(model)
     if isinstance(data, datasets.Dataset):
+        if not len(data):
+            raise HeurlensError("the pruning data set is empty; give it at least one pair")
         data = tokenize_pairs("pruning-data", data, model.tokenizer, batch_size, sort_by_length=True)
+    data = as_task(model, data)
     sparsities = [sparsity] if isinstance(sparsity, (int, float)) else list(sparsity)
     for target in sparsities:
         if not 0 <= target < 1:
             raise HeurlensError(f"sparsity {target} is outside [0, 1): it is the fraction of units to prune")
+    if means is not None:
+        means.check_fits(model)
     if out is None:
         return _prune_each(model, data, sparsities, seeds, None, config,
-                           means if means is not None else compute_means(model, data), progress, workers)
+                           means if means is not None else compute_means(model, data), progress, workers, loss)
     out = check_run_dir(out)
     with exclusive(out, "run directory"):
         means = means if means is not None else compute_means(model, data)
-        _check_run_folder(out, model, data, config, means)
-        return _prune_each(model, data, sparsities, seeds, out, config, means, progress, workers)
+        _check_run_folder(out, model, data, config, means, loss)
+        return _prune_each(model, data, sparsities, seeds, out, config, means, progress, workers, loss)
 
 
 def check_run_dir(out: str | Path) -> Path:
@@ -106,27 +124,30 @@ def check_run_dir(out: str | Path) -> Path:
     return check_writable_dir(out, "run directory")
 
 
-def _hyperparameters(config: PruneSettings, target: float, data: EvalSet, means: UnitMeans) -> dict:
-    """What a subnetwork records of how it was found (steps resolved for its sparsity and data)."""
+def _hyperparameters(config: PruneSettings, target: float, data: Task, means: UnitMeans,
+                     loss: Loss | None = None) -> dict:
+    """What a subnetwork records of how it was found (steps resolved for its sparsity and data; the loss by
+    its function's name when it is not the default KL)."""
     batch = data.batches[0]["input_ids"].shape[0]
     warmup, total = config.steps_for(target, len(data), batch)
+    loss_name = {} if loss is None else {"loss": getattr(loss, "__qualname__", type(loss).__name__)}
     return {**config.to_dict(), "warmup_steps": warmup, "total_steps": total, "batch_size": batch,
-            "means": means.source}
+            "means": means.source, **loss_name}
 
 
-def _data_id(data: EvalSet) -> str:
+def _data_id(data: Task) -> str:
     return f"{data.name}:{len(data)}:{data_fingerprint(data)}"
 
 
-def _check_run_folder(out: Path, model: HookedClassifier, data: EvalSet, config: PruneSettings,
-                      means: UnitMeans) -> None:
+def _check_run_folder(out: Path, model: HookedModel, data: Task, config: PruneSettings,
+                      means: UnitMeans, loss: Loss | None = None) -> None:
     """Refuse a run folder whose subnetworks (any sparsity) or means come from another model, data set or
     settings; record the means of a new run (what ``heurlens evaluate`` replaces pruned units by)."""
     known, data_id = model.known_fingerprints(), _data_id(data)
     for path in find_subnetworks(out):
         done = Subnetwork.load(path)
         if (done.model_fingerprint not in known or done.data_id != data_id
-                or done.hyperparameters != _hyperparameters(config, done.target_sparsity, data, means)):
+                or done.hyperparameters != _hyperparameters(config, done.target_sparsity, data, means, loss)):
             raise HeurlensError(
                 f"{path} was found with another model, data set or settings than this run; nothing was "
                 f"overwritten. Use another --out directory, or the same settings to resume")
@@ -148,8 +169,8 @@ def _check_run_folder(out: Path, model: HookedClassifier, data: EvalSet, config:
 class _PruneJob:
     """What every (sparsity, seed) run of one ``prune`` call shares (sent once to Ray's object store)."""
 
-    model: HookedClassifier
-    data: EvalSet
+    model: HookedModel
+    data: Task
     out: Path | None
     config: PruneSettings
     means: UnitMeans
@@ -157,18 +178,23 @@ class _PruneJob:
     data_id: str
     fingerprint: str
     progress: bool
+    loss: Loss | None = None
 
 
-def _prune_each(model: HookedClassifier, data: EvalSet, sparsities: list[float], seeds: Iterable[int],
+def _prune_each(model: HookedModel, data: Task, sparsities: list[float], seeds: Iterable[int],
                 out: Path | None, config: PruneSettings, means: UnitMeans, progress: bool,
-                workers: Workers | None) -> list[Subnetwork]:
+                workers: Workers | None, loss: Loss | None = None) -> list[Subnetwork]:
     """Train (or, from ``out``, load) one subnetwork per (sparsity, seed), here or on ``workers``."""
     runs = [(target, seed) for target in sparsities for seed in seeds]
     fingerprint = model.fingerprint()
     missing = out is None or any(not subnetwork_stem(out, *run).with_suffix(".json").exists() for run in runs)
     job = _PruneJob(model, data, out, config, means, full_model_logits(model, data, fingerprint) if missing else None,
-                    _data_id(data), fingerprint, progress and workers is None)
-    return run_each(_subnetwork_of_run, job, runs, workers, "subnetworks", progress and workers is not None)
+                    _data_id(data), fingerprint, progress and workers is None, loss)
+    subnetworks = run_each(_subnetwork_of_run, job, runs, workers, "subnetworks", progress and workers is not None)
+    for subnetwork in subnetworks:
+        if subnetwork.missed_target:
+            warnings.warn(subnetwork.missed_target_message(), SparsityTargetMissed, stacklevel=3)
+    return subnetworks
 
 
 def _subnetwork_of_run(job: _PruneJob, run: tuple[float, int]) -> Subnetwork:
@@ -185,38 +211,49 @@ def _trained(job: _PruneJob, target: float, seed: int) -> Subnetwork:
     model, config = job.model, job.config
     full_logits = job.full_logits if job.full_logits is not None else full_model_logits(model, job.data, job.fingerprint)
     start = time.time()
-    result = train_unit_mask(model, job.data, full_logits, job.means, target, seed, config, job.progress)
-    kept, achieved, threshold = discretize(result.log_alpha_heads, result.log_alpha_mlps, target, config.discretization)
+    result = train_unit_mask(model, job.data, full_logits, job.means, target, seed, config, job.progress, job.loss)
+    prunable = prunable_units(UnitLayout(model.n_layers, model.n_heads), config.units)
+    kept, achieved, threshold = discretize(result.log_alpha_heads, result.log_alpha_mlps, target, config.discretization,
+                                           prunable)
+    loss_metric = "final_train_kl" if job.loss is None else "final_train_loss"
     return Subnetwork(
         kept=kept, n_layers=model.n_layers, n_heads=model.n_heads, target_sparsity=target,
         achieved_sparsity=achieved, threshold=threshold, seed=seed, model_id=model.model_id,
         model_fingerprint=job.fingerprint, data_id=job.data_id,
-        hyperparameters=_hyperparameters(config, target, job.data, job.means),
-        metrics={"final_train_kl": result.final_kl, "final_expected_sparsity": result.final_expected_sparsity,
-                 "train_seconds": round(time.time() - start, 1)},
+        hyperparameters=_hyperparameters(config, target, job.data, job.means, job.loss),
+        metrics={loss_metric: result.final_loss, "final_expected_sparsity": result.final_expected_sparsity,
+                 "train_seconds": round(time.time() - start, 1),
+                 **({"missed_target": True} if abs(achieved - target) > SPARSITY_TOLERANCE else {})},
         log_alpha_heads=result.log_alpha_heads, log_alpha_mlps=result.log_alpha_mlps)
 
 
-def evaluate_subnetworks(model: HookedClassifier, subnetworks: list[Subnetwork], eval_sets: Sequence[EvalSet | PromptSet],
-                         means: UnitMeans) -> pd.DataFrame:
-    """Accuracy (and KL to the full model) of the full model and each subnetwork on each set.
+def evaluate_subnetworks(model: HookedModel, subnetworks: list[Subnetwork], eval_sets: Sequence[TaskLike],
+                         means: UnitMeans, metrics: Metrics | None = None) -> pd.DataFrame:
+    """Each metric (default: accuracy) and the KL to the full model of the full model and each subnetwork on
+    each set.
 
     Long format: one row per (subnetwork, eval set) with columns subnetwork, target_sparsity,
-    achieved_sparsity, seed, eval_set, examples, accuracy, kl. The full model's rows come first.
+    achieved_sparsity, seed, eval_set, examples, one column per metric (``accuracy``), kl. The full model's
+    rows come first.
     """
+    model = as_model(model)
+    tasks = [as_task(model, data) for data in eval_sets]
     fingerprint = model.fingerprint()
-    full_logits = {s.name: full_model_logits(model, s, fingerprint) for s in eval_sets}
+    full_logits = {s.name: full_model_logits(model, s, fingerprint) for s in tasks}
+    chosen = dict(metrics) if metrics else {"accuracy": accuracy_metric(model)}
     rows = [{"subnetwork": "full model", "target_sparsity": 0.0, "achieved_sparsity": 0.0, "seed": None,
-             "eval_set": s.name, "examples": len(s), "accuracy": accuracy(full_logits[s.name], s, model.labels),
-             "kl": 0.0} for s in eval_sets]
+             "eval_set": s.name, "examples": len(s),
+             **{name: metric(full_logits[s.name], s) for name, metric in chosen.items()}, "kl": 0.0} for s in tasks]
     known = model.known_fingerprints()
     for sub in subnetworks:
         sub.check_model(model, known)
-    table = ablate_groups(model, [sub.pruned for sub in subnetworks], eval_sets, "mean", means, full_logits)
-    for sub, (_, row) in zip([sub for sub in subnetworks for _ in eval_sets], table.iterrows()):
+    table = ablate_groups(model, [sub.pruned for sub in subnetworks], tasks, "mean", means, full_logits,
+                          metrics=chosen)
+    for sub, (_, row) in zip([sub for sub in subnetworks for _ in tasks], table.iterrows()):
         rows.append({"subnetwork": sub.label, "target_sparsity": sub.target_sparsity,
                      "achieved_sparsity": sub.achieved_sparsity, "seed": sub.seed, "eval_set": row["eval_set"],
-                     "examples": row["examples"], "accuracy": row["ablated_accuracy"], "kl": row["kl"]})
+                     "examples": row["examples"], **{name: row[f"ablated_{name}"] for name in metric_names(chosen)},
+                     "kl": row["kl"]})
     return pd.DataFrame(rows)
 
 

@@ -8,6 +8,7 @@ compares it with heurlens' default.
 
 from __future__ import annotations
 
+import math
 import typing
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Literal
@@ -55,12 +56,18 @@ class PruneSettings:
         "help": "Without --steps: Appendix B's ~3 epochs on this data, or its step counts (9,300 at 50%)."})
     discretization: Literal["global-threshold", "per-layer"] = field(default="global-threshold", metadata={
         "help": "Binary mask: threshold P(z > 0) over all units, or the released per-layer soft mask."})
+    units: Literal["all", "heads", "mlps"] = field(default="all", metadata={
+        "help": "Which units pruning may drop: all (heads and MLPs), heads or mlps; the others are always kept, and "
+                "the sparsity counts the prunable ones."})
 
     def __post_init__(self) -> None:
-        """Refuse values outside each field's range (``metadata["min"]``, ``"min_open"``) up front."""
+        """Refuse NaN and infinite values and values outside each field's range (``metadata["min"]``,
+        ``"min_open"``) up front."""
         hints = typing.get_type_hints(type(self))
         for setting in fields(self):
             value, low = getattr(self, setting.name), setting.metadata.get("min", 0)
+            if isinstance(value, float) and not math.isfinite(value):
+                raise HeurlensError(f"pruning setting {setting.name} = {value} is not a finite number; give a number")
             if low is None:
                 continue
             choices = typing.get_args(hints[setting.name]) if typing.get_origin(hints[setting.name]) is Literal else None
@@ -93,4 +100,9 @@ class PruneSettings:
         return min(self.warmup_steps or warmup, total), total
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """The settings as recorded in each subnetwork; ``units`` only when not the default, so run folders
+        written before it existed still match their own settings."""
+        settings = asdict(self)
+        if settings["units"] == "all":
+            del settings["units"]
+        return settings

@@ -17,7 +17,7 @@ from torch import Tensor
 
 from heurlens.cache import atomic_save_tensors, atomic_write_json
 from heurlens.errors import HeurlensError
-from heurlens.models.classifier import HookedClassifier
+from heurlens.protocols import HookedModel
 from heurlens.pruning.hard_concrete import BETA, HardConcrete
 from heurlens.units import Unit, UnitLayout, format_units, parse_units
 
@@ -47,6 +47,16 @@ class Subnetwork:
         return f"{self.target_sparsity:.0%} seed {self.seed}"
 
     @property
+    def missed_target(self) -> bool:
+        """Whether its achieved sparsity missed the target by more than the tolerance when it was pruned."""
+        return bool(self.metrics.get("missed_target"))
+
+    def missed_target_message(self) -> str:
+        return (f"subnetwork {self.label} reached sparsity {self.achieved_sparsity:.2f}, not its target "
+                f"{self.target_sparsity:.2f}: the masks did not move far enough. Train longer (--steps / "
+                "PruneSettings(total_steps=...)) or start the masks lower (--log-alpha-init 2)")
+
+    @property
     def pruned(self) -> list[Unit]:
         return [u for u in UnitLayout(self.n_layers, self.n_heads).units() if u not in set(self.kept)]
 
@@ -54,7 +64,7 @@ class Subnetwork:
     def kept_heads(self) -> list[Unit]:
         return [u for u in self.kept if not u.is_mlp]
 
-    def check_model(self, model: HookedClassifier, known: tuple[str, ...] | None = None) -> None:
+    def check_model(self, model: HookedModel, known: tuple[str, ...] | None = None) -> None:
         """Refuse a model other than the one this subnetwork was pruned from (``known``: the model's
         ``known_fingerprints()``, when the caller checks several subnetworks)."""
         if self.model_fingerprint not in (known or model.known_fingerprints()):
@@ -120,7 +130,7 @@ def per_layer_soft_mask(log_alpha_heads: Float[Tensor, "layer head"], log_alpha_
 
 
 def discretize(log_alpha_heads: Tensor, log_alpha_mlps: Tensor, target: float,
-               method: str = "global-threshold") -> tuple[list[Unit], float, float]:
+               method: str = "global-threshold", prunable: Tensor | None = None) -> tuple[list[Unit], float, float]:
     """Binary mask: keep the units whose score exceeds a threshold.
 
     The score is, with ``method="global-threshold"``, the keep-probability P(z > 0) = sigmoid(log_alpha -
@@ -128,7 +138,8 @@ def discretize(log_alpha_heads: Tensor, log_alpha_mlps: Tensor, target: float,
     unlike the clamped deterministic mask it never piles up at exactly 0 or 1, so thresholds can tell
     units apart. With ``"per-layer"`` it is the released code's ``per_layer_soft_mask``. The threshold
     is searched on THRESHOLD_GRID for the achieved sparsity closest to the target (ties go to the
-    threshold nearest 0.5). Returns (kept units, achieved sparsity, threshold).
+    threshold nearest 0.5). ``prunable`` (a flat boolean vector in the layout's order): only those units may be
+    dropped, and the sparsity is the fraction of them dropped. Returns (kept units, achieved sparsity, threshold).
     """
     layout = UnitLayout(*log_alpha_heads.shape)
     with torch.no_grad():
@@ -139,8 +150,10 @@ def discretize(log_alpha_heads: Tensor, log_alpha_mlps: Tensor, target: float,
         else:
             raise HeurlensError(f"unknown discretization {method!r}; use 'global-threshold' or 'per-layer'")
 
+    may_drop = torch.ones_like(score, dtype=torch.bool) if prunable is None else prunable
+
     def sparsity_at(threshold: float) -> float:
-        return 1 - int((score > threshold).sum()) / score.numel()
+        return 1 - int((score[may_drop] > threshold).sum()) / int(may_drop.sum())
 
     threshold = min(THRESHOLD_GRID, key=lambda t: (abs(sparsity_at(t) - target), abs(t - 0.5)))
-    return layout.units_where(score > threshold), sparsity_at(threshold), threshold
+    return layout.units_where((score > threshold) | ~may_drop), sparsity_at(threshold), threshold

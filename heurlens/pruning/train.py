@@ -5,6 +5,10 @@ Per optimizer step, with the model's weights frozen, over ``grad_accumulation`` 
     z ~ HardConcrete(log_alpha)                      a fresh draw per micro-batch, heads and MLPs
     loss = KL(p_full || p_masked) + lambda1 (t - s) + lambda2 (t - s)^2
 
+(KL by default; any differentiable ``Loss`` of the masked and the full model's scores, such as a logit
+difference, can stand in for it.) Units that may not be pruned (``PruneSettings.units``) keep z = 1 and are
+left out of the sparsity.
+
 where pruned units are mean-ablated (``UnitMaskHooks``), s is the warmed-up target and t the
 model's sparsity: the expected 1 - E[||z||_0] / n (``sparsity_estimate="expected"``) or that of the
 draw, 1 - sum(z) / n (``"sampled"``, as the released code). log_alpha is trained by gradient
@@ -21,14 +25,13 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
-from jaxtyping import Float
+from jaxtyping import Bool, Float
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from heurlens.evaluate import EvalSet
 from heurlens.masking import UnitMaskHooks
 from heurlens.means import UnitMeans
-from heurlens.models.classifier import HookedClassifier
+from heurlens.protocols import HookedModel, Loss, Task
 from heurlens.pruning.hard_concrete import HardConcrete
 from heurlens.pruning.schedule import target_at
 from heurlens.pruning.settings import PruneSettings
@@ -40,19 +43,36 @@ from heurlens.units import UnitLayout
 class MaskTrainingResult:
     log_alpha_heads: Float[Tensor, "layer head"]
     log_alpha_mlps: Float[Tensor, " layer"]
-    final_kl: float
+    final_loss: float  # the objective's last value (KL by default) without the Lagrangian terms
     final_expected_sparsity: float
     steps: int
 
 
-def expected_sparsity(mask: HardConcrete) -> Float[Tensor, ""]:
-    """1 - E[||z||_0] / n: the expected fraction of units pruned."""
-    return 1 - mask.expected_l0() / mask.log_alpha.numel()
+def prunable_units(layout: UnitLayout, units: str) -> Bool[Tensor, " unit"]:
+    """Which entries of the flat unit vector pruning may drop: ``units`` is "all", "heads" or "mlps"."""
+    heads, mlps = layout.split(torch.ones(layout.n_units, dtype=torch.bool))
+    return layout.join(heads & (units != "mlps"), mlps & (units != "heads"))
 
 
-def sampled_sparsity(z: Float[Tensor, " ..."]) -> Float[Tensor, ""]:
-    """1 - sum(z) / n for one mask draw (differentiable in log_alpha through the draw)."""
+def expected_sparsity(mask: HardConcrete, prunable: Bool[Tensor, " unit"] | None = None) -> Float[Tensor, ""]:
+    """1 - E[||z||_0] / n over the prunable units: the expected fraction of them pruned."""
+    keep = mask.prob_nonzero()
+    if prunable is not None:
+        keep = keep[prunable]
+    return 1 - keep.sum() / keep.numel()
+
+
+def sampled_sparsity(z: Float[Tensor, " ..."], prunable: Bool[Tensor, " unit"] | None = None) -> Float[Tensor, ""]:
+    """1 - sum(z) / n over the prunable units of one mask draw (differentiable in log_alpha through the draw)."""
+    if prunable is not None:
+        z = z[prunable]
     return 1 - z.sum() / z.numel()
+
+
+def kl_loss(scores: Float[Tensor, "batch output"], reference: Float[Tensor, "batch output"],
+            example_ids: Tensor) -> Tensor:
+    """The Heuristic Core paper's objective: KL(p_full || p_masked), averaged over the batch."""
+    return F.kl_div(F.log_softmax(scores, -1), F.log_softmax(reference, -1), log_target=True, reduction="batchmean")
 
 
 def mask_optimizer(mask: HardConcrete, lambdas: Tensor, config: PruneSettings, total_steps: int):
@@ -68,16 +88,19 @@ def mask_optimizer(mask: HardConcrete, lambdas: Tensor, config: PruneSettings, t
     return optimizer, get_constant_schedule(optimizer)
 
 
-def train_unit_mask(model: HookedClassifier, data: EvalSet, full_logits: Float[Tensor, "example label"],
+def train_unit_mask(model: HookedModel, data: Task, full_logits: Float[Tensor, "example label"],
                     means: UnitMeans, sparsity: float, seed: int, config: PruneSettings = PruneSettings(),
-                    progress: bool = True) -> MaskTrainingResult:
+                    progress: bool = True, loss: Loss | None = None) -> MaskTrainingResult:
     """Learn log_alpha for every head and MLP of ``model`` so the masked model matches ``full_logits``.
 
     ``data`` is the pruning set in batches; ``full_logits`` the full model's logits on it, in the
     same order (computed once, in eval mode, and shared by every seed). Batches are drawn in a
-    seeded random order, one pass over the data after another.
+    seeded random order, one pass over the data after another. ``loss(scores, full scores, example ids)``
+    replaces the KL (``kl_loss``) when given; ``example ids`` are the batch's indices in ``data``.
     """
+    objective = loss or kl_loss
     layout = UnitLayout(model.n_layers, model.n_heads)
+    prunable = prunable_units(layout, config.units)
     torch.manual_seed(seed)
     mask = HardConcrete(layout.n_units, config.log_alpha_init, config.log_alpha_init_std)
     lambdas = torch.zeros(2, requires_grad=True)
@@ -90,7 +113,7 @@ def train_unit_mask(model: HookedClassifier, data: EvalSet, full_logits: Float[T
     hooks = UnitMaskHooks(means, *layout.mask([]))
     bar = tqdm(total=total, desc=f"pruning seed {seed} to {sparsity:.0%}", unit="step", disable=not progress)
     order: list[int] = []
-    kl = model_sparsity = torch.zeros(())
+    fit = model_sparsity = torch.zeros(())
     try:
         model.train(config.dropout)
         with frozen_parameters(model), model.hooks(hooks.hooks):  # only the mask and the multipliers train
@@ -101,26 +124,25 @@ def train_unit_mask(model: HookedClassifier, data: EvalSet, full_logits: Float[T
                     if not order:
                         order = torch.randperm(len(data.batches), generator=generator).tolist()
                     index = order.pop()
-                    z = mask.sample(generator)
+                    z = mask.sample(generator).where(prunable, 1.0)
                     hooks.heads, hooks.mlps = layout.split(z)
                     logits = model(**data.batches[index])
                     reference = full_logits[offsets[index]:offsets[index + 1]]
-                    kl = F.kl_div(F.log_softmax(logits, -1), F.log_softmax(reference, -1), log_target=True,
-                                  reduction="batchmean")
-                    model_sparsity = (sampled_sparsity(z) if config.sparsity_estimate == "sampled"
-                                      else expected_sparsity(mask))
+                    fit = objective(logits, reference, torch.arange(int(offsets[index]), int(offsets[index + 1])))
+                    model_sparsity = (sampled_sparsity(z, prunable) if config.sparsity_estimate == "sampled"
+                                      else expected_sparsity(mask, prunable))
                     gap = model_sparsity - target
-                    loss = kl + lambdas[0] * gap + lambdas[1] * gap ** 2
-                    (loss / config.grad_accumulation).backward()
+                    lagrangian = fit + lambdas[0] * gap + lambdas[1] * gap ** 2
+                    (lagrangian / config.grad_accumulation).backward()
                 if config.max_grad_norm is not None:
                     torch.nn.utils.clip_grad_norm_([mask.log_alpha, lambdas], config.max_grad_norm)
                 optimizer.step()
                 schedule.step()
                 bar.update(1)
-                bar.set_postfix(sparsity=f"{model_sparsity.item():.3f}", target=f"{target:.3f}", kl=f"{kl.item():.4f}")
+                bar.set_postfix(sparsity=f"{model_sparsity.item():.3f}", target=f"{target:.3f}", loss=f"{fit.item():.4f}")
     finally:
         bar.close()
         model.eval()
     log_alpha_heads, log_alpha_mlps = layout.split(mask.log_alpha.detach())
-    return MaskTrainingResult(log_alpha_heads.clone(), log_alpha_mlps.clone(), kl.item(),
-                              expected_sparsity(mask).item(), total)
+    return MaskTrainingResult(log_alpha_heads.clone(), log_alpha_mlps.clone(), fit.item(),
+                              expected_sparsity(mask, prunable).item(), total)

@@ -1,0 +1,89 @@
+"""What heurlens needs of a model and of a task, as structural types (``typing.Protocol``), the way
+TransformerLens types its own utilities (``transformer_lens.model_protocol``): any object with these members
+works, whatever its class.
+
+- ``HookedModel``: a TransformerLens ``TransformerBridge`` (``.bridge``, whose hook points heurlens masks) with
+  a forward pass on a batch that returns one row of scores per example (class logits, or next-token logits at
+  the scored position). ``HookedClassifier`` is one; ``heurlens.wrap_bridge(bridge)`` makes one of a
+  researcher's own bridge in one call.
+- ``Task``: named, pre-tokenised batches and how a row of scores is judged (``accuracy``). NLI pair sets
+  (``EvalSet``), prompt tasks (``PromptSet``) and plain token batches (``TokenSet``, no answers: enough for
+  unit means and custom metrics) are all tasks.
+- ``Metric``: a function of (scores, task) to a float, evaluated on the full and the ablated model (as
+  TransformerLens' ``patching_metric``); ``Loss``: a differentiable function of (masked model's scores, full
+  model's scores, the batch's example indices in the task) that pruning minimises.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from jaxtyping import Float, Int
+from torch import Tensor
+from transformer_lens.hook_points import HookFunction
+
+if TYPE_CHECKING:
+    from transformer_lens.model_bridge import TransformerBridge
+
+Batch = dict[str, Tensor]  # input_ids, attention_mask and (BERT) token_type_ids
+HookList = list[tuple[str, HookFunction]]  # (hook point name, hook function), as TransformerLens' hooks() takes
+
+
+@runtime_checkable
+class HookedModel(Protocol):
+    """A model heurlens can ablate, prune and read: layers of heads and one MLP each at TransformerLens hook
+    points (``blocks.{L}.attn.hook_z``, ``blocks.{L}.hook_mlp_out``), a tokenizer, and a forward pass on a
+    batch (``input_ids``, ``attention_mask``, optional ``token_type_ids``) giving ``[batch, output]`` scores."""
+
+    bridge: TransformerBridge
+    labels: tuple[str, ...] | None  # names of the outputs (None: a next-token model's vocabulary)
+    model_id: str
+
+    @property
+    def n_layers(self) -> int: ...
+
+    @property
+    def n_heads(self) -> int: ...
+
+    @property
+    def d_head(self) -> int: ...
+
+    @property
+    def tokenizer(self) -> Any: ...
+
+    def __call__(self, input_ids: Tensor, attention_mask: Tensor | None = None,
+                 token_type_ids: Tensor | None = None) -> Float[Tensor, "batch output"]: ...
+
+    def hooks(self, fwd_hooks: HookList) -> AbstractContextManager[Any]: ...
+
+    def fingerprint(self) -> str: ...
+
+    def known_fingerprints(self) -> tuple[str, ...]: ...
+
+    def parameters(self, recurse: bool = True) -> Iterator[Any]: ...
+
+    def train(self, mode: bool = True) -> Any: ...
+
+    def eval(self) -> Any: ...
+
+
+@runtime_checkable
+class Task(Protocol):
+    """Named, tokenised examples in batches, and how the model's scores on them are judged."""
+
+    name: str
+    batches: list[Batch]
+
+    def __len__(self) -> int: ...
+
+    def accuracy(self, scores: Float[Tensor, "example output"], model_labels: tuple[str, ...] | None) -> float:
+        """The fraction of examples the scores get right."""
+        ...
+
+
+Metric = Callable[[Float[Tensor, "example output"], Task], float]
+Metrics = Mapping[str, Metric]
+Loss = Callable[[Float[Tensor, "batch output"], Float[Tensor, "batch output"], Int[Tensor, " batch"]], Tensor]
+Tasks = Sequence[Task]
