@@ -54,7 +54,8 @@ def ablate(model: HookedModel, units: UnitsLike, eval_sets: Sequence[TaskLike], 
     Returns one row per evaluation set: eval_set, examples, then per metric ``full_{name}`` and
     ``ablated_{name}``, ``delta`` (ablated - full of the first metric; ``delta_{name}`` for the others) and kl
     (mean KL(full || ablated) of the output distributions, nats). ``metrics`` maps a column name to a function
-    (scores, task) -> float, as TransformerLens' ``patching_metric`` (default: the task's accuracy).
+    (scores, task) -> float, as TransformerLens' ``patching_metric`` (default: the task's accuracy; ``{}``: KL
+    only).
     ``units``: ``"L4.H0,L2.*"``, ``Unit``s or a list of either; ``eval_sets``: tasks, lists of texts or token
     tensors. ``full_logits`` (by set name) reuses an earlier run of the full model; otherwise they come from
     the disk cache (``full_model_logits``). ``bf16``: both models in bfloat16 matrix products
@@ -81,7 +82,7 @@ def ablate_groups(model: HookedModel, groups: Sequence[UnitsLike], eval_sets: Se
     if not tasks:
         raise HeurlensError("give at least one evaluation set (eval_sets)")
     unit_groups = [as_units(group, model.n_layers, model.n_heads) for group in groups]
-    metrics = dict(metrics) if metrics else {"accuracy": accuracy_metric(model)}
+    metrics = {"accuracy": accuracy_metric(model)} if metrics is None else dict(metrics)
     ablations = [(min((unit.layer for unit in group), default=0), ablation_hooks(model, group, method, means))
                  for group in unit_groups]
     fingerprint = None if full_logits is not None else model.fingerprint()
@@ -113,6 +114,10 @@ def _metric_columns(full: dict[str, float], ablated: dict[str, float]) -> dict[s
 
 
 def metric_names(metrics: Metrics | None) -> list[str]:
-    """The column names ``ablate`` gives its metrics (``accuracy`` by default)."""
-    return list(metrics) if metrics else ["accuracy"]
+    """The names of the metrics (``accuracy`` by default); refused when empty, for the analyses that compare
+    units by their first metric."""
+    names = ["accuracy"] if metrics is None else list(metrics)
+    if not names:
+        raise HeurlensError("this analysis compares units by a metric: give at least one in metrics=")
+    return names
 

@@ -22,7 +22,7 @@ import pandas as pd
 import torch
 from torch import Tensor
 
-from heurlens.ablation import ablate_groups, metric_names
+from heurlens.ablation import ablate_groups
 from heurlens.cache import stored
 from heurlens.distributed import Workers, run_each
 from heurlens.errors import HeurlensError
@@ -240,7 +240,7 @@ def evaluate_subnetworks(model: HookedModel, subnetworks: list[Subnetwork], eval
     tasks = [as_task(model, data) for data in eval_sets]
     fingerprint = model.fingerprint()
     full_logits = {s.name: full_model_logits(model, s, fingerprint) for s in tasks}
-    chosen = dict(metrics) if metrics else {"accuracy": accuracy_metric(model)}
+    chosen = {"accuracy": accuracy_metric(model)} if metrics is None else dict(metrics)
     rows = [{"subnetwork": "full model", "target_sparsity": 0.0, "achieved_sparsity": 0.0, "seed": None,
              "eval_set": s.name, "examples": len(s),
              **{name: metric(full_logits[s.name], s) for name, metric in chosen.items()}, "kl": 0.0} for s in tasks]
@@ -252,7 +252,7 @@ def evaluate_subnetworks(model: HookedModel, subnetworks: list[Subnetwork], eval
     for sub, (_, row) in zip([sub for sub in subnetworks for _ in tasks], table.iterrows()):
         rows.append({"subnetwork": sub.label, "target_sparsity": sub.target_sparsity,
                      "achieved_sparsity": sub.achieved_sparsity, "seed": sub.seed, "eval_set": row["eval_set"],
-                     "examples": row["examples"], **{name: row[f"ablated_{name}"] for name in metric_names(chosen)},
+                     "examples": row["examples"], **{name: row[f"ablated_{name}"] for name in chosen},
                      "kl": row["kl"]})
     return pd.DataFrame(rows)
 

@@ -52,9 +52,16 @@ class Subnetwork:
         return bool(self.metrics.get("missed_target"))
 
     def missed_target_message(self) -> str:
-        return (f"subnetwork {self.label} reached sparsity {self.achieved_sparsity:.2f}, not its target "
-                f"{self.target_sparsity:.2f}: the masks did not move far enough. Train longer (--steps / "
-                "PruneSettings(total_steps=...)) or start the masks lower (--log-alpha-init 2)")
+        """What went wrong and what to change: too little pruned (the masks started too high for the steps
+        given), or too much (units the loss barely depends on fell together past the target)."""
+        missed = f"subnetwork {self.label} reached sparsity {self.achieved_sparsity:.2f}, not its target " \
+                 f"{self.target_sparsity:.2f}: "
+        if self.achieved_sparsity < self.target_sparsity:
+            return missed + ("the masks did not move far enough. Train longer (--steps / PruneSettings(total_steps="
+                             "...)) or start the masks lower (--log-alpha-init 2)")
+        return missed + ("more units fell below the threshold together than the target allows (the loss depends "
+                         "little on them). Train longer after the warm-up (--steps larger than --warmup-steps) or "
+                         "prune to the sparsity reached")
 
     @property
     def pruned(self) -> list[Unit]:

@@ -1,0 +1,62 @@
+"""What pruning keeps, on a model where the right answer is known: only one head and one MLP carry anything
+(tests/planted.py), so a subnetwork of a third of the units that stays faithful must be exactly those two. With
+a constant loss in place of the KL the same run keeps other units (checked by hand: L0.H0 alone, then nothing)."""
+
+import warnings
+
+import pytest
+import torch
+from planted import PLANTED, build_planted_model
+
+import heurlens
+from heurlens.pruning.runs import SparsityTargetMissed
+from heurlens.tasks import token_batches
+
+SETTINGS = heurlens.PruneSettings(total_steps=300, warmup_steps=100)
+
+
+@pytest.fixture(scope="module")
+def planted():
+    model = build_planted_model()
+    data = token_batches(torch.randint(0, 4, (128, 6), generator=torch.Generator().manual_seed(0)), batch_size=16)
+    return model, data
+
+
+def kept(subnetwork) -> set[str]:
+    return {str(unit) for unit in subnetwork.kept}
+
+
+def test_only_the_planted_units_matter(planted):
+    model, data = planted
+    means = heurlens.compute_means(model, data)
+    for unit in ("L0.H1", "L1.H0", "L1.H1", "L0.MLP"):
+        assert heurlens.ablate(model, unit, [data], means=means, metrics={})["kl"].item() == 0
+    for unit in PLANTED:
+        assert heurlens.ablate(model, unit, [data], means=means, metrics={})["kl"].item() > 0.5
+
+
+@pytest.mark.parametrize("loss", [None, lambda scores, full, example_ids: (scores - full).pow(2).mean()],
+                         ids=["kl", "squared-error"])
+def test_pruning_to_a_third_keeps_exactly_the_planted_head_and_mlp(planted, loss):
+    model, data = planted
+    for subnetwork in heurlens.prune(model, data, 2 / 3, seeds=[0, 1], config=SETTINGS, progress=False, loss=loss):
+        assert kept(subnetwork) == set(PLANTED)
+        assert subnetwork.achieved_sparsity == pytest.approx(2 / 3) and not subnetwork.missed_target
+
+
+def test_heads_only_pruning_keeps_every_mlp_and_counts_heads_alone(planted):
+    model, data = planted
+    [subnetwork] = heurlens.prune(model, data, 0.75, seeds=[0], progress=False,
+                                  config=heurlens.PruneSettings(total_steps=300, warmup_steps=100, units="heads"))
+    assert kept(subnetwork) == {"L0.H0", "L0.MLP", "L1.MLP"} and subnetwork.achieved_sparsity == 0.75
+
+
+def test_a_missed_sparsity_target_is_warned_and_recorded(planted):
+    model, data = planted
+    with pytest.warns(SparsityTargetMissed, match="reached sparsity 0.00, not its target 0.50.*Train longer"):
+        [subnetwork] = heurlens.prune(model, data, 0.5, seeds=[0], progress=False,
+                                      config=heurlens.PruneSettings(total_steps=3))
+    assert subnetwork.missed_target and subnetwork.metrics["missed_target"] is True
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a target met raises no warning
+        heurlens.prune(model, data, 2 / 3, seeds=[0], config=SETTINGS, progress=False)
