@@ -82,7 +82,7 @@ def test_scores_from_hooks_match_hf_attention_and_transformer_lens(tiny_decoder_
 
 
 def test_ioi_notebook_runs_on_a_tiny_decoder(tiny_decoder_dirs, tmp_path, monkeypatch):
-    """Executes experiments/ioi_smollm2.ipynb's code cells in order, its parameters pointed at a tiny Llama and
+    """Executes analyses/ioi_smollm2.ipynb's code cells in order, its parameters pointed at a tiny Llama and
     a prompt file over the test vocabulary (SmolLM2 itself is checked by the slow model tests)."""
     import json
     from pathlib import Path
@@ -95,7 +95,7 @@ def test_ioi_notebook_runs_on_a_tiny_decoder(tiny_decoder_dirs, tmp_path, monkey
     task.write_text("".join(json.dumps({"prompt": p, "answer": a, "distractors": [d]}) + "\n" for p, a, d in
                             [("the man sees the dog . the man sees the", " dog", " man"),
                              ("a cat runs . a cat", " runs", " sleeps"), ("the dog sleeps . the dog", " sleeps", " runs")]))
-    notebook = json.loads((Path(__file__).parents[1] / "experiments" / "ioi_smollm2.ipynb").read_text())
+    notebook = json.loads((Path(__file__).parents[1] / "analyses" / "ioi_smollm2.ipynb").read_text())
     cells = ["".join(c["source"]) for c in notebook["cells"] if c["cell_type"] == "code"]
     assert cells[0].startswith("# Parameters")
     namespace: dict = {}

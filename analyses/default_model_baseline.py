@@ -1,6 +1,6 @@
 """Accuracy of the embedded default model (no ablation) on SNLI test and every HANS-style subcase.
 
-Run: .venv/bin/python experiments/default_model_baseline.py [--per-subcase 1000] [--out docs/results/...]
+Run: .venv/bin/python analyses/default_model_baseline.py [--per-subcase 1000] [--out docs/results/...]
 Writes a markdown table; the numbers recorded in docs/default-model.md come from this script.
 """
 

@@ -7,7 +7,7 @@ Each recipe has its own run folder under --out; finished subnetworks are kept, s
 where it was stopped and can be run recipe by recipe (--recipes). The table is written after every
 recipe to --out/recipes.csv and, with --docs, as markdown.
 
-Run: .venv/bin/python experiments/pruning_recipes.py [--recipes NAME ...] [--seeds 3] [--threads 1]
+Run: .venv/bin/python analyses/heuristic_core_appendix_b_pruning_recipes.py [--recipes NAME ...] [--seeds 3] [--threads 1]
 """
 
 from __future__ import annotations

@@ -7,8 +7,8 @@ finished part). With --inherited-out, the conditions whose models depend on what
 outside the subnetwork run a second time with the inherited filling (the released transfer script's),
 from the same T1 model and subnetwork (copied there), and appear as extra columns.
 
-Run: .venv/bin/python experiments/subtask_induction_arithmetic.py [--out runs/transfer] [--seeds 3]
-     .venv/bin/python experiments/subtask_induction_arithmetic.py --preset paper --seeds 3 \\
+Run: .venv/bin/python analyses/subtask_induction_figure3_arithmetic.py [--out runs/transfer] [--seeds 3]
+     .venv/bin/python analyses/subtask_induction_figure3_arithmetic.py --preset paper --seeds 3 \\
          --disambiguation 10 100 1000 --out runs/transfer-paper --inherited-out runs/transfer-paper-inherited \\
          --docs docs/results/subtask-induction-arithmetic-paper.md
 """
@@ -82,7 +82,7 @@ def main() -> None:
     candidates = pd.DataFrame(subnetwork.settings.get("candidates", []))
     scale = "paper-scale" if args.preset == "paper" else "small CPU version"
     lines = [f"# Subtask Induction on modular arithmetic ({scale})\n",
-             f"Produced by `experiments/subtask_induction_arithmetic.py --preset {args.preset}` on this project's "
+             f"Produced by `analyses/subtask_induction_figure3_arithmetic.py --preset {args.preset}` on this project's "
              f"2-core CPU; this call took {(time.time() - start) / 60:.1f} min (parts already on disk are not "
              f"recomputed). Settings: `{json.dumps(settings.to_dict())}`.\n",
              f"T1 ({settings.t1} mod {settings.modulus}) model: test accuracy "

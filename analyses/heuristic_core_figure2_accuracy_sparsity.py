@@ -6,7 +6,7 @@ prune --out runs/prune-default`), evaluates every subnetwork on 2,000 SNLI test 
 focus HANS-style subcases (200 pairs each), and writes the table and the highest sparsity at which
 every seed stays within 3 points in-domain to --docs (markdown) and the plotly figure next to it.
 
-Run: .venv/bin/python experiments/accuracy_sparsity.py [--out runs/prune-default] [--seeds 3]
+Run: .venv/bin/python analyses/heuristic_core_figure2_accuracy_sparsity.py [--out runs/prune-default] [--seeds 3]
 """
 
 from __future__ import annotations
@@ -58,7 +58,8 @@ def main() -> None:
     figure_path = args.docs.with_suffix(".html")
     accuracy_curve_figure(evaluation).write_html(figure_path, include_plotlyjs="cdn")
     lines = ["# Accuracy against sparsity on the default model (Figure 2)\n",
-             f"Produced by `experiments/accuracy_sparsity.py` in {(time.time() - start) / 60:.1f} min on this project's "
+             f"Produced by `analyses/heuristic_core_figure2_accuracy_sparsity.py` "
+             f"in {(time.time() - start) / 60:.1f} min on this project's "
              f"2-core CPU (pruning time counts only subnetworks not already in `{args.out}`). Pruning settings: "
              "the defaults of `heurlens prune` (8,000 SNLI training pairs, batch 16, log_alpha ~ N(10, 0.01), "
              f"docs/pruning.md); {args.seeds} seeds per sparsity. In-domain: 2,000 SNLI test pairs; out-of-domain: "

@@ -4,7 +4,7 @@ Fashion-MNIST with a small timm ResNet18 on this CPU.
 Trains the base model, finds its subnetwork for mean-pooled garments, trains every downstream
 condition and writes both tables to docs/. Resumable (the run directory keeps every finished part).
 
-Run: .venv/bin/python experiments/shape_bias_fashion_mnist.py [--out runs/shape-bias] [--arch resnet18-quarter]
+Run: .venv/bin/python analyses/subtask_induction_tables1_2_shape_bias.py [--out runs/shape-bias] [--arch resnet18-quarter]
      [--downstream-seeds 3] [--docs docs/results/shape-bias-fashion-mnist.md]
 """
 
@@ -38,7 +38,7 @@ def main() -> None:
     table1, table2 = ShapeBiasRun(settings, args.out).run()
     table2 = percent(table2).round({"% parameters": 2})
     lines = ["# Subtask Induction for shape bias: textured Fashion-MNIST (offline)\n",
-             f"Produced by `experiments/shape_bias_fashion_mnist.py` on this project's 2-core CPU in "
+             f"Produced by `analyses/subtask_induction_tables1_2_shape_bias.py` on this project's 2-core CPU in "
              f"{(time.time() - start) / 60:.1f} min (parts already on disk are not recomputed). Settings: "
              f"`{json.dumps(settings.to_dict())}`.\n",
              f"Data: Fashion-MNIST garments ({', '.join(FASHION_CLASSES)}) painted with one of 10 textures "

@@ -8,7 +8,8 @@ largest out-of-domain drops, and the attention-pattern labels of the core heads 
 Writes a markdown summary and a self-contained HTML report. Resumable: finished subnetworks,
 the evaluation and the pattern scores are kept in the run directory.
 
-Run: .venv/bin/python experiments/heuristic_core.py [--seeds 12] [--sparsity 0.5 0.7] [--out runs/heuristic-core]
+Run: .venv/bin/python analyses/heuristic_core_figures2_5_table3.py [--seeds 12] [--sparsity 0.5 0.7]
+     [--out runs/heuristic-core]
 """
 
 from __future__ import annotations
@@ -111,7 +112,7 @@ def main() -> None:
     evaluation = evaluation[(evaluation["subnetwork"] == "full model")
                             | evaluation["subnetwork"].isin([s.label for s in everything])]
     lines = ["# Heuristic core of the default model\n",
-             f"Produced by `experiments/heuristic_core.py` on this project's 2-core CPU; "
+             f"Produced by `analyses/heuristic_core_figures2_5_table3.py` on this project's 2-core CPU; "
              f"{len(everything)} subnetworks ({args.seeds} seeds at {', '.join(names.values())}); "
              + "; ".join(f"{k} {v / 60:.1f} min" for k, v in timings.items())
              + f"; total {(time.time() - start) / 60:.1f} min (pruning time counts only subnetworks not already on disk).\n",

@@ -8,7 +8,7 @@ Make the inputs first (resumable; about an hour on this 2-core CPU):
         --sparsity 0.1 0.2 0.3 0.4 0.5 0.6 0.7 0.8 0.9 --out runs/effective-size
     .venv/bin/heurlens prune --sparsity 0.1 0.2 0.3 0.4 0.5 0.6 0.7 --seeds 3 --out runs/prune-default
 
-then: .venv/bin/python experiments/effective_size_over_training.py
+then: .venv/bin/python analyses/heuristic_core_figure6_effective_size.py
 """
 
 from __future__ import annotations
@@ -50,7 +50,8 @@ def main() -> None:
 
     lines = ["# Effective size and the core over fine-tuning (Figure 6)\n",
              f"From `{args.effective_size}` (`heurlens effective-size`, settings in its per-checkpoint run folders) by "
-             "`experiments/effective_size_over_training.py`. Accuracy of the full model at each checkpoint (%), and its "
+             "`analyses/heuristic_core_figure6_effective_size.py`. Accuracy of the full model at each checkpoint (%), "
+             "and its "
              f"effective size: {int(table['n_units'].iloc[0])} units x (1 - the highest target sparsity at which a seed's "
              "subnetwork is faithful, i.e. above the full model's accuracy minus 3 points), mean and standard deviation "
              f"over seeds. Figure: [{figure_path.name}]({figure_path.name}).\n",

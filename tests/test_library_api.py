@@ -1,0 +1,91 @@
+"""The library as a researcher's own code calls it: their bridge, strings for units, texts or tokens for data."""
+
+import math
+
+import pytest
+import torch
+from transformer_lens.model_bridge import TransformerBridge
+
+import heurlens
+from heurlens.errors import HeurlensError
+from heurlens.models.classifier import as_model
+from heurlens.protocols import HookedModel, Task
+from heurlens.tasks import TokenSet, token_batches
+from heurlens.units import Unit, as_units
+
+
+@pytest.fixture(scope="module")
+def llama_bridge(tiny_decoder_dirs):
+    return TransformerBridge.boot_transformers(str(tiny_decoder_dirs["llama"]), device="cpu")
+
+
+def test_units_are_accepted_as_strings_units_or_lists_of_either():
+    assert as_units("L1.H0,L0.MLP", 2, 4) == [Unit(1, 0), Unit(0)]
+    assert as_units(Unit(1, 2), 2, 4) == [Unit(1, 2)]
+    assert as_units(["L0.*", Unit(0, 1), "L1.MLP"], 2, 4) == [Unit(0, h) for h in range(4)] + [Unit(1)]
+    with pytest.raises(HeurlensError, match="out of range"):
+        as_units([Unit(5, 0)], 2, 4)
+    with pytest.raises(HeurlensError, match="cannot read 3 as a unit"):
+        as_units([3], 2, 4)
+
+
+def test_a_bridge_is_a_model_in_one_call(llama_bridge):
+    model = heurlens.wrap_bridge(llama_bridge)
+    assert isinstance(model, HookedModel) and model.n_layers == 2 and model.n_heads == 4 and model.labels is None
+    assert heurlens.load_model(llama_bridge).fingerprint() == model.fingerprint() == as_model(llama_bridge).fingerprint()
+    assert heurlens.HookedClassifier(llama_bridge).fingerprint() == model.fingerprint()
+    batch = model.tokenizer(["the man sees the", "a dog"], padding=True, return_tensors="pt")
+    scores = model(batch["input_ids"], batch["attention_mask"])
+    direct = llama_bridge(batch["input_ids"][1:, :2])[0, -1]  # "a dog" alone: its last real token
+    assert scores.shape == (2, 11) and torch.allclose(scores[1], direct, atol=1e-5)
+    with pytest.raises(HeurlensError, match="not a model heurlens can use"):
+        as_model(torch.nn.Linear(2, 2))
+
+
+def test_means_need_only_tokens_and_agree_across_the_ways_of_giving_them(llama_bridge):
+    model = heurlens.wrap_bridge(llama_bridge)
+    texts = ["the man sees the", "a dog sleeps", "the cat runs ."]
+    from_texts = heurlens.compute_means(llama_bridge, texts)
+    padded = model.tokenizer(texts, padding=True, return_tensors="pt")
+    from_tokens = heurlens.compute_means(model, token_batches(padded["input_ids"], attention_mask=padded["attention_mask"]))
+    assert from_texts.source == "texts (3 examples, 11 tokens)"  # padding is not counted
+    for layer in range(2):
+        assert torch.equal(from_texts.heads[layer], from_tokens.heads[layer])
+        assert torch.equal(from_texts.mlps[layer], from_tokens.mlps[layer])
+    same_length = heurlens.compute_means(model, padded["input_ids"][:1])  # a tensor: every token real
+    assert same_length.source == "tokens (1 examples, 4 tokens)"
+    with pytest.raises(HeurlensError, match="list of texts, not one string"):
+        heurlens.compute_means(model, "the man")
+
+
+def test_special_tokens_can_be_left_out_for_means_and_prompts(tiny_bert_dir):
+    bert = heurlens.load_model(tiny_bert_dir)
+    with_special = heurlens.tokenize_texts(bert, ["a man sleeps"])
+    without = heurlens.tokenize_texts(bert, ["a man sleeps"], add_special_tokens=False)
+    assert with_special.batches[0]["input_ids"].shape[1] == without.batches[0]["input_ids"].shape[1] + 2
+    assert bert.tokenizer.sep_token_id not in without.batches[0]["input_ids"]
+    from heurlens.data.prompt_tasks import PromptExample, tokenize_prompt_task
+
+    prompts = tokenize_prompt_task("p", [PromptExample("a man", " sleeps")], bert.tokenizer, 512,
+                                   add_special_tokens=False)
+    assert prompts.batches[0]["input_ids"][0, -1] == bert.tokenizer.convert_tokens_to_ids("man")
+
+
+def test_a_token_set_has_no_accuracy_and_is_a_task(llama_bridge):
+    data = heurlens.tokenize_texts(heurlens.wrap_bridge(llama_bridge), ["the man", "a dog sees"])
+    assert isinstance(data, Task) and isinstance(data, TokenSet) and len(data) == 2
+    with pytest.raises(HeurlensError, match="no labels or answers"):
+        heurlens.ablate(llama_bridge, "L0.H0", [data], "zero")
+
+
+def test_means_of_another_model_are_refused_by_name(llama_bridge, random_bert_dir):
+    bert = heurlens.load_model(random_bert_dir(3, 4))  # 3 layers: the Llama has 2
+    means = heurlens.compute_means(bert, ["a man sleeps"])
+    with pytest.raises(HeurlensError, match="do not fit model .*another model's"):
+        heurlens.ablate(llama_bridge, "L0.H0", [["the man"]], means=means, metrics={})
+
+
+def test_non_finite_pruning_settings_are_refused():
+    for value in (math.nan, math.inf):
+        with pytest.raises(HeurlensError, match="log_alpha_init = .* is not a finite number"):
+            heurlens.PruneSettings(log_alpha_init=value)
