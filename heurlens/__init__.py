@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from heurlens.lazy import lazy_exports
 
 _EXPORTS = {
-    "ablate": ".ablation", "ablation_hooks": ".ablation",
+    "ablate": ".ablation", "ablated": ".ablation", "ablation_hooks": ".ablation",
     "generate_hans": ".data", "load_pair_file": ".data", "load_pair_task": ".data", "load_snli": ".data",
     "HeurlensError": ".errors",
     "EvalSet": ".evaluate", "accuracy": ".evaluate", "mean_kl": ".evaluate", "predict_logits": ".evaluate",
@@ -27,6 +27,7 @@ __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors (never run)
     from heurlens.ablation import ablate as ablate
+    from heurlens.ablation import ablated as ablated
     from heurlens.ablation import ablation_hooks as ablation_hooks
     from heurlens.analysis.ablation_studies import group_superadditivity as group_superadditivity
     from heurlens.analysis.ablation_studies import single_unit_scan as single_unit_scan

@@ -9,12 +9,14 @@ It is a binary unit mask (``heurlens.masking``): 0 on the ablated units, 1 elsew
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Literal
 
 import pandas as pd
 from torch import Tensor
 from tqdm.auto import tqdm
+from transformer_lens.model_bridge import TransformerBridge
 
 from heurlens.errors import HeurlensError
 from heurlens.evaluate import accuracy_metric, full_model_logits, mean_kl
@@ -31,8 +33,23 @@ Method = Literal["mean", "zero"]
 
 def ablation_hooks(model: HookedModel, units: UnitsLike, method: Method = "mean",
                    means: UnitMeans | None = None) -> HookList:
-    """Hooks that replace each unit's output by its mean (or zero) and leave every other unit as is. ``units``:
-    ``"L4.H0,L2.*"``, ``Unit``s, or a list of either."""
+    """Hooks that replace each unit's output by its mean (or zero) and leave every other unit as is, for
+    TransformerLens' ``model.hooks(fwd_hooks=...)`` / ``run_with_hooks``. ``units``: ``"L4.H0,L2.*"``, ``Unit``s,
+    or a list of either."""
+    return _unit_mask(model, units, method, means).hooks
+
+
+@contextmanager
+def ablated(model: HookedModel | TransformerBridge, units: UnitsLike, method: Method = "mean",
+            means: UnitMeans | None = None) -> Iterator[HookedModel]:
+    """Inside the block ``model`` runs with ``units`` mean- (or zero-) ablated; the model is restored on
+    leaving, by an error too: ``with heurlens.ablated(model, "L4.H0", means=means) as m: m(**batch)``."""
+    model = as_model(model)
+    with _unit_mask(model, units, method, means).attached(model):
+        yield model
+
+
+def _unit_mask(model: HookedModel, units: UnitsLike, method: Method, means: UnitMeans | None) -> UnitMaskHooks:
     if method not in ("mean", "zero"):
         raise HeurlensError(f"unknown ablation method {method!r}; use mean or zero")
     if method == "zero":
@@ -43,7 +60,7 @@ def ablation_hooks(model: HookedModel, units: UnitsLike, method: Method = "mean"
         replacement = means
     replacement.check_fits(model)
     heads, mlps = UnitLayout(model.n_layers, model.n_heads).mask(as_units(units, model.n_layers, model.n_heads))
-    return UnitMaskHooks(replacement, heads, mlps).hooks
+    return UnitMaskHooks(replacement, heads, mlps)
 
 
 def ablate(model: HookedModel, units: UnitsLike, eval_sets: Sequence[TaskLike], method: Method = "mean",

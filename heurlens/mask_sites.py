@@ -23,9 +23,10 @@ head and MLP, the same at every position) or per position (vision: per token or 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 from jaxtyping import Float
@@ -96,6 +97,31 @@ class MaskSite:
                 return None if new is None else (new, *args[1:])
             return module.register_forward_pre_hook(pre_hook)
         return module.register_forward_hook(lambda module, args, output: edit(output))
+
+
+Edit = Callable[[Tensor], Tensor | None]  # sees an activation; a tensor it returns replaces it
+
+
+@contextmanager
+def attached(model: Any, edits: Sequence[tuple[MaskSite, Edit]]) -> Iterator[None]:
+    """The one way heurlens attaches mask edits: inside the block each ``(site, edit)`` acts at its site,
+    through the adapter that reaches it (TransformerLens hook points through ``model.hooks``; timm modules
+    through forward hooks on ``model``'s submodules). On leaving, by an error too, every edit is removed and the
+    model is as before (as SAELens' ``saes()`` context manager restores its model)."""
+    handles: list[RemovableHandle] = []
+    try:
+        for site, edit in edits:
+            if site.adapter != "hook point":
+                handles.append(site.register(model, edit))
+        hook_points = [site.hook(edit) for site, edit in edits if site.adapter == "hook point"]
+        if hook_points:
+            with model.hooks(hook_points):
+                yield
+        else:
+            yield
+    finally:
+        for handle in handles:
+            handle.remove()
 
 
 def head_site(layer: int, n_heads: int) -> MaskSite:

@@ -3,13 +3,15 @@ becomes m * x + (1 - m) * c). With a binary m the result is exactly x or exactly
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from functools import partial
 
 from jaxtyping import Float
 from torch import Tensor
 
-from heurlens.mask_sites import MaskSite, head_site, mlp_site
+from heurlens.mask_sites import Edit, MaskSite, attached, head_site, mlp_site
 from heurlens.means import UnitMeans
+from heurlens.protocols import HookedModel, HookList
 
 
 class UnitMaskHooks:
@@ -27,13 +29,23 @@ class UnitMaskHooks:
         self.mlps = mlps
 
     @property
-    def hooks(self) -> list:
-        """``(hook point, function)`` pairs for ``model.hooks``: every layer's heads, then every layer's MLP."""
+    def edits(self) -> list[tuple[MaskSite, Edit]]:
+        """``(site, edit)`` pairs: every layer's heads, then every layer's MLP."""
         n_layers, n_heads = self.heads.shape
         heads = [head_site(layer, n_heads) for layer in range(n_layers)]
         mlps = [mlp_site(layer) for layer in range(n_layers)]
-        return ([site.hook(partial(self._mask_heads, site, layer)) for layer, site in enumerate(heads)]
-                + [site.hook(partial(self._mask_mlp, site, layer)) for layer, site in enumerate(mlps)])
+        edits: list[tuple[MaskSite, Edit]] = [(site, partial(self._mask_heads, site, layer))
+                                              for layer, site in enumerate(heads)]
+        return edits + [(site, partial(self._mask_mlp, site, layer)) for layer, site in enumerate(mlps)]
+
+    @property
+    def hooks(self) -> HookList:
+        """The edits as ``(hook point, function)`` pairs, for TransformerLens' ``model.hooks(fwd_hooks=...)``."""
+        return [site.hook(edit) for site, edit in self.edits]
+
+    def attached(self, model: HookedModel) -> AbstractContextManager[None]:
+        """Inside the block the masks act on ``model`` (``mask_sites.attached``); removed on leaving."""
+        return attached(model, self.edits)
 
     def _mask_heads(self, site: MaskSite, layer: int, z: Float[Tensor, "batch pos head d_head"]) -> Tensor:
         return site.masked(z, self.heads[layer], self.replacement.heads[layer])

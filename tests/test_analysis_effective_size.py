@@ -72,12 +72,12 @@ def test_bisection_prunes_fewer_sparsities_and_agrees_with_the_grid(monkeypatch)
     """Fake pruning: a subnetwork at sparsity s keeps in-domain accuracy up to 0.6, OOD up to 0.3."""
     pruned = []
 
-    def fake_prune(model, train, sparsity, seeds, out, config, means, progress, workers):
+    def fake_prune(model, train, sparsity, seeds, out, config, means, progress, workers, loss):
         sparsities = sparsity if isinstance(sparsity, list) else [sparsity]  # the grid prunes all in one call
         pruned.extend(sparsities)
         return [SimpleNamespace(target_sparsity=s) for s in sparsities]
 
-    def fake_evaluate(model, subnetworks, eval_sets, means):
+    def fake_evaluate(model, subnetworks, eval_sets, means, metrics):
         s = subnetworks[0].target_sparsity
         return evaluation([("full model", 0.0, 0.8, [0.5]),
                            (f"{s}", s, 0.8 if s <= 0.6 else 0.5, [0.5 if s <= 0.3 else 0.1])])

@@ -89,3 +89,19 @@ def test_non_finite_pruning_settings_are_refused():
     for value in (math.nan, math.inf):
         with pytest.raises(HeurlensError, match="log_alpha_init = .* is not a finite number"):
             heurlens.PruneSettings(log_alpha_init=value)
+
+
+def test_the_ablated_context_manager_masks_inside_and_restores_the_model_even_after_an_error(llama_bridge):
+    model = heurlens.wrap_bridge(llama_bridge)
+    batch = model.tokenizer(["the man sees the", "a dog"], padding=True, return_tensors="pt")
+    batch = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}
+    means = heurlens.compute_means(model, ["the man sees the dog", "a cat runs"])
+    full = model(**batch)
+    with model.hooks(heurlens.ablation_hooks(model, "L0.H1,L1.MLP", "mean", means)):
+        by_hooks = model(**batch)
+    with heurlens.ablated(llama_bridge, ["L0.H1", "L1.MLP"], means=means) as ablated_model:
+        inside = ablated_model(**batch)
+    assert torch.equal(inside, by_hooks) and not torch.allclose(inside, full)
+    with pytest.raises(RuntimeError, match="stop"), heurlens.ablated(model, "L0.*", "zero"):
+        raise RuntimeError("stop")
+    assert torch.equal(model(**batch), full)  # no hook left behind

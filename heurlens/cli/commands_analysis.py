@@ -10,12 +10,12 @@ from heurlens.cli.group import cli
 from heurlens.cli.options import (
     FOCUS,
     eval_options,
-    eval_sets_from_options,
     model_option,
+    nli_data,
     print_table,
-    prompt_set,
     pruning_settings,
     pruning_settings_options,
+    run_data,
     table_output_options,
     task_options,
     workers_options,
@@ -78,13 +78,12 @@ def patterns(heads, model, examples, min_score, html_out, premise, hypothesis, e
     if task:
         from heurlens.analysis.head_detector import head_detector_scores
 
-        data = prompt_set(hooked, task, task_examples, seed=0)
+        data = run_data(task, task_examples).pattern_data(hooked)
         table = head_detector_scores(hooked, data, units, min_score, exclude_bos)
         what = f"{len(data)} prompts of {task}" + (", attention on the first position left out" if exclude_bos else "")
         shown_text, shown_pair = data.prompts[0], None
     else:
-        data = heurlens.tokenize_pairs("snli-test", heurlens.load_snli("test", limit=examples, seed=0),
-                                       hooked.tokenizer)
+        data = nli_data().pattern_data(hooked, examples)
         table, what = pattern_scores(hooked, data, units, min_score), f"{len(data)} SNLI test pairs"
         shown_text, shown_pair = premise, hypothesis
     if html_out:
@@ -121,13 +120,11 @@ def effective_size(checkpoints, sparsity, seeds, search, tolerance, out, train_e
 
     Make checkpoints of the default model with: heurlens finetune --checkpoint-every 50 --out runs/ft
     """
-    from functools import partial
 
     from heurlens.analysis.effective_size import SPARSITY_GRID, effective_size_over_checkpoints
 
     table = effective_size_over_checkpoints(
-        checkpoints, Path(out), partial(eval_sets_from_options, data=data, in_domain_examples=in_domain_examples,
-                                        per_subcase=per_subcase, subcases=subcases, seed=seed),
+        checkpoints, Path(out), nli_data(data, in_domain_examples, per_subcase, subcases, seed).eval_sets,
         list(sparsity or SPARSITY_GRID), range(seeds), pruning_settings(recipe, settings), tolerance, search,
         train_examples, batch_size, workers=workers)
     print_table(table, as_json, as_csv, lambda t: t.round(3).to_string(index=False))
@@ -155,13 +152,8 @@ def report(run_dir, out, model, pattern_examples, task, task_examples, data, in_
     hooked = heurlens.load_model(model or first.model_id)
     first.check_model(hooked)
     eager = heurlens.load_model(model or first.model_id, attn_implementation="eager")
-    if task:
-        eval_sets = [prompt_set(hooked, task, task_examples, seed + 1)]
-        pattern_data = prompt_set(hooked, task, pattern_examples, seed)
-    else:
-        eval_sets = eval_sets_from_options(hooked, data, in_domain_examples, per_subcase, subcases, seed)
-        pattern_data = heurlens.tokenize_pairs("snli-test", heurlens.load_snli("test", limit=pattern_examples,
-                                                                               seed=seed), hooked.tokenizer)
+    chosen = run_data(task, task_examples, data, in_domain_examples, per_subcase, subcases, seed)
+    eval_sets, pattern_data = chosen.eval_sets(hooked), chosen.pattern_data(hooked, pattern_examples)
     path = build_run_report(Path(run_dir), hooked, eager, eval_sets, pattern_data).write(target)
     click.echo(path)
 

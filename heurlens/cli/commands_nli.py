@@ -11,12 +11,12 @@ from heurlens.cli.group import cli
 from heurlens.cli.options import (
     FOCUS,
     eval_options,
-    eval_sets_from_options,
     model_option,
+    nli_data,
     print_table,
-    prompt_set,
     pruning_settings,
     pruning_settings_options,
+    run_data,
     task_options,
     workers_options,
 )
@@ -52,8 +52,7 @@ def ablate(heads, scan, core, superadditivity, model, method, bf16, reference_ex
            data, in_domain_examples, per_subcase, subcases, seed, as_json, as_csv) -> None:
     """Ablate heads/MLPs; print accuracy of full vs ablated model per evaluation set, and the KL."""
     import heurlens
-    from heurlens.means import compute_means, zero_means
-    from heurlens.nli import snli_reference_means
+    from heurlens.means import zero_means
 
     if scan and superadditivity:
         raise HeurlensError("choose one of --scan and --superadditivity")
@@ -68,13 +67,11 @@ def ablate(heads, scan, core, superadditivity, model, method, bf16, reference_ex
     if superadditivity and (units is None or len(units) < 2):
         raise HeurlensError("--superadditivity needs at least two units in --heads, e.g. L2.H5,L3.H7,L4.H0")
     core_units = _core_units(core, hooked) if core else None
-    if task:  # means over the task's own prompts (another draw than the evaluated ones)
-        eval_sets = [prompt_set(hooked, task, task_examples, seed + 1)]
-        means = (compute_means(hooked, prompt_set(hooked, task, task_examples, seed)) if method == "mean"
-                 else zero_means(hooked))
-    else:
-        eval_sets = eval_sets_from_options(hooked, data, in_domain_examples, per_subcase, subcases, seed)
-        means = snli_reference_means(hooked, reference_examples) if method == "mean" else zero_means(hooked)
+    # a task's means over its own prompts (another draw than the evaluated ones); NLI's over SNLI training pairs
+    chosen = run_data(task, task_examples, data, in_domain_examples, per_subcase, subcases, seed,
+                      reference_examples=reference_examples)
+    eval_sets = chosen.eval_sets(hooked)
+    means = chosen.means(hooked) if method == "mean" else zero_means(hooked)
     if scan:
         _print_scan(hooked, units, core_units, eval_sets, method, means, workers, bf16, as_json, as_csv)
     elif superadditivity:
@@ -174,20 +171,16 @@ def prune(sparsity, seeds, out, model, train_examples, batch_size, recipe, task,
           in_domain_examples, per_subcase, subcases, seed, workers, as_json, as_csv, **settings) -> None:
     """Prune heads and MLPs with hard-concrete masks, for several seeds; print the evaluation table."""
     import heurlens
-    from heurlens.means import compute_means
-    from heurlens.nli import snli_pruning_data, snli_reference_means
     from heurlens.pruning import prune as prune_model
     from heurlens.pruning.runs import check_run_dir
 
     config = pruning_settings(recipe, settings)
     check_run_dir(out)
     hooked = heurlens.load_model(model)
-    if task:  # pruned on --task-examples prompts drawn with --seed, means over them, evaluated on another draw
-        train = prompt_set(hooked, task, task_examples, seed, batch_size)
-        means, eval_sets = compute_means(hooked, train), [prompt_set(hooked, task, task_examples, seed + 1)]
-    else:
-        train, means = snli_pruning_data(hooked, train_examples, batch_size), snli_reference_means(hooked)
-        eval_sets = eval_sets_from_options(hooked, data, in_domain_examples, per_subcase, subcases, seed)
+    # a task: pruned on --task-examples prompts drawn with --seed, means over them, evaluated on another draw
+    chosen = run_data(task, task_examples, data, in_domain_examples, per_subcase, subcases, seed, batch_size,
+                      train_examples=train_examples)
+    train, means, eval_sets = chosen.train(hooked), chosen.means(hooked), chosen.eval_sets(hooked)
     subnetworks = prune_model(hooked, train, sorted(set(sparsity)), range(seeds), Path(out), config, means,
                               workers=workers)
     _report(hooked, subnetworks, means, eval_sets, as_json, as_csv)
@@ -209,7 +202,7 @@ def evaluate(run_dir, model, data, in_domain_examples, per_subcase, subcases, se
     subnetworks = [Subnetwork.load(p) for p in paths]
     means = load_run_means(Path(run_dir))
     hooked = heurlens.load_model(model or subnetworks[0].model_id)
-    eval_sets = eval_sets_from_options(hooked, data, in_domain_examples, per_subcase, subcases, seed)
+    eval_sets = nli_data(data, in_domain_examples, per_subcase, subcases, seed).eval_sets(hooked)
     _report(hooked, subnetworks, means, eval_sets, as_json, as_csv)
 
 

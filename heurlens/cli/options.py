@@ -74,11 +74,13 @@ def eval_options(default_subcases: str | None, table_output: bool = True):
     return decorate
 
 
-def eval_sets_from_options(hooked, data, in_domain_examples, per_subcase, subcases, seed):
-    from heurlens.nli import nli_eval_sets
+def nli_data(data: str = "snli", in_domain_examples: int = 2000, per_subcase: int = 200, subcases: str | None = None,
+             seed: int = 0, **choices):
+    """The library's ``NliData`` for the evaluation options (``--in-domain-examples 0``: all pairs)."""
+    from heurlens.run_data import NliData
 
-    return nli_eval_sets(hooked, data, in_domain_examples or None, per_subcase,
-                         subcases.split(",") if subcases else None, seed)
+    return NliData(in_domain=data, in_domain_examples=in_domain_examples or None, per_subcase=per_subcase,
+                   subcases=tuple(subcases.split(",")) if subcases else None, seed=seed, **choices)
 
 
 def print_table(table, as_json: bool, as_csv: bool, pretty) -> None:
@@ -122,8 +124,14 @@ def task_options(function):
                              "at the answer position.")(function)
 
 
-def prompt_set(hooked, task: str, examples: int, seed: int, batch_size: int = 32):
-    """``--task``'s prompts for this model (its tokenizer and context length)."""
-    from heurlens.data.prompt_tasks import prompt_task_set
+def run_data(task: str | None, task_examples: int, data: str = "snli", in_domain_examples: int = 2000,
+             per_subcase: int = 200, subcases: str | None = None, seed: int = 0, batch_size: int | None = None,
+             **nli_choices):
+    """The library's ``PromptTaskData`` for ``--task`` (its seed convention: ``seed`` for training prompts and
+    means, ``seed + 1`` for evaluation), else its ``NliData`` for the evaluation options."""
+    from heurlens.run_data import PromptTaskData
 
-    return prompt_task_set(task, hooked.tokenizer, hooked.bridge.cfg.n_ctx, examples, seed, batch_size)
+    if task:
+        return PromptTaskData(task, task_examples, seed, batch_size or 32)
+    return nli_data(data, in_domain_examples, per_subcase, subcases, seed,
+                    **nli_choices, **({"batch_size": batch_size} if batch_size else {}))

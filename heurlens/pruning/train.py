@@ -116,7 +116,7 @@ def train_unit_mask(model: HookedModel, data: Task, full_logits: Float[Tensor, "
     fit = model_sparsity = torch.zeros(())
     try:
         model.train(config.dropout)
-        with frozen_parameters(model), model.hooks(hooks.hooks):  # only the mask and the multipliers train
+        with frozen_parameters(model), hooks.attached(model):  # only the mask and the multipliers train
             for step in range(total):
                 target = target_at(step, warmup, sparsity)
                 optimizer.zero_grad()

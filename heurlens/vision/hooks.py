@@ -28,8 +28,8 @@ from jaxtyping import Float
 from torch import Tensor, nn
 
 from heurlens.errors import HeurlensError
-from heurlens.mask_sites import MaskSite, SiteMeans
-from heurlens.units import parse_units
+from heurlens.mask_sites import MaskSite, SiteMeans, attached
+from heurlens.units import UnitLayout, parse_units
 
 
 def _residual_end(block: nn.Module) -> str:
@@ -76,14 +76,13 @@ def masks_for(model: nn.Module, spec: str) -> dict[str, Float[Tensor, " unit"]]:
     """
     sites = mask_sites(model)
     masks = {name: torch.ones(site.n_units) for name, site in sites.items()}
-    if any(site.kind == "packed heads" for site in sites.values()):
+    if any(site.kind == "packed heads" for site in sites.values()):  # ViT units in the text models' layout
         n_layers, n_heads = vit_layers(model)
         block_prefix = next(name for name, site in sites.items() if site.kind == "packed heads").split(".")[0]
-        for unit in parse_units(spec, n_layers, n_heads):
-            if unit.is_mlp:
-                masks[f"{block_prefix}.{unit.layer}.mlp"][0] = 0
-            else:
-                masks[f"{block_prefix}.{unit.layer}.attn"][unit.head] = 0
+        heads, mlps = UnitLayout(n_layers, n_heads).mask(parse_units(spec, n_layers, n_heads))
+        for layer in range(n_layers):
+            masks[f"{block_prefix}.{layer}.attn"] = heads[layer].clone()
+            masks[f"{block_prefix}.{layer}.mlp"] = mlps[layer:layer + 1].clone()
         return masks
     blocks = [name for name, site in sites.items() if site.kind == "channels"]
     for item in (part.strip() for part in spec.split(",")):
@@ -113,15 +112,11 @@ def unit_masks(model: nn.Module, masks: dict[str, Tensor],
     unknown = sorted(set(masks) - set(sites))
     if unknown:
         raise HeurlensError(f"no mask site {unknown[0]!r} in this model; its sites are {', '.join(sites)}")
-    handles = []
-    try:
-        for name, mask in masks.items():
-            replacement = None if replacements is None else replacements[name]
-            handles.append(sites[name].register(model, partial(sites[name].masked, mask=mask, replacement=replacement)))
+    edits = [(sites[name], partial(sites[name].masked, mask=mask,
+                                   replacement=None if replacements is None else replacements[name]))
+             for name, mask in masks.items()]
+    with attached(model, edits):
         yield
-    finally:
-        for handle in handles:
-            handle.remove()
 
 
 def record(calls: list[Tensor], activation: Tensor) -> None:
@@ -136,14 +131,9 @@ def activation_cache(model: nn.Module, sites: Iterable[str] | None = None) -> It
     all_sites = mask_sites(model)
     names = list(all_sites) if sites is None else list(sites)
     cache: dict[str, list[Tensor]] = {name: [] for name in names}
-    handles = []
-    try:
-        for name in names:  # copies: ResNet blocks add the shortcut to bn2's output in place
-            handles.append(all_sites[name].register(model, partial(record, cache[name])))
+    # copies: ResNet blocks add the shortcut to bn2's output in place
+    with attached(model, [(all_sites[name], partial(record, cache[name])) for name in names]):
         yield cache
-    finally:
-        for handle in handles:
-            handle.remove()
 
 
 @torch.no_grad()
