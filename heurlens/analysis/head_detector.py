@@ -24,8 +24,7 @@ from transformer_lens.head_detector import (
     get_previous_token_head_detection_pattern,
 )
 
-from heurlens.analysis.patterns import best_label
-from heurlens.errors import HeurlensError
+from heurlens.analysis.patterns import attention_patterns, best_label
 from heurlens.models.classifier import as_model
 from heurlens.protocols import HookedModel
 from heurlens.tasks import TaskLike, as_task
@@ -56,28 +55,16 @@ def head_detector_scores(model: HookedModel, prompts: TaskLike, heads: UnitsLike
     heads = as_units(heads, model.n_layers, model.n_heads) if heads is not None else None
     layers = sorted({u.layer for u in heads}) if heads else list(range(model.n_layers))
     sums = {layer: {name: torch.zeros(model.n_heads) for name in DETECTION_PATTERNS} for layer in layers}
-    captured: dict[int, Tensor] = {}
-
-    def keep(layer: int):
-        def hook(pattern: Tensor, hook) -> None:
-            captured[layer] = pattern.detach().float()
-        return hook
-
-    with torch.no_grad(), model.hooks([(f"blocks.{layer}.attn.hook_pattern", keep(layer)) for layer in layers]):
-        for batch in prompts.batches:
-            captured.clear()
-            model(**batch)
-            if len(captured) < len(layers):
-                raise HeurlensError("hook_pattern never fired: load the model with attn_implementation='eager' "
-                                    "(heurlens patterns does this)")
-            mask = batch.get("attention_mask", torch.ones_like(batch["input_ids"]))
-            for example, tokens in enumerate(batch["input_ids"]):
-                where = mask[example].bool()  # the prompt's real tokens (padding may sit on either side)
-                detections = {name: make(tokens[where][None]) for name, make in DETECTION_PATTERNS.items()}
-                for layer in layers:
-                    attention = captured[layer][example][:, where][:, :, where]
-                    for name, detection in detections.items():
-                        sums[layer][name] += detection_scores(attention, detection, exclude_bos)
+    for batch in prompts.batches:
+        captured = attention_patterns(model, batch, layers)
+        mask = batch.get("attention_mask", torch.ones_like(batch["input_ids"]))
+        for example, tokens in enumerate(batch["input_ids"]):
+            where = mask[example].bool()  # the prompt's real tokens (padding may sit on either side)
+            detections = {name: make(tokens[where][None]) for name, make in DETECTION_PATTERNS.items()}
+            for layer in layers:
+                attention = captured[layer][example].float()[:, where][:, :, where]
+                for name, detection in detections.items():
+                    sums[layer][name] += detection_scores(attention, detection, exclude_bos)
     rows = []
     for layer in layers:
         for head in range(model.n_heads):

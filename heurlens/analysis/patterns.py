@@ -26,7 +26,7 @@ from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
 from heurlens.errors import HeurlensError
-from heurlens.protocols import HookedModel, Task
+from heurlens.protocols import Batch, HookedModel, Task
 from heurlens.units import Unit
 
 PATTERNS = ("repeated_token", "previous_token", "next_token", "cls", "sep", "self")
@@ -93,26 +93,14 @@ def pattern_scores(model: HookedModel, data: Task, heads: list[Unit] | None = No
     cls_id = getattr(tokenizer, "cls_token_id", None) if tokenizer is not None else None
     layers = sorted({u.layer for u in heads}) if heads else list(range(model.n_layers))
     totals = {layer: PatternTotals(model.n_heads) for layer in layers}
-    current: dict[str, Tensor] = {}
-
-    def record(layer: int):
-        def hook(pattern: Tensor, hook) -> None:
-            fired.add(layer)
-            accumulate_patterns(totals[layer], pattern.float(), current["input_ids"], current["attention_mask"],
-                                current["segments"], torch.isin(current["input_ids"], special_ids), cls_id, separator_id)
-        return hook
-
-    fired: set[int] = set()
-    hooks = [(f"blocks.{layer}.attn.hook_pattern", record(layer)) for layer in layers]
-    with torch.no_grad(), model.hooks(hooks):
-        for batch in data.batches:
-            current.update(input_ids=batch["input_ids"],
-                           attention_mask=batch.get("attention_mask", torch.ones_like(batch["input_ids"])),
-                           segments=segments_of(batch, separator_id))
-            model(**batch)
-    if not fired:
-        raise HeurlensError("hook_pattern never fired: this model computes attention with a fused kernel. "
-                            "Load it with attn_implementation='eager' (CLI: heurlens patterns does this)")
+    for batch in data.batches:
+        patterns = attention_patterns(model, batch, layers)
+        input_ids = batch["input_ids"]
+        attention_mask = batch.get("attention_mask", torch.ones_like(input_ids))
+        for layer in layers:
+            accumulate_patterns(totals[layer], patterns[layer].float(), input_ids, attention_mask,
+                                segments_of(batch, separator_id), torch.isin(input_ids, special_ids), cls_id,
+                                separator_id)
     rows = []
     for layer in layers:
         scores = totals[layer].scores()
@@ -125,6 +113,21 @@ def pattern_scores(model: HookedModel, data: Task, heads: list[Unit] | None = No
             rows.append(row)
     return pd.DataFrame(rows)
 
+
+
+@torch.no_grad()
+def attention_patterns(model: HookedModel, batch: Batch,
+                       layers: list[int]) -> dict[int, Float[Tensor, "batch head query key"]]:
+    """Each layer's attention pattern (``blocks.{L}.attn.hook_pattern``) on one batch, cached by TransformerLens'
+    own ``run_with_cache(names_filter=...)``."""
+    names = {f"blocks.{layer}.attn.hook_pattern": layer for layer in layers}
+    extra: dict[str, Any] = {key: value for key, value in batch.items() if key in ("attention_mask", "token_type_ids")}
+    _, cache = model.bridge.run_with_cache(batch["input_ids"], names_filter=lambda name: name in names, **extra)
+    missing = [name for name in names if name not in cache]
+    if missing:
+        raise HeurlensError("hook_pattern never fired: this model computes attention with a fused kernel. Load it "
+                            "with attn_implementation='eager' (CLI: heurlens patterns does this)")
+    return {layer: cache[name] for name, layer in names.items()}
 
 
 def best_label(scores: dict[str, float], min_score: float) -> str:
@@ -141,20 +144,9 @@ def example_patterns(model: HookedModel, text: str, text_pair: str | None,
         raise HeurlensError("attention plots need a model with a tokenizer")
     encoded = model.tokenizer(text, text_pair, return_tensors="pt")
     batch = {k: v for k, v in encoded.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
-    captured: dict[int, Tensor] = {}
-
-    def keep(layer: int):
-        def hook(pattern: Tensor, hook) -> None:
-            captured[layer] = pattern[0].detach().float()
-        return hook
-
-    layers = sorted({u.layer for u in heads})
-    with torch.no_grad(), model.hooks([(f"blocks.{layer}.attn.hook_pattern", keep(layer)) for layer in layers]):
-        model(**batch)
-    if len(captured) < len(layers):
-        raise HeurlensError("hook_pattern never fired: load the model with attn_implementation='eager'")
+    captured = attention_patterns(model, batch, sorted({u.layer for u in heads}))
     tokens = model.tokenizer.convert_ids_to_tokens(batch["input_ids"][0].tolist())
-    return tokens, torch.stack([captured[u.layer][u.head] for u in heads])
+    return tokens, torch.stack([captured[u.layer][0, u.head].float() for u in heads])
 
 
 def attention_plot(model: HookedModel, text: str, text_pair: str | None, heads: list[Unit]):
