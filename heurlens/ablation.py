@@ -18,6 +18,7 @@ from torch import Tensor
 from tqdm.auto import tqdm
 from transformer_lens.model_bridge import TransformerBridge
 
+from heurlens.devices import device_of
 from heurlens.errors import HeurlensError
 from heurlens.evaluate import accuracy_metric, full_model_logits, mean_kl
 from heurlens.masking import UnitMaskHooks
@@ -59,8 +60,9 @@ def _unit_mask(model: HookedModel, units: UnitsLike, method: Method, means: Unit
     else:
         replacement = means
     replacement.check_fits(model)
-    heads, mlps = UnitLayout(model.n_layers, model.n_heads).mask(as_units(units, model.n_layers, model.n_heads))
-    return UnitMaskHooks(replacement, heads, mlps)
+    device = device_of(model)
+    units_off = as_units(units, model.n_layers, model.n_heads)
+    return UnitMaskHooks(replacement.to(device), *UnitLayout(model.n_layers, model.n_heads).mask(units_off, device))
 
 
 def ablate(model: HookedModel, units: UnitsLike, eval_sets: Sequence[TaskLike], method: Method = "mean",

@@ -54,10 +54,10 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
 
 
 def atomic_save_tensors(path: Path, tensors: dict, metadata: dict[str, str] | None = None) -> None:
-    """``atomic_write_bytes`` for a safetensors file of ``tensors`` (made contiguous)."""
+    """``atomic_write_bytes`` for a safetensors file of ``tensors`` (from the CPU, made contiguous)."""
     from safetensors.torch import save
 
-    atomic_write_bytes(path, save({k: v.contiguous() for k, v in tensors.items()}, metadata=metadata))
+    atomic_write_bytes(path, save({k: v.detach().cpu().contiguous() for k, v in tensors.items()}, metadata=metadata))
 
 
 def atomic_write_csv(path: Path, table: Any) -> None:

@@ -19,6 +19,7 @@ from safetensors.torch import load_file
 from torch import Tensor
 
 from heurlens.cache import atomic_save_tensors, cache_dir, stored
+from heurlens.devices import device_of
 from heurlens.errors import HeurlensError
 from heurlens.protocols import Batch, HookedModel, HookList, Metric, Task
 
@@ -67,25 +68,27 @@ def tokenize_pairs(name: str, data: datasets.Dataset, tokenizer, batch_size: int
         encoded = tokenizer(rows["premise"], rows["hypothesis"], truncation=True, max_length=max_length,
                             padding=True, return_tensors="pt")
         batches.append({k: v for k, v in encoded.items() if k in ("input_ids", "attention_mask", "token_type_ids")})
-    return EvalSet(name, batches, torch.tensor(data["label"]), tuple(data.features["label"].names))
+    return EvalSet(name, batches, torch.tensor(data["label"], device="cpu"), tuple(data.features["label"].names))
 
 
 @torch.no_grad()
 def predict_logits(model: HookedModel, eval_set: Task, fwd_hooks: HookList | None = None,
                    bf16: bool = False) -> Float[Tensor, "example label"]:
-    """The model's logits on every example (float32), with optional hooks ([(hook name, fn)]) active. ``bf16``
+    """The model's logits on every example (float32, on the CPU), with optional hooks ([(hook name, fn)])
+    active. ``bf16``
     runs the matrix products in bfloat16 (``torch.autocast``; on this project's CPU about 2x faster, and the
     predicted label of about 0.2% of pairs changes: ``benchmarks/bf16_evaluation.py``)."""
     outputs = []
-    with model.hooks(fwd_hooks or []), matmul_precision(bf16):
+    with model.hooks(fwd_hooks or []), matmul_precision(bf16, device_of(model)):
         for batch in eval_set.batches:
-            outputs.append(model(**batch).float())
+            outputs.append(model(**batch).float().cpu())
     return torch.cat(outputs)
 
 
-def matmul_precision(bf16: bool) -> contextlib.AbstractContextManager:
-    """bfloat16 matrix products on the CPU (``torch.autocast``) with ``bf16``, float32 (nothing changed) without."""
-    return torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
+def matmul_precision(bf16: bool, device: torch.device | str = "cpu") -> contextlib.AbstractContextManager:
+    """bfloat16 matrix products on ``device`` (``torch.autocast``) with ``bf16``, float32 (nothing changed)
+    without."""
+    return torch.autocast(torch.device(device).type, dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
 
 
 def data_fingerprint(data: Task) -> str:
@@ -118,14 +121,14 @@ def label_map(model_labels: tuple[str, ...] | None, data_labels: tuple[str, ...]
     contradiction to non-entailment; models with generic names (label_0..., HF's LABEL_0...) map by position.
     """
     if model_labels is None or tuple(model_labels) == tuple(data_labels):
-        return torch.arange(len(data_labels) if model_labels is None else len(model_labels))
+        return torch.arange(len(data_labels) if model_labels is None else len(model_labels), device="cpu")
     if set(model_labels) <= set(data_labels):
-        return torch.tensor([data_labels.index(label) for label in model_labels])
+        return torch.tensor([data_labels.index(label) for label in model_labels], device="cpu")
     if "non-entailment" in data_labels and "entailment" in model_labels:
         return torch.tensor([data_labels.index("entailment" if label == "entailment" else "non-entailment")
-                             for label in model_labels])
+                             for label in model_labels], device="cpu")
     if all(label.lower().startswith("label_") for label in model_labels) and len(model_labels) == len(data_labels):
-        return torch.arange(len(model_labels))
+        return torch.arange(len(model_labels), device="cpu")
     raise HeurlensError(f"the model's labels {list(model_labels)} do not match the data's labels {list(data_labels)}")
 
 

@@ -73,10 +73,10 @@ class MaskSite:
         """m * x + (1 - m) * c at this site; ``replacement`` (c) is shaped like one example's activation,
         or like any suffix of it that broadcasts (a head's mean ``[head, d_head]``), or None for zero."""
         view = self.unit_view(activation)
-        m = self.mask_view(mask.to(activation.dtype))
+        m = self.mask_view(mask.to(activation.device, activation.dtype))
         if replacement is None:
             return self.from_unit_view(view * m)
-        c = self.unit_view(replacement.to(activation.dtype)[None])
+        c = self.unit_view(replacement.to(activation.device, activation.dtype)[None])
         return self.from_unit_view(view * m + (1 - m) * c)
 
     def hook(self, edit: Callable[[Tensor], Tensor | None]) -> tuple[str, Callable]:
@@ -148,10 +148,12 @@ class SiteMeans:
 
     def add(self, name: str, activation: Tensor, token_weights: Tensor | None = None) -> None:
         if self.per_position:
-            total, count = activation.sum(0), torch.tensor(float(activation.shape[0]))
+            total, count = activation.sum(0), torch.tensor(float(activation.shape[0]), device=activation.device)
         else:
-            weights = (token_weights if token_weights is not None else torch.ones(activation.shape[:2]))
-            weights = weights.to(activation.dtype).view(*weights.shape[:2], *([1] * (activation.dim() - 2)))
+            weights = (token_weights if token_weights is not None
+                       else torch.ones(activation.shape[:2], device=activation.device))
+            weights = weights.to(activation.device, activation.dtype)
+            weights = weights.view(*weights.shape[:2], *([1] * (activation.dim() - 2)))
             total, count = (activation * weights).sum(dim=(0, 1)), weights.sum()
         self.sums[name] = self.sums[name] + total if name in self.sums else total
         self.counts[name] = self.counts[name] + count if name in self.counts else count

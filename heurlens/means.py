@@ -15,6 +15,7 @@ from safetensors.torch import load_file
 from torch import Tensor
 
 from heurlens.cache import atomic_save_tensors
+from heurlens.devices import device_of
 from heurlens.errors import HeurlensError
 from heurlens.mask_sites import SiteMeans, head_site, mlp_site
 from heurlens.models.classifier import as_model
@@ -30,6 +31,13 @@ class UnitMeans:
     heads: dict[int, Float[Tensor, "head d_head"]]
     mlps: dict[int, Float[Tensor, " d_model"]]
     source: str  # what the means were taken over
+
+    def to(self, device: torch.device | str) -> UnitMeans:
+        """The same means on ``device`` (itself when they are there already)."""
+        if all(t.device == torch.device(device) for t in [*self.heads.values(), *self.mlps.values()]):
+            return self
+        return UnitMeans({k: v.to(device) for k, v in self.heads.items()},
+                         {k: v.to(device) for k, v in self.mlps.items()}, self.source)
 
     def save(self, path: Path) -> None:
         tensors = {f"heads.{layer}": t for layer, t in self.heads.items()}
@@ -89,7 +97,7 @@ def compute_means(model: HookedModel, reference: TaskLike, add_special_tokens: b
         for batch in reference.batches:
             current["attention_mask"] = batch.get("attention_mask", torch.ones_like(batch["input_ids"]))
             model(**batch)
-    means = running.means()
+    means = {name: mean.cpu() for name, mean in running.means().items()}  # kept on the CPU, moved where used
     heads = {layer: means[heads_hook_name(layer)] for layer in range(model.n_layers)}
     mlps = {layer: means[mlp_hook_name(layer)] for layer in range(model.n_layers)}
     tokens = int(running.counts[heads_hook_name(0)])
@@ -97,8 +105,8 @@ def compute_means(model: HookedModel, reference: TaskLike, add_special_tokens: b
 
 
 def zero_means(model: HookedModel) -> UnitMeans:
-    """All-zero replacements: masking with these is zero ablation."""
-    cfg = model.bridge.cfg
-    heads = {layer: torch.zeros(cfg.n_heads, cfg.d_head) for layer in range(cfg.n_layers)}
-    mlps = {layer: torch.zeros(cfg.d_model) for layer in range(cfg.n_layers)}
+    """All-zero replacements on the model's device: masking with these is zero ablation."""
+    cfg, device = model.bridge.cfg, device_of(model)
+    heads = {layer: torch.zeros(cfg.n_heads, cfg.d_head, device=device) for layer in range(cfg.n_layers)}
+    mlps = {layer: torch.zeros(cfg.d_model, device=device) for layer in range(cfg.n_layers)}
     return UnitMeans(heads, mlps, source="zeros")

@@ -22,6 +22,7 @@ from torch import Tensor
 from tqdm.auto import tqdm
 from transformer_lens.model_bridge.exceptions import StopAtLayerException
 
+from heurlens.devices import device_of, to_device
 from heurlens.evaluate import matmul_precision
 from heurlens.protocols import Batch, HookedModel, HookList, Task
 
@@ -75,12 +76,13 @@ def ablated_logits(model: HookedModel, ablations: Sequence[Ablation], eval_set: 
     (a progress bar) advances by one per ablated pass over a batch."""
     kept_blocks = {layer - 1 for layer, _ in ablations if layer > 0}
     logits: list[list[Tensor]] = [[] for _ in ablations]
-    with matmul_precision(bf16):
+    with matmul_precision(bf16, device_of(model)):
         for batch in eval_set.batches:
+            batch = to_device(batch, device_of(model))  # once per batch, for the full pass and every ablation
             kept = full_block_outputs(model, batch, kept_blocks) if kept_blocks else {}
             for (layer, hooks), outputs in zip(ablations, logits):
                 with lower_blocks_replaced(model, layer, kept.get(layer - 1)), model.hooks(hooks):
-                    outputs.append(model(**batch).float())
+                    outputs.append(model(**batch).float().cpu())
                 if bar is not None:
                     bar.update()
     return [torch.cat(outputs) for outputs in logits]

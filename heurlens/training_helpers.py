@@ -68,7 +68,7 @@ def run_with_denormals_flushed(work: Callable[[], Result]) -> Result:
 
 def denormals_flushed() -> bool:
     """Whether CPU float arithmetic flushes denormals to zero now (torch has no getter: 1e-39 * 1 tells)."""
-    return torch.tensor([1e-39]).mul(1.0).item() == 0.0
+    return torch.tensor([1e-39], device="cpu").mul(1.0).item() == 0.0
 
 
 class FrozenWeights:

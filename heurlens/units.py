@@ -88,9 +88,10 @@ class UnitLayout:
         """The flat vector of (heads, MLPs), in the layout's order."""
         return torch.cat([heads, mlps[:, None]], dim=1).flatten()
 
-    def mask(self, units_off: Iterable[Unit]) -> tuple[Float[Tensor, "layer head"], Float[Tensor, " layer"]]:
-        """(heads, MLPs) masks that are 1 everywhere except 0 at ``units_off``."""
-        heads, mlps = torch.ones(self.n_layers, self.n_heads), torch.ones(self.n_layers)
+    def mask(self, units_off: Iterable[Unit], device: torch.device | str = "cpu"
+             ) -> tuple[Float[Tensor, "layer head"], Float[Tensor, " layer"]]:
+        """(heads, MLPs) masks on ``device`` that are 1 everywhere except 0 at ``units_off``."""
+        heads, mlps = torch.ones(self.n_layers, self.n_heads, device=device), torch.ones(self.n_layers, device=device)
         for unit in units_off:
             if unit.is_mlp:
                 mlps[unit.layer] = 0

@@ -146,13 +146,14 @@ def effective_size_over_checkpoints(checkpoints: Sequence[str | Path], out: Path
                                     config: PruneSettings = PruneSettings(), tolerance: float = 0.03,
                                     search: Literal["grid", "bisect"] = "grid", train_examples: int = 2000,
                                     batch_size: int = 16, progress: bool = True,
-                                    workers: Workers | None = None) -> pd.DataFrame:
+                                    workers: Workers | None = None, device: str | None = None) -> pd.DataFrame:
     """Figure 6's table, one row per fine-tuning checkpoint in step order: the full model's accuracy and the
     effective size (mean and spread over seeds) per data kind. Each checkpoint is pruned on
     ``train_examples`` SNLI training pairs into ``out/<checkpoint name>`` (resumable) and evaluated on
     ``eval_sets_for(model)``; the table is rewritten to ``out/effective-size.csv`` after every checkpoint, so
     nothing finished is lost, and the figure goes to ``out/effective-size.html``. With Ray ``workers``, the
-    checkpoints go one after another and each one's prune runs (sparsities x seeds) at once."""
+    checkpoints go one after another and each one's prune runs (sparsities x seeds) at once. ``device``: where
+    each checkpoint runs (``load_model``'s)."""
     from heurlens.models.loading import load_model
     from heurlens.nli import snli_pruning_data, snli_reference_means
 
@@ -164,7 +165,7 @@ def effective_size_over_checkpoints(checkpoints: Sequence[str | Path], out: Path
     check_writable_dir(out, "--out")
     rows = []
     for index, checkpoint in enumerate(sorted(checkpoints, key=lambda c: checkpoint_step(Path(c), 0))):
-        model = load_model(str(checkpoint))
+        model = load_model(str(checkpoint), device=device)
         n_units = UnitLayout(model.n_layers, model.n_heads).n_units
         sizes, evaluation = effective_size_of(
             model, snli_pruning_data(model, train_examples, batch_size), eval_sets_for(model),

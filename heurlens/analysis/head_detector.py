@@ -54,13 +54,14 @@ def head_detector_scores(model: HookedModel, prompts: TaskLike, heads: UnitsLike
     prompts = as_task(model, prompts)
     heads = as_units(heads, model.n_layers, model.n_heads) if heads is not None else None
     layers = sorted({u.layer for u in heads}) if heads else list(range(model.n_layers))
-    sums = {layer: {name: torch.zeros(model.n_heads) for name in DETECTION_PATTERNS} for layer in layers}
+    sums = {layer: {name: torch.zeros(model.n_heads, device="cpu") for name in DETECTION_PATTERNS} for layer in layers}
     for batch in prompts.batches:
         captured = attention_patterns(model, batch, layers)
         mask = batch.get("attention_mask", torch.ones_like(batch["input_ids"]))
         for example, tokens in enumerate(batch["input_ids"]):
             where = mask[example].bool()  # the prompt's real tokens (padding may sit on either side)
-            detections = {name: make(tokens[where][None]) for name, make in DETECTION_PATTERNS.items()}
+            with torch.device(tokens.device):  # TransformerLens' patterns are made on the default device
+                detections = {name: make(tokens[where][None]) for name, make in DETECTION_PATTERNS.items()}
             for layer in layers:
                 attention = captured[layer][example].float()[:, where][:, :, where]
                 for name, detection in detections.items():

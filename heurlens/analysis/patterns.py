@@ -25,6 +25,7 @@ import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
+from heurlens.devices import device_of, to_device
 from heurlens.errors import HeurlensError
 from heurlens.protocols import Batch, HookedModel, Task
 from heurlens.units import Unit
@@ -46,7 +47,8 @@ class PatternTotals:
         self.counts[pattern] = self.counts.get(pattern, 0) + eligible.sum()
 
     def scores(self) -> dict[str, Float[Tensor, " head"]]:
-        return {p: self.sums[p] / self.counts[p].clamp(min=1) if p in self.sums else torch.zeros(self.n_heads)
+        return {p: self.sums[p] / self.counts[p].clamp(min=1) if p in self.sums
+                else torch.zeros(self.n_heads, device="cpu")
                 for p in PATTERNS}
 
 
@@ -88,7 +90,7 @@ def pattern_scores(model: HookedModel, data: Task, heads: list[Unit] | None = No
     The model must expose ``hook_pattern``: load HF models with ``attn_implementation="eager"``.
     """
     tokenizer = model.tokenizer
-    special_ids = torch.tensor(sorted(tokenizer.all_special_ids)) if tokenizer is not None else torch.tensor([])
+    special_ids = torch.tensor(sorted(tokenizer.all_special_ids) if tokenizer is not None else [], device="cpu")
     separator_id = getattr(tokenizer, "sep_token_id", None) if tokenizer is not None else None
     cls_id = getattr(tokenizer, "cls_token_id", None) if tokenizer is not None else None
     layers = sorted({u.layer for u in heads}) if heads else list(range(model.n_layers))
@@ -119,15 +121,16 @@ def pattern_scores(model: HookedModel, data: Task, heads: list[Unit] | None = No
 def attention_patterns(model: HookedModel, batch: Batch,
                        layers: list[int]) -> dict[int, Float[Tensor, "batch head query key"]]:
     """Each layer's attention pattern (``blocks.{L}.attn.hook_pattern``) on one batch, cached by TransformerLens'
-    own ``run_with_cache(names_filter=...)``."""
+    own ``run_with_cache(names_filter=...)``, returned on the CPU."""
     names = {f"blocks.{layer}.attn.hook_pattern": layer for layer in layers}
+    batch = to_device(batch, device_of(model))
     extra: dict[str, Any] = {key: value for key, value in batch.items() if key in ("attention_mask", "token_type_ids")}
     _, cache = model.bridge.run_with_cache(batch["input_ids"], names_filter=lambda name: name in names, **extra)
     missing = [name for name in names if name not in cache]
     if missing:
         raise HeurlensError("hook_pattern never fired: this model computes attention with a fused kernel. Load it "
                             "with attn_implementation='eager' (CLI: heurlens patterns does this)")
-    return {layer: cache[name] for name, layer in names.items()}
+    return {layer: cache[name].cpu() for name, layer in names.items()}  # scored on the CPU, with the tokens
 
 
 def best_label(scores: dict[str, float], min_score: float) -> str:

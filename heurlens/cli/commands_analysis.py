@@ -9,6 +9,7 @@ import click
 from heurlens.cli.group import cli
 from heurlens.cli.options import (
     FOCUS,
+    device_option,
     eval_options,
     model_option,
     nli_data,
@@ -61,7 +62,7 @@ def core(run_dirs, out, as_json, as_csv) -> None:
                    "(TransformerLens' exclude_bos; decoders park attention there).")
 @task_options
 @table_output_options
-def patterns(heads, model, examples, min_score, html_out, premise, hypothesis, exclude_bos, task, task_examples,
+def patterns(heads, model, device, examples, min_score, html_out, premise, hypothesis, exclude_bos, task, task_examples,
              as_json, as_csv) -> None:
     """Score heads for attending to repeated tokens across the pair, previous/next token, separators, self;
     with --task (decoder LMs), TransformerLens' previous-token, duplicate-token and induction scores."""
@@ -71,7 +72,7 @@ def patterns(heads, model, examples, min_score, html_out, premise, hypothesis, e
 
     if html_out:
         check_writable_file(Path(html_out), "--html")
-    hooked = heurlens.load_model(model, attn_implementation="eager")
+    hooked = heurlens.load_model(model, attn_implementation="eager", device=device)
     units = heurlens.parse_units(heads, hooked.n_layers, hooked.n_heads) if heads is not None else None
     if units and any(u.is_mlp for u in units):
         raise HeurlensError("--heads lists an MLP; attention patterns exist only for heads")
@@ -113,8 +114,10 @@ def patterns(heads, model, examples, min_score, html_out, premise, hypothesis, e
 @click.option("--batch-size", type=click.IntRange(min=1), default=16, show_default=True)
 @pruning_settings_options
 @workers_options
+@device_option
 @eval_options(default_subcases=FOCUS)
 def effective_size(checkpoints, sparsity, seeds, search, tolerance, out, train_examples, batch_size, recipe, workers,
+                   device,
                    data, in_domain_examples, per_subcase, subcases, seed, as_json, as_csv, **settings) -> None:
     """Effective size (smallest faithful subnetwork, per seed, averaged) of each fine-tuning checkpoint: Figure 6.
 
@@ -126,7 +129,7 @@ def effective_size(checkpoints, sparsity, seeds, search, tolerance, out, train_e
     table = effective_size_over_checkpoints(
         checkpoints, Path(out), nli_data(data, in_domain_examples, per_subcase, subcases, seed).eval_sets,
         list(sparsity or SPARSITY_GRID), range(seeds), pruning_settings(recipe, settings), tolerance, search,
-        train_examples, batch_size, workers=workers)
+        train_examples, batch_size, workers=workers, device=device)
     print_table(table, as_json, as_csv, lambda t: t.round(3).to_string(index=False))
 
 
@@ -135,11 +138,12 @@ def effective_size(checkpoints, sparsity, seeds, search, tolerance, out, train_e
 @click.option("--out", type=click.Path(dir_okay=False), default=None,
               help="HTML file to write (default RUN_DIR/report.html).")
 @click.option("--model", default=None, help="Model (default: the one the subnetworks were pruned from).")
+@device_option
 @click.option("--pattern-examples", type=click.IntRange(min=1), default=300, show_default=True,
               help="SNLI test pairs (with --task: the task's prompts) the core heads' attention patterns are scored on.")
 @task_options
 @eval_options(default_subcases=FOCUS, table_output=False)
-def report(run_dir, out, model, pattern_examples, task, task_examples, data, in_domain_examples, per_subcase,
+def report(run_dir, out, model, device, pattern_examples, task, task_examples, data, in_domain_examples, per_subcase,
            subcases, seed) -> None:
     """One self-contained HTML page with the tables and figures of a pruning run (works offline); a run pruned
     with --task needs the same --task (its prompts drawn with --seed + 1 are evaluated)."""
@@ -149,9 +153,9 @@ def report(run_dir, out, model, pattern_examples, task, task_examples, data, in_
 
     target = check_writable_file(Path(out) if out else Path(run_dir) / "report.html", "the report file")
     first = next(iter(subnetworks_by_sparsity([run_dir]).values()))[0]
-    hooked = heurlens.load_model(model or first.model_id)
+    hooked = heurlens.load_model(model or first.model_id, device=device)
     first.check_model(hooked)
-    eager = heurlens.load_model(model or first.model_id, attn_implementation="eager")
+    eager = heurlens.load_model(model or first.model_id, attn_implementation="eager", device=device)
     chosen = run_data(task, task_examples, data, in_domain_examples, per_subcase, subcases, seed)
     eval_sets, pattern_data = chosen.eval_sets(hooked), chosen.pattern_data(hooked, pattern_examples)
     path = build_run_report(Path(run_dir), hooked, eager, eval_sets, pattern_data).write(target)

@@ -10,6 +10,7 @@ import click
 from heurlens.cli.group import cli
 from heurlens.cli.options import (
     FOCUS,
+    device_option,
     eval_options,
     model_option,
     nli_data,
@@ -48,7 +49,7 @@ from heurlens.nli import PRUNING_BATCH, PRUNING_PAIRS, REFERENCE_PAIRS
 @task_options
 @workers_options
 @eval_options(default_subcases=None)
-def ablate(heads, scan, core, superadditivity, model, method, bf16, reference_examples, task, task_examples, workers,
+def ablate(heads, scan, core, superadditivity, model, device, method, bf16, reference_examples, task, task_examples, workers,
            data, in_domain_examples, per_subcase, subcases, seed, as_json, as_csv) -> None:
     """Ablate heads/MLPs; print accuracy of full vs ablated model per evaluation set, and the KL."""
     import heurlens
@@ -62,7 +63,7 @@ def ablate(heads, scan, core, superadditivity, model, method, bf16, reference_ex
         raise HeurlensError("--core only applies to --scan")
     if workers is not None and not (scan or superadditivity):
         raise HeurlensError("--workers applies to --scan and --superadditivity (one ablation is one run)")
-    hooked = heurlens.load_model(model)
+    hooked = heurlens.load_model(model, device=device)
     units = heurlens.parse_units(heads, hooked.n_layers, hooked.n_heads) if heads is not None else None
     if superadditivity and (units is None or len(units) < 2):
         raise HeurlensError("--superadditivity needs at least two units in --heads, e.g. L2.H5,L3.H7,L4.H0")
@@ -167,7 +168,7 @@ def _print_superadditivity(hooked, units, eval_sets, method, means, workers, bf1
 @task_options
 @workers_options
 @eval_options(default_subcases=FOCUS)
-def prune(sparsity, seeds, out, model, train_examples, batch_size, recipe, task, task_examples, data,
+def prune(sparsity, seeds, out, model, device, train_examples, batch_size, recipe, task, task_examples, data,
           in_domain_examples, per_subcase, subcases, seed, workers, as_json, as_csv, **settings) -> None:
     """Prune heads and MLPs with hard-concrete masks, for several seeds; print the evaluation table."""
     import heurlens
@@ -176,7 +177,7 @@ def prune(sparsity, seeds, out, model, train_examples, batch_size, recipe, task,
 
     config = pruning_settings(recipe, settings)
     check_run_dir(out)
-    hooked = heurlens.load_model(model)
+    hooked = heurlens.load_model(model, device=device)
     # a task: pruned on --task-examples prompts drawn with --seed, means over them, evaluated on another draw
     chosen = run_data(task, task_examples, data, in_domain_examples, per_subcase, subcases, seed, batch_size,
                       train_examples=train_examples)
@@ -189,8 +190,9 @@ def prune(sparsity, seeds, out, model, train_examples, batch_size, recipe, task,
 @cli.command()
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
 @click.option("--model", default=None, help="Model to evaluate on (default: the one the subnetworks were pruned from).")
+@device_option
 @eval_options(default_subcases=FOCUS)
-def evaluate(run_dir, model, data, in_domain_examples, per_subcase, subcases, seed, as_json, as_csv) -> None:
+def evaluate(run_dir, model, device, data, in_domain_examples, per_subcase, subcases, seed, as_json, as_csv) -> None:
     """Evaluate the subnetworks of a run directory next to the full model."""
     import heurlens
     from heurlens.pruning import Subnetwork
@@ -201,7 +203,7 @@ def evaluate(run_dir, model, data, in_domain_examples, per_subcase, subcases, se
         raise HeurlensError(f"{run_dir} holds no subnetworks (sparsity-*/seed-*.json); run heurlens prune --out {run_dir}")
     subnetworks = [Subnetwork.load(p) for p in paths]
     means = load_run_means(Path(run_dir))
-    hooked = heurlens.load_model(model or subnetworks[0].model_id)
+    hooked = heurlens.load_model(model or subnetworks[0].model_id, device=device)
     eval_sets = nli_data(data, in_domain_examples, per_subcase, subcases, seed).eval_sets(hooked)
     _report(hooked, subnetworks, means, eval_sets, as_json, as_csv)
 
@@ -234,7 +236,8 @@ def _report(hooked, subnetworks, means, eval_sets, as_json, as_csv):
                    "(default: on with --preset paper-length).")
 @click.option("--out", type=click.Path(), default=None,
               help="Directory to write: new, empty, or this same fine-tuning's (default: the cache).")
-def finetune(preset, full, checkpoint_every, evaluate, out, **given) -> None:
+@device_option
+def finetune(preset, full, checkpoint_every, evaluate, out, device, **given) -> None:
     """Fine-tune the default model (MiniLM + NLI head) on SNLI and print where it was written. A killed run
     resumes from its last checkpoint when the same command is run again."""
     from heurlens.cache import cache_dir
@@ -249,4 +252,4 @@ def finetune(preset, full, checkpoint_every, evaluate, out, **given) -> None:
     if evaluate and not checkpoint_every:
         raise HeurlensError("--evaluate scores checkpoints: give --checkpoint-every N too")
     target = Path(out) if out else cache_dir() / "models" / settings.slug()
-    click.echo(finetune_nli(target, settings, checkpoint_every, evaluate))
+    click.echo(finetune_nli(target, settings, checkpoint_every, evaluate, device=device))

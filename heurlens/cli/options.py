@@ -12,8 +12,25 @@ FOCUS = "SO-Swap,Prep,Embed-If,Embed-Verb"
 
 
 def model_option(function):
+    function = device_option(function)
     return click.option("--model", default="default", show_default=True,
                         help="'default' (MiniLM fine-tuned on SNLI), a local model directory, or a hub name.")(function)
+
+
+def _checked_device(context, parameter, value: str | None) -> str | None:
+    """--device checked before anything loads (an unknown device, or CUDA on a machine without it)."""
+    if value is not None:
+        from heurlens.devices import resolve_device
+
+        resolve_device(value)
+    return value
+
+
+def device_option(function):
+    """--device: where the model runs (``heurlens.devices.resolve_device``)."""
+    return click.option("--device", default=None, callback=_checked_device, is_eager=True,
+                        help="Where the model runs: cpu, cuda, cuda:1, mps. Default: $HEURLENS_DEVICE, else cuda "
+                             "when torch sees a GPU (TransformerLens' choice), else cpu.")(function)
 
 
 def workers_options(function):

@@ -207,7 +207,8 @@ class PromptSet:
     name: str
     batches: list[dict[str, Tensor]]
     answers: Int[Tensor, "example answer"]
-    distractors: Int[Tensor, "example distractor"] = field(default_factory=lambda: torch.zeros(0, 0, dtype=torch.long))
+    distractors: Int[Tensor, "example distractor"] = field(
+        default_factory=lambda: torch.zeros(0, 0, dtype=torch.long, device="cpu"))
     prompts: list[str] = field(default_factory=list)
 
     def __len__(self) -> int:
@@ -230,7 +231,8 @@ def _one_token(tokenizer, text: str, where: str) -> int:
 
 def _padded(rows: list[list[int]]) -> Int[Tensor, "example column"]:
     width = max((len(row) for row in rows), default=0)
-    return torch.tensor([row + [-1] * (width - len(row)) for row in rows], dtype=torch.long).view(len(rows), width)
+    return torch.tensor([row + [-1] * (width - len(row)) for row in rows], dtype=torch.long,
+                        device="cpu").view(len(rows), width)
 
 
 def tokenize_prompt_task(name: str, examples: Sequence[PromptExample], tokenizer, n_ctx: int, batch_size: int = 32,
@@ -267,6 +269,7 @@ def tokenize_prompt_task(name: str, examples: Sequence[PromptExample], tokenizer
 def _masked(values: Float[Tensor, "example vocab"], ids: Int[Tensor, "example k"],
             fill: float) -> Float[Tensor, "example k"]:
     """``values`` at ``ids`` per example, ``fill`` where ``ids`` is padding (-1)."""
+    ids = ids.to(values.device)
     return values.gather(1, ids.clamp(min=0)).masked_fill(ids < 0, fill)
 
 

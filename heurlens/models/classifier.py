@@ -23,6 +23,7 @@ from torch import Tensor, nn
 from transformer_lens.model_bridge import TransformerBridge
 from transformer_lens.model_bridge.exceptions import StopAtLayerException
 
+from heurlens.devices import device_of
 from heurlens.errors import HeurlensError
 from heurlens.protocols import HookedModel, HookList
 
@@ -87,11 +88,17 @@ class HookedClassifier(nn.Module):
     def tokenizer(self):
         return self.bridge.tokenizer
 
+    @property
+    def device(self) -> torch.device:
+        """Where the weights are; each batch is moved here when it is run."""
+        return device_of(self)
+
     def forward(self, input_ids: Int[Tensor, "batch pos"], attention_mask: Int[Tensor, "batch pos"] | None = None,
                 token_type_ids: Int[Tensor, "batch pos"] | None = None) -> Float[Tensor, "batch label"]:
-        if attention_mask is None:
-            attention_mask = torch.ones_like(input_ids)
-        extra = {} if token_type_ids is None else {"token_type_ids": token_type_ids}
+        device = self.device
+        input_ids = input_ids.to(device)
+        attention_mask = torch.ones_like(input_ids) if attention_mask is None else attention_mask.to(device)
+        extra = {} if token_type_ids is None else {"token_type_ids": token_type_ids.to(device)}
         out = self.bridge(input_ids, attention_mask=attention_mask, **extra)
         if self.pooling == "first":
             pooled = out[:, 0]

@@ -25,6 +25,7 @@ from transformer_lens.model_bridge.sources._bridge_builder import build_bridge_f
 from transformer_lens.model_bridge.sources.native import boot as boot_native
 from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
+from heurlens.devices import resolve_device
 from heurlens.errors import HeurlensError
 from heurlens.models.classifier import BertPoolerHead, HookedClassifier, padded_right, wrap_bridge
 from heurlens.models.nli_finetune import FINETUNE_RECORD, check_finetuned_files
@@ -36,7 +37,8 @@ GPT2_FAMILY = {"gpt2"}
 
 
 def load_model(name_or_path: str | Path | dict[str, Any] | TransformerBridge = "default", *,
-               num_labels: int | None = None, attn_implementation: str = "sdpa", seed: int = 0) -> HookedClassifier:
+               num_labels: int | None = None, attn_implementation: str = "sdpa", seed: int = 0,
+               device: str | torch.device | None = None) -> HookedClassifier:
     """Load a model with hook points per head (``blocks.{L}.attn.hook_z``) and per MLP (``hook_mlp_out``).
 
     Args:
@@ -46,9 +48,22 @@ def load_model(name_or_path: str | Path | dict[str, Any] | TransformerBridge = "
             encoder saved without a classifier, the size of a freshly initialised head.
         attn_implementation: "sdpa" (fast) or "eager" (needed for ``hook_pattern`` on HF models).
         seed: initialises native models and fresh heads.
+        device: where the model runs: a torch device string ("cpu", "cuda", "cuda:1", "mps"); None:
+            ``$HEURLENS_DEVICE``, else TransformerLens' choice ("cuda" when there is one). Checked before
+            anything loads. A bridge passed in stays on the device it is on.
     """
     if isinstance(name_or_path, TransformerBridge):
         return wrap_bridge(name_or_path)
+    target = resolve_device(device)
+    model = _load(name_or_path, num_labels, attn_implementation, seed)
+    if target != torch.device("cpu"):  # loaded on the CPU; the bridge's own .to keeps its cfg.device in step
+        model.bridge.to(target)
+        model.to(target)
+    return model
+
+
+def _load(name_or_path: str | Path | dict[str, Any], num_labels: int | None, attn_implementation: str,
+          seed: int) -> HookedClassifier:
     if isinstance(name_or_path, dict):
         return load_native(name_or_path, num_labels=num_labels, seed=seed)
     if str(name_or_path) == "default":

@@ -31,6 +31,7 @@ from tqdm.auto import tqdm
 from heurlens.assets import MINILM_WHEEL, sha256_of
 from heurlens.cache import atomic_write_csv, atomic_write_json
 from heurlens.data.snli import NLI_LABELS, load_snli
+from heurlens.devices import to_device
 from heurlens.errors import HeurlensError
 from heurlens.models.settings import FinetuneSettings
 from heurlens.run_folders import check_writable_dir, exclusive, refuse_foreign_dir
@@ -61,7 +62,7 @@ def epoch_batches(lengths: list[int], batch_size: int, seed: int, epoch: int,
 
 def finetune_nli(out: Path, settings: FinetuneSettings = FinetuneSettings(), checkpoint_every: int | None = None,
                  evaluate: bool = False, base: Path | None = None, per_subcase: int = 200,
-                 in_domain_examples: int | None = 2000) -> Path:
+                 in_domain_examples: int | None = 2000, device: str | None = None) -> Path:
     """Fine-tune ``base`` (default: MiniLM-L6) + a fresh 3-way head on SNLI; the finished model lands in ``out``.
 
     ``checkpoint_every``: save a checkpoint (and the state a killed run resumes from) every N optimizer steps
@@ -69,7 +70,11 @@ def finetune_nli(out: Path, settings: FinetuneSettings = FinetuneSettings(), che
     checkpoint on ``in_domain_examples`` SNLI test pairs (None: all) and ``per_subcase`` pairs of every
     HANS-style subcase, into ``curve.csv``. An ``out`` that already holds this fine-tuning run is returned as it
     is; any other non-empty ``out`` is refused, never deleted. Two processes on one ``out`` are refused too.
+    ``device``: where it trains (``heurlens.devices.resolve_device``; checked before anything is written).
     """
+    from heurlens.devices import resolve_device
+
+    target = resolve_device(device)
     from transformers import AutoTokenizer, BertForSequenceClassification
 
     out = Path(out)
@@ -87,11 +92,11 @@ def finetune_nli(out: Path, settings: FinetuneSettings = FinetuneSettings(), che
     check_writable_dir(work, "the fine-tuning's work folder")
     with exclusive(work, "the fine-tuning folder"):
         return _train(out, work, run, settings, checkpoint_every, evaluate, base, per_subcase, in_domain_examples,
-                      AutoTokenizer, BertForSequenceClassification)
+                      AutoTokenizer, BertForSequenceClassification, target)
 
 
 def _train(out, work, run, settings, checkpoint_every, evaluate, base, per_subcase, in_domain_examples,
-           AutoTokenizer, BertForSequenceClassification) -> Path:
+           AutoTokenizer, BertForSequenceClassification, device: torch.device) -> Path:
     from transformers import get_linear_schedule_with_warmup
 
     from heurlens.models.default import minilm_dir
@@ -101,7 +106,7 @@ def _train(out, work, run, settings, checkpoint_every, evaluate, base, per_subca
     tokenizer = AutoTokenizer.from_pretrained(base)
     model = BertForSequenceClassification.from_pretrained(
         base, num_labels=len(NLI_LABELS), id2label=dict(enumerate(NLI_LABELS)),
-        label2id={label: i for i, label in enumerate(NLI_LABELS)})
+        label2id={label: i for i, label in enumerate(NLI_LABELS)}).to(device)
     train = load_snli("train", limit=settings.train_examples, seed=settings.seed)
     lengths = ([len(ids) for ids in tokenizer(list(train["premise"]), list(train["hypothesis"]), truncation=True,
                                               max_length=settings.max_length)["input_ids"]]
@@ -113,7 +118,7 @@ def _train(out, work, run, settings, checkpoint_every, evaluate, base, per_subca
     save_every = checkpoint_every or 500
     evaluation = _checkpoint_evaluation(tokenizer, per_subcase, in_domain_examples) if evaluate else None
 
-    step, seconds = _resume(work, run, model, optimizer, schedule)
+    step, seconds = _resume(work, run, model, optimizer, schedule, device)
     curve = _read_curve(work, step)
     if step == 0 and checkpoint_every:
         _save_checkpoint(model, tokenizer, work, 0, evaluation, curve)
@@ -126,7 +131,8 @@ def _train(out, work, run, settings, checkpoint_every, evaluate, base, per_subca
             rows = train[index]
             batch = tokenizer(rows["premise"], rows["hypothesis"], truncation=True,
                               max_length=settings.max_length, padding=True, return_tensors="pt")
-            loss = model(**batch, labels=torch.tensor(rows["label"])).loss
+            batch = batch.to(device)
+            loss = model(**batch, labels=torch.tensor(rows["label"], device=device)).loss
             loss.backward()
             optimizer.step()
             schedule.step()
@@ -137,7 +143,7 @@ def _train(out, work, run, settings, checkpoint_every, evaluate, base, per_subca
             if step % save_every == 0 and step < total:
                 if checkpoint_every:
                     _save_checkpoint(model, tokenizer, work, step, evaluation, curve)
-                _save_resume_state(work, run, model, optimizer, schedule, step, time.time() - started)
+                _save_resume_state(work, run, model, optimizer, schedule, step, time.time() - started, device)
     progress.close()
     if checkpoint_every and total % checkpoint_every == 0:
         _save_checkpoint(model, tokenizer, work, total, evaluation, curve)
@@ -155,14 +161,14 @@ def _train(out, work, run, settings, checkpoint_every, evaluate, base, per_subca
     return out
 
 
-def _resume(work: Path, run: dict, model, optimizer, schedule) -> tuple[int, float]:
+def _resume(work: Path, run: dict, model, optimizer, schedule, device: torch.device) -> tuple[int, float]:
     """Load the resume state of this same run from ``work`` into the objects given: (step, seconds trained).
     A work folder left by a run with other settings is refused; a damaged state starts the run over."""
     path = work / RESUME_STATE
     if not path.exists():
         return 0, 0.0
     try:
-        state = torch.load(path, weights_only=True)
+        state = torch.load(path, weights_only=True, map_location="cpu")  # written on any device
     except (OSError, RuntimeError, EOFError, ValueError):  # a state file cut short: start over
         return 0, 0.0
     if state["run"] != json.dumps(run, sort_keys=True):
@@ -172,15 +178,19 @@ def _resume(work: Path, run: dict, model, optimizer, schedule) -> tuple[int, flo
     optimizer.load_state_dict(state["optimizer"])
     schedule.load_state_dict(state["schedule"])
     torch.set_rng_state(state["rng"])
+    if device.type == "cuda" and state.get("cuda_rng") is not None:  # dropout on the GPU draws from its own
+        torch.cuda.set_rng_state(state["cuda_rng"], device)
     return int(state["step"]), float(state["seconds"])
 
 
-def _save_resume_state(work: Path, run: dict, model, optimizer, schedule, step: int, seconds: float) -> None:
+def _save_resume_state(work: Path, run: dict, model, optimizer, schedule, step: int, seconds: float,
+                       device: torch.device) -> None:
     """Everything a killed run needs to go on from ``step`` as if never stopped, written atomically."""
     temporary = work / (RESUME_STATE + ".tmp")
     torch.save({"run": json.dumps(run, sort_keys=True), "model": model.state_dict(),
                 "optimizer": optimizer.state_dict(), "schedule": schedule.state_dict(),
-                "rng": torch.get_rng_state(), "step": step, "seconds": seconds}, temporary)
+                "rng": torch.get_rng_state(), "step": step, "seconds": seconds,
+                "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None}, temporary)
     os.replace(temporary, work / RESUME_STATE)
 
 
@@ -197,7 +207,7 @@ def _checkpoint_evaluation(tokenizer, per_subcase: int, in_domain_examples: int 
         model.eval()
         rows = []
         for eval_set in eval_sets:
-            logits = torch.cat([model(**batch).logits for batch in eval_set.batches])
+            logits = torch.cat([model(**to_device(batch, model.device)).logits.cpu() for batch in eval_set.batches])
             rows.append((eval_set.name, len(eval_set), accuracy(logits, eval_set, NLI_LABELS)))
         model.train(was_training)
         return rows

@@ -34,14 +34,16 @@ class HardConcrete(nn.Module):
     """A vector of hard-concrete mask entries, one per unit, parameterised by ``log_alpha``."""
 
     def __init__(self, n: int, init_mean: float = 0.0, init_std: float = 0.01,
-                 beta: float = BETA, left: float = LIMIT_LEFT, right: float = LIMIT_RIGHT):
+                 beta: float = BETA, left: float = LIMIT_LEFT, right: float = LIMIT_RIGHT,
+                 device: torch.device | str = "cpu"):
         super().__init__()
-        self.log_alpha = nn.Parameter(torch.empty(n).normal_(init_mean, init_std))
+        self.log_alpha = nn.Parameter(torch.empty(n, device=device).normal_(init_mean, init_std))
         self.beta, self.left, self.right = beta, left, right
 
     def sample(self, generator: torch.Generator | None = None) -> Float[Tensor, " unit"]:
-        """A training-time mask draw (differentiable in log_alpha through the reparameterisation)."""
-        u = torch.rand(self.log_alpha.shape, generator=generator).clamp(EPS, 1 - EPS)
+        """A training-time mask draw (differentiable in log_alpha through the reparameterisation), on
+        log_alpha's device (``generator``, when given, must be on it too: draws are reproducible per device)."""
+        u = torch.rand(self.log_alpha.shape, generator=generator, device=self.log_alpha.device).clamp(EPS, 1 - EPS)
         s = torch.sigmoid((torch.log(u) - torch.log(1 - u) + self.log_alpha) / self.beta)
         return (s * (self.right - self.left) + self.left).clamp(0, 1)
 

@@ -29,6 +29,7 @@ from jaxtyping import Bool, Float
 from torch import Tensor
 from tqdm.auto import tqdm
 
+from heurlens.devices import device_of
 from heurlens.masking import UnitMaskHooks
 from heurlens.means import UnitMeans
 from heurlens.protocols import HookedModel, Loss, Task
@@ -48,9 +49,9 @@ class MaskTrainingResult:
     steps: int
 
 
-def prunable_units(layout: UnitLayout, units: str) -> Bool[Tensor, " unit"]:
+def prunable_units(layout: UnitLayout, units: str, device: torch.device | str = "cpu") -> Bool[Tensor, " unit"]:
     """Which entries of the flat unit vector pruning may drop: ``units`` is "all", "heads" or "mlps"."""
-    heads, mlps = layout.split(torch.ones(layout.n_units, dtype=torch.bool))
+    heads, mlps = layout.split(torch.ones(layout.n_units, dtype=torch.bool, device=device))
     return layout.join(heads & (units != "mlps"), mlps & (units != "heads"))
 
 
@@ -99,21 +100,25 @@ def train_unit_mask(model: HookedModel, data: Task, full_logits: Float[Tensor, "
     replaces the KL (``kl_loss``) when given; ``example ids`` are the batch's indices in ``data``.
     """
     objective = loss or kl_loss
+    device = device_of(model)
+    means = means.to(device)
     layout = UnitLayout(model.n_layers, model.n_heads)
-    prunable = prunable_units(layout, config.units)
+    prunable = prunable_units(layout, config.units, device)
     torch.manual_seed(seed)
-    mask = HardConcrete(layout.n_units, config.log_alpha_init, config.log_alpha_init_std)
-    lambdas = torch.zeros(2, requires_grad=True)
+    mask = HardConcrete(layout.n_units, config.log_alpha_init, config.log_alpha_init_std, device=device)
+    lambdas = torch.zeros(2, requires_grad=True, device=device)
     batch_size = data.batches[0]["input_ids"].shape[0]
     warmup, total = config.steps_for(sparsity, len(data), batch_size)
     optimizer, schedule = mask_optimizer(mask, lambdas, config, total)
-    generator = torch.Generator().manual_seed(seed)
-    offsets = torch.tensor([0] + [b["input_ids"].shape[0] for b in data.batches]).cumsum(0)
+    generator = torch.Generator(device="cpu").manual_seed(seed)  # the batches' order
+    # the masks' draws: the same generator on the CPU (as always), one of the model's device elsewhere
+    draws = generator if device.type == "cpu" else torch.Generator(device=device).manual_seed(seed)
+    offsets = torch.tensor([0] + [b["input_ids"].shape[0] for b in data.batches], device="cpu").cumsum(0)
 
-    hooks = UnitMaskHooks(means, *layout.mask([]))
+    hooks = UnitMaskHooks(means, *layout.mask([], device))
     bar = tqdm(total=total, desc=f"pruning seed {seed} to {sparsity:.0%}", unit="step", disable=not progress)
     order: list[int] = []
-    fit = model_sparsity = torch.zeros(())
+    fit = model_sparsity = torch.zeros((), device=device)
     try:
         model.train(config.dropout)
         with frozen_parameters(model), hooks.attached(model):  # only the mask and the multipliers train
@@ -122,13 +127,14 @@ def train_unit_mask(model: HookedModel, data: Task, full_logits: Float[Tensor, "
                 optimizer.zero_grad()
                 for _ in range(config.grad_accumulation):
                     if not order:
-                        order = torch.randperm(len(data.batches), generator=generator).tolist()
+                        order = torch.randperm(len(data.batches), generator=generator, device="cpu").tolist()
                     index = order.pop()
-                    z = mask.sample(generator).where(prunable, 1.0)
+                    z = mask.sample(draws).where(prunable, 1.0)
                     hooks.heads, hooks.mlps = layout.split(z)
                     logits = model(**data.batches[index])
-                    reference = full_logits[offsets[index]:offsets[index + 1]]
-                    fit = objective(logits, reference, torch.arange(int(offsets[index]), int(offsets[index + 1])))
+                    reference = full_logits[offsets[index]:offsets[index + 1]].to(device)
+                    fit = objective(logits, reference,
+                                    torch.arange(int(offsets[index]), int(offsets[index + 1]), device="cpu"))
                     model_sparsity = (sampled_sparsity(z, prunable) if config.sparsity_estimate == "sampled"
                                       else expected_sparsity(mask, prunable))
                     gap = model_sparsity - target
@@ -143,6 +149,6 @@ def train_unit_mask(model: HookedModel, data: Task, full_logits: Float[Tensor, "
     finally:
         bar.close()
         model.eval()
-    log_alpha_heads, log_alpha_mlps = layout.split(mask.log_alpha.detach())
+    log_alpha_heads, log_alpha_mlps = layout.split(mask.log_alpha.detach().cpu())
     return MaskTrainingResult(log_alpha_heads.clone(), log_alpha_mlps.clone(), fit.item(),
                               expected_sparsity(mask, prunable).item(), total)
