@@ -21,6 +21,7 @@ from heurlens.cli.options import (
     task_options,
     workers_options,
 )
+from heurlens.cli.settings_options import FiniteFloatRange
 from heurlens.errors import HeurlensError
 from heurlens.run_folders import check_writable_dir, check_writable_file
 
@@ -50,7 +51,7 @@ def core(run_dirs, out, as_json, as_csv) -> None:
 @model_option
 @click.option("--examples", type=click.IntRange(min=1), default=500, show_default=True,
               help="SNLI test pairs to average over (with --task: the task's prompts, --task-examples).")
-@click.option("--min-score", type=click.FloatRange(0, 1), default=0.3, show_default=True,
+@click.option("--min-score", type=FiniteFloatRange(0, 1), default=0.3, show_default=True,
               help="Below this, a head's label is 'other' (heurlens' own threshold: the paper gives none).")
 @click.option("--html", "html_out", type=click.Path(dir_okay=False), default=None,
               help="Write a circuitsvis plot of the heads on --premise/--hypothesis, or on the task's first prompt "
@@ -102,12 +103,12 @@ def patterns(heads, model, device, examples, min_score, html_out, premise, hypot
 
 @cli.command(name="effective-size")
 @click.argument("checkpoints", nargs=-1, type=click.Path(exists=True, file_okay=False))
-@click.option("--sparsity", type=click.FloatRange(0, 1, max_open=True), multiple=True, default=None,
+@click.option("--sparsity", type=FiniteFloatRange(0, 1, max_open=True), multiple=True, default=None,
               help="Sparsities to prune at (default 0.05, 0.10, ..., 0.95).")
 @click.option("--seeds", type=click.IntRange(min=1), default=3, show_default=True)
 @click.option("--search", type=click.Choice(["grid", "bisect"]), default="grid", show_default=True,
               help="grid prunes at every sparsity (the paper); bisect assumes faithfulness is lost monotonically.")
-@click.option("--tolerance", type=click.FloatRange(min=0), default=0.03, show_default=True,
+@click.option("--tolerance", type=FiniteFloatRange(min=0), default=0.03, show_default=True,
               help="Faithful: accuracy above the full model's minus this margin (one-sided, per seed).")
 @click.option("--out", type=click.Path(file_okay=False), default="runs/effective-size", show_default=True)
 @click.option("--train-examples", type=click.IntRange(min=1), default=2000, show_default=True)
@@ -167,7 +168,7 @@ def report(run_dir, out, model, device, pattern_examples, task, task_examples, d
 @click.option("--core", "core_spec", required=True,
               help="The core to follow: a run directory of heurlens prune (its heads kept by every subnetwork, "
                    "e.g. of the final model) or heads such as L2.H5,L4.H1.")
-@click.option("--sparsity", type=click.FloatRange(0, 1, max_open=True), default=0.5, show_default=True,
+@click.option("--sparsity", type=FiniteFloatRange(0, 1, max_open=True), default=0.5, show_default=True,
               help="Target sparsity of the checkpoint subnetworks to look in.")
 @click.option("--html", "html_out", type=click.Path(dir_okay=False), default=None,
               help="Also write the heatmap (core heads against checkpoint step) as a standalone HTML page.")

@@ -21,7 +21,7 @@ from heurlens.cli.options import (
     task_options,
     workers_options,
 )
-from heurlens.cli.settings_options import settings_from_options, settings_options
+from heurlens.cli.settings_options import FiniteFloatRange, settings_from_options, settings_options
 from heurlens.errors import HeurlensError
 from heurlens.models.settings import CHECKPOINT_EVERY_PAPER, FinetuneSettings
 from heurlens.models.settings import PRESETS as FINETUNE_PRESETS
@@ -154,7 +154,7 @@ def _print_superadditivity(hooked, units, eval_sets, method, means, workers, bf1
 
 
 @cli.command()
-@click.option("--sparsity", type=click.FloatRange(0, 1, max_open=True), multiple=True, default=[0.5],
+@click.option("--sparsity", type=FiniteFloatRange(0, 1, max_open=True), multiple=True, default=[0.5],
               show_default=True, help="Target sparsities (fraction of heads and MLPs pruned); several: --sparsity 0.5 0.7.")
 @click.option("--seeds", type=click.IntRange(min=1), default=3, show_default=True, help="Seeds 0..N-1 per sparsity.")
 @click.option("--out", type=click.Path(file_okay=False), default="runs/prune", show_default=True,

@@ -43,7 +43,21 @@ def _click_type(annotation, metadata) -> tuple[Any, bool]:
         return annotation, False
     if annotation is int:
         return click.IntRange(min=low + open_low, max=metadata.get("max")), False
-    return click.FloatRange(min=low, min_open=open_low, max=metadata.get("max")), False
+    return FiniteFloatRange(min=low, min_open=open_low, max=metadata.get("max")), False
+
+
+class FiniteFloatRange(click.FloatRange):
+    """click's FloatRange, refusing NaN and infinity (which pass its comparisons unnoticed)."""
+
+    name = "finite float range"
+
+    def convert(self, value, param, ctx):
+        import math
+
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
 
 
 def settings_options(settings_class: type, skip: tuple[str, ...] = ()) -> Callable:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
+from heurlens.settings_checks import check_settings
+
 
 @dataclass(frozen=True)
 class FinetuneSettings:
@@ -24,6 +26,9 @@ class FinetuneSettings:
     length_batches: bool = field(default=False, metadata={
         "help": "Batches of pairs of similar length (less padding: 1.6x faster steps on a CPU, "
                 "benchmarks/finetune_step.py); the batches' order stays random."})
+
+    def __post_init__(self) -> None:
+        check_settings(self, "fine-tuning setting")
 
     def slug(self) -> str:
         n = "all" if self.train_examples is None else str(self.train_examples)

@@ -8,13 +8,11 @@ compares it with heurlens' default.
 
 from __future__ import annotations
 
-import math
-import typing
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Literal
 
-from heurlens.errors import HeurlensError
 from heurlens.pruning.schedule import paper_steps, scaled_steps
+from heurlens.settings_checks import check_settings
 
 
 @dataclass(frozen=True)
@@ -61,22 +59,8 @@ class PruneSettings:
                 "the sparsity counts the prunable ones."})
 
     def __post_init__(self) -> None:
-        """Refuse NaN and infinite values and values outside each field's range (``metadata["min"]``,
-        ``"min_open"``) up front."""
-        hints = typing.get_type_hints(type(self))
-        for setting in fields(self):
-            value, low = getattr(self, setting.name), setting.metadata.get("min", 0)
-            if isinstance(value, float) and not math.isfinite(value):
-                raise HeurlensError(f"pruning setting {setting.name} = {value} is not a finite number; give a number")
-            if low is None:
-                continue
-            choices = typing.get_args(hints[setting.name]) if typing.get_origin(hints[setting.name]) is Literal else None
-            if choices and value not in choices:
-                raise HeurlensError(f"pruning setting {setting.name} = {value!r} is not one of {', '.join(choices)}")
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
-                if value < low or (setting.metadata.get("min_open") and value == low):
-                    bound = "above" if setting.metadata.get("min_open") else "at least"
-                    raise HeurlensError(f"pruning setting {setting.name} = {value} must be {bound} {low}")
+        """Refuse NaN and infinite values and values outside each field's range up front."""
+        check_settings(self, "pruning setting")
 
     @classmethod
     def released(cls, **changes) -> PruneSettings:

@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from heurlens.errors import HeurlensError
+from heurlens.settings_checks import check_settings
 
 TRANSFER_CONDITIONS = ("subtask induction", "subtask induction (unfrozen)", "random subnetwork",
                        "random subnetwork (unfrozen)", "random complement", "full model", "random init")
@@ -34,7 +35,8 @@ class SweepSettings:
     modulus: int = field(default=7, metadata={"help": "Answers are taken mod this.", "min": 2})
     n_layers: int = field(default=2, metadata={"help": "Decoder layers (the paper: 2 to 12).", "option": "--layers",
                                                "min": 1})
-    t1_fraction: float = field(default=0.2, metadata={"help": "Share of all pairs T1 is trained on.", "min_open": True})
+    t1_fraction: float = field(default=0.2, metadata={"help": "Share of all pairs T1 is trained on.", "min_open": True,
+                                                      "max": 1.0})
     t1_epochs: int = field(default=40, metadata={"help": "Epochs on T1 (with --t1-patience: at most).", "min": 1})
     t1_patience: int | None = field(default=None, metadata={
         "help": "Stop T1 once its evaluation accuracy has not risen for this many epochs and keep the best epoch's "
@@ -42,7 +44,7 @@ class SweepSettings:
     t1_lr: float = field(default=1e-3, metadata={"help": "AdamW learning rate on T1.", "min_open": True})
     t1_test_examples: int = field(default=1000, metadata={"help": "Rows T1's model is tested on.", "min": 1})
     subtask_fraction: float = field(default=0.2, metadata={
-        "help": "Share of all pairs the subtask's subnetwork is found on.", "min_open": True})
+        "help": "Share of all pairs the subtask's subnetwork is found on.", "min_open": True, "max": 1.0})
     discovery_epochs: int = field(default=20, metadata={"help": "Epochs of subnetwork discovery.", "min": 1})
     discovery_lr: float = field(default=1e-2, metadata={"help": "Adam learning rate of the mask.", "min_open": True})
     l0_lambdas: tuple[float, ...] = field(default=(1e-5,), metadata={
@@ -63,6 +65,7 @@ class SweepSettings:
     batch_size: int = field(default=64, metadata={"help": "Rows per training batch.", "min": 1})
 
     def __post_init__(self) -> None:
+        check_settings(self, "setting")
         if self.filling not in FILLINGS:
             raise HeurlensError(f"unknown filling {self.filling!r}; choose from {', '.join(FILLINGS)}")
         if not self.l0_lambdas or not self.transfer_lrs:

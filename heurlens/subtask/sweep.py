@@ -64,11 +64,10 @@ def run_sweep(out: Path, settings: SweepSettings = SweepSettings(), progress: bo
     """Run (or resume) the experiment in ``out``; return one row per finished transfer run. With Ray
     ``workers`` the sample counts train at once, each count's runs together in one task."""
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    guard_run_settings(out, settings.to_dict(), PER_RUN, "sweep")
-    t1 = ArithmeticTask(settings.t1, settings.max_value, settings.modulus)
+    t1 = ArithmeticTask(settings.t1, settings.max_value, settings.modulus)  # each refuses a bad expression
     subtask = ArithmeticTask(settings.subtask, settings.max_value, settings.modulus)
     t2 = ArithmeticTask(settings.t2, settings.max_value, settings.modulus)
+    guard_run_settings(out, settings.to_dict(), PER_RUN, "sweep")  # only once everything is known to be valid
 
     trained = arithmetic_model(t1, settings.n_layers, 0)
     t1_path = out / "t1-model.safetensors"

@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from heurlens.settings_checks import check_settings
+
 SMALL_ARCHITECTURES: dict[str, tuple[str, dict[str, Any]]] = {
     "resnet18-quarter": ("resnet18", {"channels": (16, 32, 64, 128)}),
     "vit-tiny-4layer": ("vit_tiny_patch16_224", {"patch_size": 4, "depth": 4}),
@@ -25,7 +27,7 @@ class ShapeBiasSettings:
         "help": "The small timm model trained on 28x28 garments.", "choices": sorted(SMALL_ARCHITECTURES)})
     pretrain_size: int = field(default=12_000, metadata={"help": "Training garments of the base model.", "min": 1})
     pretrain_agreement: float = field(default=0.9, metadata={
-        "help": "How often a base-model training garment wears its class's texture.", "min": 0})
+        "help": "How often a base-model training garment wears its class's texture.", "min": 0, "max": 1.0})
     pretrain_epochs: int = field(default=8, metadata={"help": "Epochs of the base model.", "min": 1})
     discovery_size: int = field(default=2_000, metadata={
         "help": "Mean-pooled garments the subnetwork is found on.", "min": 1})
@@ -41,6 +43,9 @@ class ShapeBiasSettings:
     validation_size: int = field(default=1_000, metadata={"help": "Garments model selection is done on.", "min": 1})
     test_size: int = field(default=2_000, metadata={"help": "Test garments.", "min": 1})
     seed: int = field(default=0, metadata={"help": "Seed of the data split and the base model."})
+
+    def __post_init__(self) -> None:
+        check_settings(self, "shape-bias setting")
 
     def to_dict(self) -> dict:
         return asdict(self)

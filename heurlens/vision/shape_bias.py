@@ -54,9 +54,8 @@ class ShapeBiasRun:
 
     def __init__(self, settings: ShapeBiasSettings, out: Path, progress: bool = True):
         self.settings, self.out, self.progress = settings, Path(out), progress
-        self.out.mkdir(parents=True, exist_ok=True)
+        self._build_data()  # refuses sizes the data cannot hold before anything is written
         guard_run_settings(self.out, settings.to_dict(), RESUMABLE_SETTINGS, "shape-bias run")
-        self._build_data()
 
     def _build_data(self) -> None:
         s, start = self.settings, 0
