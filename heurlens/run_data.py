@@ -34,7 +34,12 @@ class PromptTaskData:
     def prompts(self, model: HookedModel, seed: int, examples: int | None = None,
                 batch_size: int | None = None) -> PromptSet:
         from heurlens.data.prompt_tasks import prompt_task_set
+        from heurlens.errors import HeurlensError
 
+        if model.labels is not None:
+            raise HeurlensError(f"a prompt task (--task {self.task}) scores next tokens, but model {model.model_id!r} "
+                                f"is a classifier with labels {', '.join(model.labels)}; use a decoder LM (--model "
+                                "smollm2, or a causal LM folder), or the NLI sets without --task")
         return prompt_task_set(self.task, model.tokenizer, model.bridge.cfg.n_ctx, examples or self.examples, seed,
                                batch_size or self.batch_size)
 

@@ -49,3 +49,51 @@ def test_non_finite_numbers_are_refused_before_any_work(capsys, tmp_path, comman
 def test_the_library_refuses_the_same_values(make):
     with pytest.raises(HeurlensError, match="finite|at most"):
         make()
+
+
+def _jsonl(path, *lines):
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("lines, fragment", [
+    (['{"prompt": "the man sees", "answer": " dog"}', '{"prompt": "abc", "answer": [" x"]'], "line 2: not a JSON"),
+    (['{"prompt": "The capital of France is", "answer": [" Paris"], "distractors": [" London"]}'],
+     "answer is a list, not a text"),
+    (['{"prompt": "a", "answer": " x", "distractors": " y"}'], "distractors must be a list of texts"),
+    (['[1, 2]'], "line 1: a JSON list, not an object"),
+])
+def test_a_malformed_prompt_file_is_one_line_naming_file_and_line(tmp_path, lines, fragment):
+    from heurlens.data.prompt_tasks import load_prompt_file
+
+    path = _jsonl(tmp_path / "task.jsonl", *lines)
+    with pytest.raises(HeurlensError, match=fragment) as refused:
+        load_prompt_file(path)
+    assert str(path) in str(refused.value)
+
+
+@pytest.mark.parametrize("label", ["[0]", "true"])
+def test_list_and_boolean_labels_in_a_pair_file_are_refused(tmp_path, label):
+    from heurlens.data.files import load_pair_file
+
+    path = _jsonl(tmp_path / "pairs.jsonl", f'{{"premise": "a man", "hypothesis": "a person", "label": {label}}}')
+    with pytest.raises(HeurlensError, match="row 1 has label .*a label is a name"):
+        load_pair_file(path)
+
+
+def test_a_prompt_task_on_a_classifier_and_no_hans_pairs_are_refused(tiny_bert_dir, tmp_path):
+    import heurlens
+    from heurlens.run_data import PromptTaskData
+
+    path = _jsonl(tmp_path / "task.jsonl", '{"prompt": "a man", "answer": " sleeps"}')
+    with pytest.raises(HeurlensError, match="is a classifier with labels entailment"):
+        PromptTaskData(str(path)).eval_sets(heurlens.load_model(tiny_bert_dir))
+    with pytest.raises(HeurlensError, match="n_per_subcase = 0"):
+        heurlens.generate_hans(0)
+
+
+def test_prune_refuses_a_folder_of_the_users_with_an_empty_sparsity_folder(capsys, tmp_path):
+    (tmp_path / "NOTES.txt").write_text("mine")
+    (tmp_path / "sparsity-0.50").mkdir()
+    assert_refused(capsys, "was not written by heurlens", "prune", "--out", str(tmp_path))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["NOTES.txt", "sparsity-0.50"]

@@ -48,6 +48,9 @@ def load_pair_file(path: str | Path, label_names: tuple[str, ...] = NLI_LABELS) 
         label = row["label"]
         if label is None:
             raise HeurlensError(f"{path}: row {index + 1} has no label")
+        if isinstance(label, bool) or not isinstance(label, (str, int, float)):  # True would read as 1
+            raise HeurlensError(f"{path}: row {index + 1} has label {label!r}; a label is a name "
+                                f"({', '.join(label_names)}) or a whole-number index")
         if isinstance(label, float):
             if not label.is_integer():
                 raise HeurlensError(f"{path}: row {index + 1} has label {label}; a label is a name "

@@ -157,6 +157,8 @@ def generate_hans(n_per_subcase: int = 1000, subcases: list[str] | None = None, 
 
     Columns: premise, hypothesis, label (ClassLabel entailment/non-entailment), heuristic, subcase.
     """
+    if isinstance(n_per_subcase, bool) or not isinstance(n_per_subcase, int) or n_per_subcase < 1:
+        raise HeurlensError(f"n_per_subcase = {n_per_subcase!r}: give a whole number of pairs, at least 1")
     rows = []
     for name in resolve_subcases(subcases):
         case = SUBCASES[name]

@@ -51,7 +51,18 @@ def load_prompt_file(path: str | Path) -> list[PromptExample]:
     if not path.is_file():
         raise HeurlensError(f"prompt task file {path} does not exist; give a .jsonl or .csv file")
     if path.suffix == ".jsonl":
-        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        rows = []
+        for number, line in enumerate(path.read_text().splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as error:
+                raise HeurlensError(f"{path}, line {number}: not a JSON object ({error.msg} at column "
+                                    f"{error.colno}); write one example per line as a JSON object") from error
+            if not isinstance(rows[-1], dict):
+                raise HeurlensError(f"{path}, line {number}: a JSON {type(rows[-1]).__name__}, not an object with "
+                                    "prompt, answer, distractors")
     elif path.suffix == ".csv":
         with path.open(newline="") as handle:
             rows = [row | {column: [d for d in (row.get(column) or "").split("|") if d]
@@ -64,6 +75,15 @@ def load_prompt_file(path: str | Path) -> list[PromptExample]:
     for number, row in enumerate(rows, start=1):
         if not row.get("prompt") or not row.get("answer"):
             raise HeurlensError(f"{path}, example {number}: every example needs a non-empty prompt and answer")
+        for column in ("prompt", "answer", "corrupted_prompt"):
+            if row.get(column) is not None and not isinstance(row[column], str):
+                raise HeurlensError(f"{path}, example {number}: {column} is a {type(row[column]).__name__}, not a "
+                                    "text" + (" (one answer token; further correct ones go in other_answers)"
+                                              if column == "answer" else ""))
+        for column in ("distractors", "other_answers"):
+            value = row.get(column) or []
+            if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+                raise HeurlensError(f"{path}, example {number}: {column} must be a list of texts")
         examples.append(PromptExample(row["prompt"], row["answer"], tuple(row.get("distractors") or ()),
                                       row.get("corrupted_prompt") or None, tuple(row.get("other_answers") or ())))
     if not examples:

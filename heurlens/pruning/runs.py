@@ -120,7 +120,7 @@ def prune(model: HookedModel, data: TaskLike | datasets.Dataset, sparsity: float
 def check_run_dir(out: str | Path) -> Path:
     """Refuse an ``out`` that cannot be written or holds files heurlens prune did not make (before any work)."""
     out = Path(out)
-    refuse_foreign_dir(out, [MEANS_FILE, "sparsity-*", LOCK_FILE], "run directory")
+    refuse_foreign_dir(out, [MEANS_FILE, "sparsity-*/seed-*.json", LOCK_FILE], "run directory")
     return check_writable_dir(out, "run directory")
 
 
