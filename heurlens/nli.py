@@ -74,4 +74,9 @@ def snli_reference_means(model: HookedModel, examples: int = REFERENCE_PAIRS, se
         pairs = load_snli("train", limit=examples, seed=seed)
         return compute_means(model, tokenize_pairs("snli-train", pairs, model.tokenizer, batch_size))
 
-    return stored(path, compute, lambda means: means.save(path), lambda: UnitMeans.load(path))
+    def load() -> UnitMeans:  # a file of another shape (damaged, or edited) is computed again, like a cut one
+        means = UnitMeans.load(path)
+        means.check_fits(model)
+        return means
+
+    return stored(path, compute, lambda means: means.save(path), load)

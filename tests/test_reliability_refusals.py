@@ -97,3 +97,32 @@ def test_prune_refuses_a_folder_of_the_users_with_an_empty_sparsity_folder(capsy
     (tmp_path / "sparsity-0.50").mkdir()
     assert_refused(capsys, "was not written by heurlens", "prune", "--out", str(tmp_path))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["NOTES.txt", "sparsity-0.50"]
+
+
+def test_a_cached_means_file_of_the_wrong_shape_is_computed_again(tiny_bert_dir):
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    import heurlens
+    from heurlens.cache import cache_dir
+    from heurlens.nli import snli_reference_means
+
+    model = heurlens.load_model(tiny_bert_dir)
+    first = snli_reference_means(model, examples=8)
+    [path] = (cache_dir() / "means").glob(f"{model.fingerprint()}-snli-train-8-s0.safetensors")
+    tensors = load_file(path)
+    tensors["heads.1"] = torch.zeros(3, 5)  # another model's shape
+    save_file(tensors, path, metadata={"source": "edited"})
+    again = snli_reference_means(model, examples=8)
+    assert torch.equal(again.heads[1], first.heads[1]) and load_file(path)["heads.1"].shape == (4, 8)
+
+
+def test_a_cut_transfer_result_is_trained_again_and_named_when_read(tmp_path):
+    from heurlens.subtask.sweep import _finished, _read_result, result_path
+
+    path = result_path(tmp_path, "subtask induction", 30, 0)
+    path.parent.mkdir(parents=True)
+    path.write_text('{"condition": "subtask induction", "disambigu')
+    assert not _finished(path)
+    with pytest.raises(HeurlensError, match=f"{path} cannot be read whole .*delete it and run the same command"):
+        _read_result(path)

@@ -202,8 +202,8 @@ def evaluate(run_dir, model, device, data, in_domain_examples, per_subcase, subc
     if not paths:
         raise HeurlensError(f"{run_dir} holds no subnetworks (sparsity-*/seed-*.json); run heurlens prune --out {run_dir}")
     subnetworks = [Subnetwork.load(p) for p in paths]
-    means = load_run_means(Path(run_dir))
     hooked = heurlens.load_model(model or subnetworks[0].model_id, device=device)
+    means = load_run_means(Path(run_dir), hooked)
     eval_sets = nli_data(data, in_domain_examples, per_subcase, subcases, seed).eval_sets(hooked)
     _report(hooked, subnetworks, means, eval_sets, as_json, as_csv)
 

@@ -49,14 +49,21 @@ def subnetwork_stem(out: Path, sparsity: float, seed: int) -> Path:
     return out / f"sparsity-{sparsity:.2f}" / f"seed-{seed:02d}"
 
 
-def load_run_means(run_dir: Path) -> UnitMeans:
-    """The means a run directory's pruned units are replaced by, checked (see ``UnitMeans.load``)."""
+def load_run_means(run_dir: Path, model: HookedModel | None = None) -> UnitMeans:
+    """The means a run directory's pruned units are replaced by, checked (see ``UnitMeans.load``; with
+    ``model``, also that they fit it)."""
     path = Path(run_dir) / MEANS_FILE
     repair = (f"delete it and run heurlens prune --out {run_dir} again with the same options: it writes the means "
               "again and keeps the finished subnetworks")
     if not path.exists():
         raise HeurlensError(f"{path} is missing; {repair}")
-    return UnitMeans.load(path, repair)
+    means = UnitMeans.load(path, repair)
+    if model is not None:
+        try:
+            means.check_fits(model)
+        except HeurlensError as error:
+            raise HeurlensError(f"{path}: {error}. Or {repair}") from error
+    return means
 
 
 def find_subnetworks(run_dir: Path) -> list[Path]:
@@ -158,6 +165,8 @@ def _check_run_folder(out: Path, model: HookedModel, data: Task, config: PruneSe
     saved = load_run_means(out)
     # the same means recomputed with another thread count may differ in the last bits: compare to float tolerance
     same = saved.heads.keys() == means.heads.keys() and all(
+        saved.heads[layer].shape == means.heads[layer].shape and saved.mlps[layer].shape == means.mlps[layer].shape
+        for layer in means.heads) and all(
         torch.allclose(saved.heads[layer], means.heads[layer], rtol=1e-4, atol=1e-6)
         and torch.allclose(saved.mlps[layer], means.mlps[layer], rtol=1e-4, atol=1e-6) for layer in means.heads)
     if not same:

@@ -103,9 +103,24 @@ def run_sweep(out: Path, settings: SweepSettings = SweepSettings(), progress: bo
                        evaluation_set(t2, 1000, 12), progress and workers is None)
     counts = [n for n in settings.disambiguation if _pending(job, n)]
     run_each(_train_at_count, job, counts, workers, "disambiguation counts", progress)
-    return pd.DataFrame([json.loads(result_path(out, condition, n, seed).read_text())
+    return pd.DataFrame([_read_result(result_path(out, condition, n, seed))
                          for n in settings.disambiguation for condition in settings.conditions
                          for seed in range(settings.seeds)])
+
+
+RESULT_FIELDS = ("condition", "disambiguation", "seed", "best_eval_accuracy", "test_accuracy")
+
+
+def _read_result(path: Path) -> dict:
+    """One run's result file, read whole; one that is not (cut short, edited) is named with the fix."""
+    try:
+        result = json.loads(path.read_text())
+        if not isinstance(result, dict) or any(field not in result for field in RESULT_FIELDS):
+            raise ValueError("fields missing")
+        return result
+    except (OSError, ValueError) as error:
+        raise HeurlensError(f"the result file {path} cannot be read whole ({type(error).__name__}); delete it and run "
+                            "the same command again: that run is trained afresh, the others are kept") from error
 
 
 @dataclass(frozen=True)
@@ -126,7 +141,16 @@ class _TransferJob:
 def _pending(job: _TransferJob, n: int) -> list[tuple[str, int]]:
     """(condition, seed) of the runs at ``n`` disambiguation samples with no result file yet."""
     return [(condition, seed) for condition in job.settings.conditions for seed in range(job.settings.seeds)
-            if not result_path(job.out, condition, n, seed).exists()]
+            if not _finished(result_path(job.out, condition, n, seed))]
+
+
+def _finished(path: Path) -> bool:
+    """Whether a run's result file is there and reads back whole (a damaged one is trained again)."""
+    try:
+        _read_result(path)
+        return True
+    except HeurlensError:
+        return False
 
 
 def _train_at_count(job: _TransferJob, n: int) -> None:
