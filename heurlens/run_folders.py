@@ -61,14 +61,15 @@ LOCK_FILE = ".heurlens.lock"
 
 
 @contextmanager
-def exclusive(folder: Path, what: str) -> Iterator[None]:
+def exclusive(folder: Path, what: str, wait: bool = False) -> Iterator[None]:
     """Hold ``folder``'s lock while writing into it: a second heurlens process that tries to write into the
-    same folder at the same time is refused at once instead of doing the same work twice. The lock is
-    an OS file lock, so a killed process never leaves it held."""
+    same folder at the same time is refused at once instead of doing the same work twice (with ``wait``, it
+    waits for the first to finish instead). The lock is an OS file lock, so a killed process never leaves it
+    held."""
     handle = open(Path(folder) / LOCK_FILE, "a")
     try:
         try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(handle, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
         except BlockingIOError as error:
             raise HeurlensError(f"another heurlens process is writing to {what} {folder} now; wait for it to "
                                 "finish (then run this again to pick up what it wrote), or use another folder") from error

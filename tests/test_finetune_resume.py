@@ -68,3 +68,21 @@ def test_epoch_batches_cover_every_pair_once_and_sort_by_length_within_chunks():
     spread = sum(max(lengths[i] for i in b) - min(lengths[i] for i in b) for b in sorted_batches) / len(sorted_batches)
     plain = epoch_batches(lengths, 10, seed=1, epoch=2, length_batches=False)
     assert spread < 1 < sum(max(lengths[i] for i in b) - min(lengths[i] for i in b) for b in plain) / len(plain)
+
+
+def test_a_second_process_on_first_use_waits_for_the_first_and_loads_its_model(tmp_path, tiny_bert_dir):
+    """Two processes fine-tune into one folder at once (as two first uses of the default model do): the
+    second waits for the first and returns its model; nothing crashes and no work folder is left."""
+    script = textwrap.dedent(f"""
+        from heurlens.models.nli_finetune import finetune_nli
+        from heurlens.models.settings import FinetuneSettings
+        print(finetune_nli({str(tmp_path / "model")!r}, FinetuneSettings(train_examples=64, batch_size=8),
+                           base={str(tiny_bert_dir)!r}, wait=True))
+    """)
+    first, second = (subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      text=True) for _ in range(2))
+    outputs = [process.communicate(timeout=300) for process in (first, second)]
+    assert first.returncode == second.returncode == 0, [err[-1500:] for _, err in outputs]
+    assert {out.strip().splitlines()[-1] for out, _ in outputs} == {str(tmp_path / "model")}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]
+    assert (tmp_path / "model" / "model.safetensors").exists()

@@ -33,8 +33,8 @@ def default_model_dir(settings: FinetuneSettings = FinetuneSettings()) -> Path:
     if out.is_dir() and any(out.iterdir()) and not (out / FINETUNE_RECORD).exists():  # empty: an interrupted start
         raise HeurlensError(f"the cached default model {out} is damaged ({FINETUNE_RECORD} is missing); delete "
                             "that folder and run the command again: heurlens fine-tunes it afresh (about 5 minutes)")
-    if not (out / FINETUNE_RECORD).exists():
-        finetune_nli(out, settings)
+    if not (out / FINETUNE_RECORD).exists():  # a second process on first use waits for the first's model
+        finetune_nli(out, settings, wait=True)
     return out
 
 

