@@ -17,8 +17,10 @@ node sees.
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 
 from tqdm.auto import tqdm
@@ -35,7 +37,8 @@ TASK_RETRIES = 3  # Ray re-runs a task whose worker process died this many times
 @dataclass(frozen=True)
 class Workers:
     """How many runs at once on Ray, and where: ``address`` None starts Ray on this machine (or joins the
-    cluster named by ``RAY_ADDRESS``); "auto" or "ray://head:10001" joins a running cluster."""
+    cluster named by ``RAY_ADDRESS``); "auto" (the cluster this machine is a node of) or "HOST:PORT" (its head)
+    joins a running cluster."""
 
     count: int
     address: str | None = None
@@ -51,7 +54,37 @@ def workers_from_options(count: int | None, address: str | None) -> Workers | No
         if address is not None:
             raise HeurlensError("--ray-address needs --workers N: say how many runs may go at once on the cluster")
         return None
+    if address is not None:
+        check_cluster_address(address)
     return Workers(count, address)
+
+
+CONNECT_SECONDS = 3.0
+
+
+def check_cluster_address(address: str) -> None:
+    """Refuse, in one line and within a few seconds, a cluster address nothing answers at, before any work:
+    "auto" needs a cluster started on this machine (``ray start``), "HOST:PORT" something listening there.
+    Ray Client addresses (ray://) need ``ray[client]``, which heurlens does not install."""
+    start_one = "start one with `ray start --head` on the head node (and `ray start --address HEAD:6379` on the others)"
+    if address.startswith("ray://"):
+        raise HeurlensError(f"--ray-address {address}: Ray Client addresses need the ray[client] extra, which heurlens "
+                            "does not install; run heurlens on a node of the cluster with --ray-address auto, or give "
+                            "the head's HOST:6379")
+    if address == "auto":
+        record = Path(os.environ.get("RAY_TMPDIR", "/tmp")) / "ray" / "ray_current_cluster"
+        if not record.is_file():
+            raise HeurlensError(f"--ray-address auto: no Ray cluster was started on this machine; {start_one}, or "
+                                "leave out --ray-address to run the workers on this machine alone")
+        address = record.read_text().strip()
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise HeurlensError(f"--ray-address {address}: give auto or the head's HOST:PORT (e.g. 10.0.0.5:6379)")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_SECONDS).close()
+    except OSError as error:
+        raise HeurlensError(f"--ray-address {address}: no Ray cluster answers there ({error.strerror or 'timed out'}); "
+                            f"{start_one}, or check the address") from error
 
 
 def import_ray():

@@ -126,3 +126,26 @@ def test_a_cut_transfer_result_is_trained_again_and_named_when_read(tmp_path):
     assert not _finished(path)
     with pytest.raises(HeurlensError, match=f"{path} cannot be read whole .*delete it and run the same command"):
         _read_result(path)
+
+
+def _closed_loopback_port() -> int:
+    import socket
+
+    with socket.socket() as probe:  # a port the system just handed out, closed again: nothing listens there
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.mark.parametrize("address, fragment", [
+    (None, "no Ray cluster answers there"), ("auto", "no Ray cluster was started on this machine"),
+    ("ray://127.0.0.1:10001", "Ray Client addresses need the ray[client] extra"),
+])
+def test_an_unreachable_cluster_is_refused_quickly_before_anything_is_written(capsys, tmp_path, monkeypatch, address,
+                                                                              fragment):
+    import time
+
+    monkeypatch.setenv("RAY_TMPDIR", str(tmp_path / "no-ray"))  # no cluster record here
+    address = address or f"127.0.0.1:{_closed_loopback_port()}"
+    start = time.time()
+    assert_refused(capsys, fragment, "prune", "--workers", "2", "--ray-address", address, "--out", str(tmp_path / "p"))
+    assert time.time() - start < 10 and not (tmp_path / "p").exists()

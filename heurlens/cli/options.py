@@ -44,7 +44,8 @@ def workers_options(function):
 
     with_workers = click.option(
         "--ray-address", default=None,
-        help="Run on the Ray cluster at this address ('auto', or ray://HEAD:10001; Ray also reads RAY_ADDRESS); "
+        help="Run on the Ray cluster at this address ('auto': the cluster this machine is a node of, or the head's "
+             "HOST:6379; Ray also reads RAY_ADDRESS); checked before anything runs; "
              "the run directory must be on a file system every node sees.")(with_workers)
     return click.option(
         "--workers", type=click.IntRange(min=1), default=None,
