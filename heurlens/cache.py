@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import tempfile
@@ -36,9 +37,18 @@ def cache_dir() -> Path:
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` so that a reader sees the old file or the new one, never half of one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    """Write ``data`` to ``path`` so that a reader sees the old file or the new one, never half of one. A folder
+    that cannot be written (read-only, immutable, another user's) is refused naming it."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as error:
+        if error.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+            raise
+        inside_cache = cache_root_of(path) is not None
+        raise HeurlensError(f"cannot write {path} ({error.strerror}): its folder is read-only; "
+                            + (f"point ${CACHE_ENV_VAR} at a folder you can write to" if inside_cache
+                               else "choose a folder you can write to")) from error
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
@@ -51,6 +61,17 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def cache_root_of(path: Path) -> Path | None:
+    """The heurlens cache folder that ``path`` lies in, or None when it lies outside it."""
+    root = Path(os.environ[CACHE_ENV_VAR]) if os.environ.get(CACHE_ENV_VAR) else (
+        Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "heurlens")
+    try:
+        Path(path).resolve().relative_to(root.resolve())
+        return root
+    except ValueError:
+        return None
 
 
 def atomic_save_tensors(path: Path, tensors: dict, metadata: dict[str, str] | None = None) -> None:

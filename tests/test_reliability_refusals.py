@@ -149,3 +149,23 @@ def test_an_unreachable_cluster_is_refused_quickly_before_anything_is_written(ca
     start = time.time()
     assert_refused(capsys, fragment, "prune", "--workers", "2", "--ray-address", address, "--out", str(tmp_path / "p"))
     assert time.time() - start < 10 and not (tmp_path / "p").exists()
+
+
+def test_a_cache_that_cannot_be_written_is_named_with_the_fix(monkeypatch, tmp_path):
+    """As root no folder is read-only to the tests, so the operating system's refusal is stood in for."""
+    import errno
+    import tempfile
+
+    from heurlens.cache import atomic_write_bytes
+
+    monkeypatch.setenv("HEURLENS_CACHE", str(tmp_path / "cache"))
+
+    def refused(*args, **kwargs):
+        raise PermissionError(errno.EROFS, "Read-only file system")
+
+    monkeypatch.setattr(tempfile, "mkstemp", refused)
+    with pytest.raises(HeurlensError, match=r"cannot write .*means/x.safetensors \(Read-only file system\).*"
+                                            r"point \$HEURLENS_CACHE at a folder you can write to"):
+        atomic_write_bytes(tmp_path / "cache" / "means" / "x.safetensors", b"")
+    with pytest.raises(HeurlensError, match="choose a folder you can write to"):
+        atomic_write_bytes(tmp_path / "elsewhere" / "x.json", b"")
