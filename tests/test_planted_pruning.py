@@ -60,3 +60,20 @@ def test_a_missed_sparsity_target_is_warned_and_recorded(planted):
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a target met raises no warning
         heurlens.prune(model, data, 2 / 3, seeds=[0], config=SETTINGS, progress=False)
+
+
+def test_a_subnetwork_that_missed_is_marked_in_tables_and_left_out_of_pooled_analyses(planted, tmp_path):
+    from heurlens.pruning.runs import subnetworks_by_sparsity
+
+    model, data = planted
+    means = heurlens.compute_means(model, data)
+    with pytest.warns(SparsityTargetMissed):
+        missed = heurlens.prune(model, data, 0.5, seeds=[0], out=tmp_path / "short", means=means, progress=False,
+                                config=heurlens.PruneSettings(total_steps=3))
+    met = heurlens.prune(model, data, 2 / 3, seeds=[0], out=tmp_path / "long", means=means, progress=False,
+                         config=SETTINGS)
+    evaluation = heurlens.evaluate_subnetworks(model, missed + met, [data], means, metrics={})
+    assert list(evaluation["subnetwork"]) == ["full model", "50% seed 0 (missed its target)", "67% seed 0"]
+    with pytest.warns(SparsityTargetMissed, match="sparsity-0.50/seed-00.json is left out"):
+        pooled = subnetworks_by_sparsity([tmp_path / "short", tmp_path / "long"], pooled=True)
+    assert list(pooled) == [pytest.approx(2 / 3)]

@@ -94,7 +94,7 @@ def build_run_report(run_dir: Path, model: HookedModel, eager_model: HookedModel
     """Every table and figure for one run directory (``eager_model``: the same weights with
     ``hook_pattern`` live, for the attention patterns; a ``PromptSet`` for a decoder on a prompt task)."""
     run_dir = Path(run_dir)
-    groups = subnetworks_by_sparsity([run_dir])
+    groups = subnetworks_by_sparsity([run_dir], pooled=True)
     everything = [s for group in groups.values() for s in group]
     names = {sparsity: f"{sparsity:.0%}" for sparsity in groups}
     report = Report(f"heurlens run {run_dir.name}")

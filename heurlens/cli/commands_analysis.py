@@ -40,7 +40,7 @@ def core(run_dirs, out, as_json, as_csv) -> None:
         raise HeurlensError("give at least one run directory written by heurlens prune, e.g. heurlens core runs/prune")
     if out:
         check_writable_dir(Path(out), "--out")
-    groups = subnetworks_by_sparsity(run_dirs)
+    groups = subnetworks_by_sparsity(run_dirs, pooled=True)
     if out:
         write_overlap_files(groups, Path(out))
     print_table(frequencies_by_sparsity(groups), as_json, as_csv, lambda _: overlap_report(groups).to_text())

@@ -71,8 +71,10 @@ def find_subnetworks(run_dir: Path) -> list[Path]:
     return sorted(Path(run_dir).glob("sparsity-*/seed-*.json"))
 
 
-def subnetworks_by_sparsity(run_dirs: Iterable[str | Path]) -> dict[float, list[Subnetwork]]:
-    """Every finished subnetwork under the run directories, grouped by target sparsity (ascending)."""
+def subnetworks_by_sparsity(run_dirs: Iterable[str | Path], pooled: bool = False) -> dict[float, list[Subnetwork]]:
+    """Every finished subnetwork under the run directories, grouped by target sparsity (ascending). ``pooled``
+    (analyses that pool subnetworks by their target, such as the core): subnetworks that missed their target are
+    left out, each named in a ``SparsityTargetMissed`` warning; refused when that leaves none."""
     groups: dict[float, list[Subnetwork]] = {}
     for run_dir in run_dirs:
         paths = find_subnetworks(Path(run_dir))
@@ -81,7 +83,14 @@ def subnetworks_by_sparsity(run_dirs: Iterable[str | Path]) -> dict[float, list[
                                 f"make them with heurlens prune --out {run_dir}")
         for path in paths:
             subnetwork = Subnetwork.load(path)
+            if pooled and subnetwork.missed_target:
+                warnings.warn(f"{path} is left out: {subnetwork.missed_target_message()}", SparsityTargetMissed,
+                              stacklevel=2)
+                continue
             groups.setdefault(subnetwork.target_sparsity, []).append(subnetwork)
+    if not groups:
+        raise HeurlensError(f"every subnetwork in {', '.join(map(str, run_dirs))} missed its target sparsity; prune "
+                            "again with more steps (--steps) or masks that start lower (--log-alpha-init 2)")
     return dict(sorted(groups.items()))
 
 
@@ -259,7 +268,8 @@ def evaluate_subnetworks(model: HookedModel, subnetworks: list[Subnetwork], eval
     table = ablate_groups(model, [sub.pruned for sub in subnetworks], tasks, "mean", means, full_logits,
                           metrics=chosen)
     for sub, (_, row) in zip([sub for sub in subnetworks for _ in tasks], table.iterrows()):
-        rows.append({"subnetwork": sub.label, "target_sparsity": sub.target_sparsity,
+        rows.append({"subnetwork": sub.label + (" (missed its target)" if sub.missed_target else ""),
+                     "target_sparsity": sub.target_sparsity,
                      "achieved_sparsity": sub.achieved_sparsity, "seed": sub.seed, "eval_set": row["eval_set"],
                      "examples": row["examples"], **{name: row[f"ablated_{name}"] for name in chosen},
                      "kl": row["kl"]})
