@@ -114,6 +114,8 @@ def parse_units(spec: str, n_layers: int, n_heads: int) -> list[Unit]:
 
     Raises HeurlensError naming the model's valid range for a malformed or out-of-range item.
     """
+    if n_layers < 1 or n_heads < 1:
+        raise HeurlensError(f"a model with {n_layers} layers of {n_heads} heads has no units to name")
     valid = f"this model has layers L0-L{n_layers - 1} and heads H0-H{n_heads - 1}"
     items = [item.strip() for item in spec.split(",")]
     if not spec.strip() or any(not item for item in items):

@@ -169,3 +169,57 @@ def test_a_cache_that_cannot_be_written_is_named_with_the_fix(monkeypatch, tmp_p
         atomic_write_bytes(tmp_path / "cache" / "means" / "x.safetensors", b"")
     with pytest.raises(HeurlensError, match="choose a folder you can write to"):
         atomic_write_bytes(tmp_path / "elsewhere" / "x.json", b"")
+
+
+def test_sparsities_that_share_a_folder_are_refused_and_minus_zero_is_zero(tmp_path):
+    import torch
+    from planted import build_planted_model
+
+    import heurlens
+    from heurlens.tasks import token_batches
+
+    model = build_planted_model()
+    data = token_batches(torch.randint(0, 4, (8, 5), generator=torch.Generator().manual_seed(0)))
+    with pytest.raises(HeurlensError, match=r"0.496, 0.504 round to the same folder \(sparsity-0.50\)"):
+        heurlens.prune(model, data, [0.504, 0.496], seeds=[0], out=tmp_path / "p", progress=False)
+    heurlens.prune(model, data, -0.0, seeds=[0], out=tmp_path / "q", progress=False,
+                   config=heurlens.PruneSettings(total_steps=1))
+    assert [p.name for p in (tmp_path / "q").glob("sparsity-*")] == ["sparsity-0.00"]
+
+
+def test_multi_value_options_written_with_an_equals_sign_take_their_values():
+    from heurlens.cli import expand_multi_value_options
+
+    assert expand_multi_value_options(["prune", "--sparsity=0.5", "0.7", "--seeds", "2"]) == [
+        "prune", "--sparsity=0.5", "--sparsity", "0.7", "--seeds", "2"]
+
+
+def test_empty_model_names_data_folders_and_unitless_models_are_refused(tmp_path):
+    import heurlens
+    from heurlens.data.files import load_pair_file
+
+    with pytest.raises(HeurlensError, match="the model name is empty"):
+        heurlens.load_model("")
+    with pytest.raises(HeurlensError, match="is a folder; give a .jsonl"):
+        load_pair_file(tmp_path)
+    with pytest.raises(HeurlensError, match="0 layers of 4 heads has no units"):
+        heurlens.parse_units("L0.H0", 0, 4)
+
+
+def test_sigterm_ends_a_run_with_one_line_and_keeps_what_was_finished(tmp_path, tiny_bert_dir):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    run = subprocess.Popen([sys.executable, "-m", "heurlens", "prune", "--model", str(tiny_bert_dir), "--seeds", "2",
+                            "--steps", "100000", "--out", str(tmp_path / "p")], stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while not (tmp_path / "p" / "unit-means.safetensors").exists() and time.time() < deadline:
+        time.sleep(0.5)  # until it is training (its means written)
+    run.send_signal(signal.SIGTERM)
+    _, err = run.communicate(timeout=60)
+    assert run.returncode == 143, err[-2000:]
+    assert err.strip().splitlines()[-1] == ("heurlens: aborted (SIGTERM); what was finished is kept: the same command "
+                                            "resumes")
+    assert (tmp_path / "p" / "unit-means.safetensors").exists() and "Traceback" not in err

@@ -6,6 +6,7 @@ traceback.
 
 from __future__ import annotations
 
+import signal
 import sys
 
 import click
@@ -13,6 +14,14 @@ import click
 from heurlens.cli import commands_analysis, commands_nli, commands_subtask  # noqa: F401  (registers the commands)
 from heurlens.cli.group import cli
 from heurlens.errors import HeurlensError
+
+
+class Terminated(Exception):
+    """The process was asked to stop (SIGTERM): raised in the main thread so ``finally`` blocks run."""
+
+
+def _terminated(signum, frame) -> None:
+    raise Terminated()
 
 
 def _is_number(token: str) -> bool:
@@ -41,7 +50,8 @@ def expand_multi_value_options(argv: list[str]) -> list[str]:
     current = None
     for token in argv:
         if token.startswith("-") and not _is_number(token):
-            current = token if token in multi else None
+            name = token.split("=", 1)[0]  # --sparsity=0.5 0.7 continues like --sparsity 0.5 0.7
+            current = name if name in multi else None
             expanded.append(token)
         elif current is not None and expanded[-1] != current and _is_number(token):
             expanded += [current, token]
@@ -69,6 +79,7 @@ def refuse_repeated_options(argv: list[str]) -> None:
 def main(argv: list[str] | None = None) -> None:
     """Entry point: user mistakes print one line on stderr and exit 2, never a traceback."""
     argv = sys.argv[1:] if argv is None else argv
+    signal.signal(signal.SIGTERM, _terminated)
     try:
         refuse_repeated_options(argv)
         cli(expand_multi_value_options(argv), standalone_mode=False)
@@ -76,8 +87,11 @@ def main(argv: list[str] | None = None) -> None:
         click.echo(f"heurlens: error: {error}", err=True)
         sys.exit(2)
     except click.exceptions.Abort:
-        click.echo("heurlens: aborted", err=True)
+        click.echo("heurlens: aborted; what was finished is kept: the same command resumes", err=True)
         sys.exit(130)
+    except Terminated:
+        click.echo("heurlens: aborted (SIGTERM); what was finished is kept: the same command resumes", err=True)
+        sys.exit(143)
     except click.ClickException as error:  # click's own usage errors, in heurlens' one-line form
         click.echo(f"heurlens: error: {error.format_message()}", err=True)
         sys.exit(2)

@@ -24,6 +24,8 @@ def read_local_table(data_files: str | list[str]) -> datasets.Dataset:
 def load_pair_file(path: str | Path, label_names: tuple[str, ...] = NLI_LABELS) -> datasets.Dataset:
     """Read pairs with columns premise, hypothesis, label (a label name or its index in ``label_names``)."""
     path = Path(path)
+    if path.is_dir():
+        raise HeurlensError(f"data file {path} is a folder; give a .jsonl/.csv/.tsv file with premise, hypothesis, label")
     if not path.is_file():
         raise HeurlensError(f"data file {path} does not exist; give a .jsonl/.csv/.tsv file with premise, hypothesis, label")
     if path.suffix not in _SUFFIXES:

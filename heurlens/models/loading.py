@@ -54,6 +54,8 @@ def load_model(name_or_path: str | Path | dict[str, Any] | TransformerBridge = "
     """
     if isinstance(name_or_path, TransformerBridge):
         return wrap_bridge(name_or_path)
+    if isinstance(name_or_path, str) and not name_or_path.strip():
+        raise HeurlensError("the model name is empty; give 'default', a model folder or a hub name (--model)")
     target = resolve_device(device)
     model = _load(name_or_path, num_labels, attn_implementation, seed)
     if target != torch.device("cpu"):  # loaded on the CPU; the bridge's own .to keeps its cfg.device in step

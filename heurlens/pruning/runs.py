@@ -117,10 +117,16 @@ def prune(model: HookedModel, data: TaskLike | datasets.Dataset, sparsity: float
             raise HeurlensError("the pruning data set is empty; give it at least one pair")
         data = tokenize_pairs("pruning-data", data, model.tokenizer, batch_size, sort_by_length=True)
     data = as_task(model, data)
-    sparsities = [sparsity] if isinstance(sparsity, (int, float)) else list(sparsity)
+    sparsities = [float(s) + 0.0 for s in ([sparsity] if isinstance(sparsity, (int, float)) else sparsity)]  # no -0
     for target in sparsities:
         if not 0 <= target < 1:
             raise HeurlensError(f"sparsity {target} is outside [0, 1): it is the fraction of units to prune")
+    folders = [f"{target:.2f}" for target in sparsities]
+    if len(set(folders)) < len(folders):
+        same = sorted({t for t, f in zip(sparsities, folders) if folders.count(f) > 1})
+        raise HeurlensError(f"sparsities {', '.join(map(str, same))} round to the same folder (sparsity-"
+                            f"{[f for f in folders if folders.count(f) > 1][0]}); give sparsities that differ at "
+                            "two decimals")
     if means is not None:
         means.check_fits(model)
     if out is None:
