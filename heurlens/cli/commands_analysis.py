@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
 
 import click
 
@@ -25,13 +26,16 @@ from heurlens.cli.settings_options import FiniteFloatRange
 from heurlens.errors import HeurlensError
 from heurlens.run_folders import check_writable_dir, check_writable_file
 
+if TYPE_CHECKING:
+    from heurlens.distributed import Workers
+
 
 @cli.command()
 @click.argument("run_dirs", nargs=-1, type=click.Path(exists=True, file_okay=False))
 @click.option("--out", type=click.Path(file_okay=False), default=None,
               help="Also write frequencies.csv, intersection.csv and the figures (HTML) here.")
 @table_output_options
-def core(run_dirs, out, as_json, as_csv) -> None:
+def core(run_dirs: tuple[str, ...], out: str | None, as_json: bool, as_csv: bool) -> None:
     """Overlap of the subnetworks in RUN_DIRS: head frequencies, the core, Spearman rho, random null."""
     from heurlens.analysis.overlap import frequencies_by_sparsity, overlap_report, write_overlap_files
     from heurlens.pruning.runs import subnetworks_by_sparsity
@@ -63,8 +67,9 @@ def core(run_dirs, out, as_json, as_csv) -> None:
                    "(TransformerLens' exclude_bos; decoders park attention there).")
 @task_options
 @table_output_options
-def patterns(heads, model, device, examples, min_score, html_out, premise, hypothesis, exclude_bos, task, task_examples,
-             as_json, as_csv) -> None:
+def patterns(heads: str | None, model: str, device: str | None, examples: int, min_score: float, html_out: str | None,
+             premise: str, hypothesis: str, exclude_bos: bool, task: str | None, task_examples: int, as_json: bool,
+             as_csv: bool) -> None:
     """Score heads for attending to repeated tokens across the pair, previous/next token, separators, self;
     with --task (decoder LMs), TransformerLens' previous-token, duplicate-token and induction scores."""
     import heurlens
@@ -117,9 +122,10 @@ def patterns(heads, model, device, examples, min_score, html_out, premise, hypot
 @workers_options
 @device_option
 @eval_options(default_subcases=FOCUS)
-def effective_size(checkpoints, sparsity, seeds, search, tolerance, out, train_examples, batch_size, recipe, workers,
-                   device,
-                   data, in_domain_examples, per_subcase, subcases, seed, as_json, as_csv, **settings) -> None:
+def effective_size(checkpoints: tuple[str, ...], sparsity: tuple[float, ...], seeds: int, search: Literal["grid", "bisect"],
+                   tolerance: float, out: str, train_examples: int, batch_size: int, recipe: str, workers: Workers | None,
+                   device: str | None, data: str, in_domain_examples: int, per_subcase: int, subcases: str | None,
+                   seed: int, as_json: bool, as_csv: bool, **settings: Any) -> None:
     """Effective size (smallest faithful subnetwork, per seed, averaged) of each fine-tuning checkpoint: Figure 6.
 
     Make checkpoints of the default model with: heurlens finetune --checkpoint-every 50 --out runs/ft
@@ -144,8 +150,9 @@ def effective_size(checkpoints, sparsity, seeds, search, tolerance, out, train_e
               help="SNLI test pairs (with --task: the task's prompts) the core heads' attention patterns are scored on.")
 @task_options
 @eval_options(default_subcases=FOCUS, table_output=False)
-def report(run_dir, out, model, device, pattern_examples, task, task_examples, data, in_domain_examples, per_subcase,
-           subcases, seed) -> None:
+def report(run_dir: str, out: str | None, model: str | None, device: str | None, pattern_examples: int, task: str | None,
+           task_examples: int, data: str, in_domain_examples: int, per_subcase: int, subcases: str | None,
+           seed: int) -> None:
     """One self-contained HTML page with the tables and figures of a pruning run (works offline); a run pruned
     with --task needs the same --task (its prompts drawn with --seed + 1 are evaluated)."""
     import heurlens
@@ -173,7 +180,8 @@ def report(run_dir, out, model, device, pattern_examples, task, task_examples, d
 @click.option("--html", "html_out", type=click.Path(dir_okay=False), default=None,
               help="Also write the heatmap (core heads against checkpoint step) as a standalone HTML page.")
 @table_output_options
-def core_over_training(checkpoint_runs, core_spec, sparsity, html_out, as_json, as_csv) -> None:
+def core_over_training(checkpoint_runs: str, core_spec: str, sparsity: float, html_out: str | None, as_json: bool,
+                       as_csv: bool) -> None:
     """How often the subnetworks of each earlier checkpoint keep the core heads (CHECKPOINT_RUNS: the --out of
     heurlens effective-size, one folder per checkpoint)."""
     from heurlens.analysis.core_over_training import checkpoint_subnetworks, core_presence, core_presence_figure

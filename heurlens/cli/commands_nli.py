@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
 
 import click
 
@@ -27,6 +28,9 @@ from heurlens.models.settings import CHECKPOINT_EVERY_PAPER, FinetuneSettings
 from heurlens.models.settings import PRESETS as FINETUNE_PRESETS
 from heurlens.nli import PRUNING_BATCH, PRUNING_PAIRS, REFERENCE_PAIRS
 
+if TYPE_CHECKING:
+    from heurlens.distributed import Workers
+
 
 @cli.command()
 @click.option("--heads", "heads", default=None,
@@ -49,8 +53,10 @@ from heurlens.nli import PRUNING_BATCH, PRUNING_PAIRS, REFERENCE_PAIRS
 @task_options
 @workers_options
 @eval_options(default_subcases=None)
-def ablate(heads, scan, core, superadditivity, model, device, method, bf16, reference_examples, task, task_examples, workers,
-           data, in_domain_examples, per_subcase, subcases, seed, as_json, as_csv) -> None:
+def ablate(heads: str | None, scan: bool, core: str | None, superadditivity: bool, model: str, device: str | None,
+           method: Literal["mean", "zero"], bf16: bool, reference_examples: int, task: str | None, task_examples: int,
+           workers: Workers | None, data: str, in_domain_examples: int, per_subcase: int, subcases: str | None, seed: int,
+           as_json: bool, as_csv: bool) -> None:
     """Ablate heads/MLPs; print accuracy of full vs ablated model per evaluation set, and the KL."""
     import heurlens
     from heurlens.means import zero_means
@@ -168,8 +174,10 @@ def _print_superadditivity(hooked, units, eval_sets, method, means, workers, bf1
 @task_options
 @workers_options
 @eval_options(default_subcases=FOCUS)
-def prune(sparsity, seeds, out, model, device, train_examples, batch_size, recipe, task, task_examples, data,
-          in_domain_examples, per_subcase, subcases, seed, workers, as_json, as_csv, **settings) -> None:
+def prune(sparsity: tuple[float, ...], seeds: int, out: str, model: str, device: str | None, train_examples: int,
+          batch_size: int, recipe: str, task: str | None, task_examples: int, data: str, in_domain_examples: int,
+          per_subcase: int, subcases: str | None, seed: int, workers: Workers | None, as_json: bool, as_csv: bool,
+          **settings: Any) -> None:
     """Prune heads and MLPs with hard-concrete masks, for several seeds; print the evaluation table."""
     import heurlens
     from heurlens.pruning import prune as prune_model
@@ -192,7 +200,8 @@ def prune(sparsity, seeds, out, model, device, train_examples, batch_size, recip
 @click.option("--model", default=None, help="Model to evaluate on (default: the one the subnetworks were pruned from).")
 @device_option
 @eval_options(default_subcases=FOCUS)
-def evaluate(run_dir, model, device, data, in_domain_examples, per_subcase, subcases, seed, as_json, as_csv) -> None:
+def evaluate(run_dir: str, model: str | None, device: str | None, data: str, in_domain_examples: int, per_subcase: int,
+             subcases: str | None, seed: int, as_json: bool, as_csv: bool) -> None:
     """Evaluate the subnetworks of a run directory next to the full model."""
     import heurlens
     from heurlens.pruning import Subnetwork
@@ -237,7 +246,8 @@ def _report(hooked, subnetworks, means, eval_sets, as_json, as_csv):
 @click.option("--out", type=click.Path(), default=None,
               help="Directory to write: new, empty, or this same fine-tuning's (default: the cache).")
 @device_option
-def finetune(preset, full, checkpoint_every, evaluate, out, device, **given) -> None:
+def finetune(preset: str, full: bool, checkpoint_every: int | None, evaluate: bool | None, out: str | None,
+             device: str | None, **given: Any) -> None:
     """Fine-tune the default model (MiniLM + NLI head) on SNLI and print where it was written. A killed run
     resumes from its last checkpoint when the same command is run again."""
     from heurlens.cache import cache_dir

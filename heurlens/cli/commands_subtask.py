@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -11,6 +12,9 @@ from heurlens.cli.options import print_table, table_output_options, workers_opti
 from heurlens.cli.settings_options import settings_from_options, settings_options
 from heurlens.subtask.settings import FIGURE3_CONDITIONS, TRANSFER_CONDITIONS, SweepSettings
 from heurlens.vision.settings import ShapeBiasSettings
+
+if TYPE_CHECKING:
+    from heurlens.distributed import Workers
 
 
 @cli.command()
@@ -26,7 +30,8 @@ from heurlens.vision.settings import ShapeBiasSettings
 @workers_options
 @click.option("--json", "as_json", is_flag=True, help="Print every run as JSON records.")
 @click.option("--csv", "as_csv", is_flag=True, help="Print every run as CSV.")
-def transfer(out, preset, conditions, workers, as_json, as_csv, **given) -> None:
+def transfer(out: str, preset: str, conditions: str | None, workers: Workers | None, as_json: bool, as_csv: bool,
+             **given: Any) -> None:
     """Subtask Induction on modular arithmetic: train on T1, find the subtask's subnetwork, transfer it
     and train on T2 from ambiguous data plus disambiguation samples, next to the controls."""
     from heurlens.errors import HeurlensError
@@ -57,7 +62,7 @@ def transfer(out, preset, conditions, workers, as_json, as_csv, **given) -> None
 @settings_options(ShapeBiasSettings)
 @workers_options
 @table_output_options
-def shape_bias(out, workers, as_json, as_csv, **given) -> None:
+def shape_bias(out: str, workers: Workers | None, as_json: bool, as_csv: bool, **given: Any) -> None:
     """Subtask Induction for shape bias on textured Fashion-MNIST (Subtask Induction paper, Tables 1-2, offline):
     find a subnetwork for mean-pooled garments in a base model, transfer it, and compare with
     training from scratch, a random subnetwork, data mixture and a linear probe."""
