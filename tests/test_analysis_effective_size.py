@@ -99,3 +99,17 @@ def test_bisection_prunes_fewer_sparsities_and_agrees_with_the_grid(monkeypatch)
 def test_checkpoint_step_from_directory_name(tmp_path):
     assert checkpoint_step(tmp_path / "step-1200", 3) == 1200
     assert checkpoint_step(tmp_path / "final", 3) == 3
+
+
+def test_a_subnetwork_that_missed_its_target_is_never_counted_faithful():
+    import pandas as pd
+
+    from heurlens.analysis.effective_size import effective_size_per_seed
+
+    rows = [{"subnetwork": "full model", "target_sparsity": 0.0, "achieved_sparsity": 0.0, "seed": None,
+             "eval_set": s, "accuracy": 0.8} for s in ("id", "ood")]
+    for target, achieved in ((0.3, 0.3), (0.6, 0.0)):  # the 60% run kept every unit: it missed its target
+        rows += [{"subnetwork": f"{target:.0%} seed 0", "target_sparsity": target, "achieved_sparsity": achieved,
+                  "seed": 0, "eval_set": s, "accuracy": 0.8} for s in ("id", "ood")]
+    per_seed = effective_size_per_seed(pd.DataFrame(rows), n_units=10)
+    assert set(per_seed["sparsity"]) == {0.3} and set(per_seed["size"]) == {7.0}

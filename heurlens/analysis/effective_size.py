@@ -28,7 +28,7 @@ from heurlens.distributed import Workers
 from heurlens.errors import HeurlensError
 from heurlens.means import UnitMeans
 from heurlens.protocols import HookedModel, Loss, Metrics, Task
-from heurlens.pruning.runs import evaluate_subnetworks, prune
+from heurlens.pruning.runs import SPARSITY_TOLERANCE, evaluate_subnetworks, prune
 from heurlens.pruning.settings import PruneSettings
 from heurlens.run_folders import check_writable_dir, refuse_foreign_dir
 from heurlens.units import UnitLayout
@@ -57,14 +57,16 @@ def accuracy_by_kind(evaluation: pd.DataFrame, column: str = "accuracy") -> pd.D
 def effective_size_per_seed(evaluation: pd.DataFrame, n_units: int, margin: float = 0.03,
                             column: str = "accuracy") -> pd.DataFrame:
     """One row per (seed, data kind): the sparsest faithful target sparsity of that seed (0 when none is:
-    the full model) and its effective size, n_units x (1 - that sparsity)."""
+    the full model) and its effective size, n_units x (1 - that sparsity). A subnetwork whose achieved sparsity
+    missed its target (``SPARSITY_TOLERANCE``) stands for no sparsity and is never counted faithful."""
     table = accuracy_by_kind(evaluation, column)
     full = table[table["subnetwork"] == "full model"].iloc[0]
     subs = table[table["subnetwork"] != "full model"]
     rows = []
     for seed, runs in subs.groupby("seed", sort=True):
+        met = runs[(runs["achieved_sparsity"] - runs["target_sparsity"]).abs() <= SPARSITY_TOLERANCE]
         for kind in DATA_KINDS:
-            faithful = runs[runs[kind] > full[kind] - margin]
+            faithful = met[met[kind] > full[kind] - margin]
             sparsity = float(faithful["target_sparsity"].max()) if len(faithful) else 0.0
             rows.append({"seed": seed, "kind": kind, "sparsity": sparsity, "size": n_units * (1 - sparsity)})
     return pd.DataFrame(rows)
