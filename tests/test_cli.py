@@ -53,7 +53,7 @@ def test_malformed_head_spec(tiny_bert_dir):
 
 def test_unknown_model_and_unreadable_data(tiny_bert_dir, tmp_path):
     assert_one_line_error(heurlens("ablate", "--heads", "L0.H0", "--model", str(tmp_path / "none")),
-                          "cannot load model")
+                          "does not exist (moved or deleted?)")
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"premise": "x", "hypothesis": "y"}\n')
     assert_one_line_error(heurlens("ablate", "--heads", "L0.H0", "--model", str(tiny_bert_dir), "--data", str(bad)),

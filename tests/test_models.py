@@ -112,7 +112,8 @@ def test_native_model_from_config():
 
 
 def test_unknown_model_is_a_clear_error(tmp_path):
-    with pytest.raises(HeurlensError, match="cannot load model .*Fix: pass a local model directory"):
+    with pytest.raises(HeurlensError, match=r"model folder .*nowhere does not exist \(moved or deleted\?\); give the "
+                                            "folder where the model is now"):
         load_model(tmp_path / "nowhere")
 
 

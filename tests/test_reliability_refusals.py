@@ -223,3 +223,15 @@ def test_sigterm_ends_a_run_with_one_line_and_keeps_what_was_finished(tmp_path, 
     assert err.strip().splitlines()[-1] == ("heurlens: aborted (SIGTERM); what was finished is kept: the same command "
                                             "resumes")
     assert (tmp_path / "p" / "unit-means.safetensors").exists() and "Traceback" not in err
+
+
+def test_a_report_table_of_new_contents_replaces_the_stale_one(tmp_path):
+    import pandas as pd
+
+    from heurlens.analysis.run_report import cached_table
+
+    table = pd.DataFrame({"a": [1, 2]})
+    cached_table(tmp_path / "evaluation-aaaaaaaaaaaa.csv", 2, lambda: table)
+    (tmp_path / "patterns-cccccccccccc.csv").write_text("a\n1\n")
+    cached_table(tmp_path / "evaluation-bbbbbbbbbbbb.csv", 2, lambda: table)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["evaluation-bbbbbbbbbbbb.csv", "patterns-cccccccccccc.csv"]

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from functools import partial
 from pathlib import Path
 
 import pandas as pd
@@ -78,7 +77,8 @@ def _first_text(data: Task) -> str:
 
 
 def cached_table(path: Path, rows: int, compute) -> pd.DataFrame:
-    """The table cached at ``path`` if it reads back with ``rows`` complete rows; else ``compute()``, saved."""
+    """The table cached at ``path`` if it reads back with ``rows`` complete rows; else ``compute()``, saved, and
+    the same kind's tables of earlier contents (``<kind>-<other key>.csv``) removed: they can never be read again."""
 
     def load() -> pd.DataFrame:
         table = pd.read_csv(path)  # a garbled file raises pandas' ParserError, a ValueError
@@ -86,7 +86,14 @@ def cached_table(path: Path, rows: int, compute) -> pd.DataFrame:
             raise ValueError(f"{path} is incomplete")
         return table
 
-    return stored(path, compute, partial(atomic_write_csv, path), load)
+    def save(table: pd.DataFrame) -> None:
+        atomic_write_csv(path, table)
+        kind = path.name.rsplit("-", 1)[0]
+        for stale in path.parent.glob(f"{kind}-*.csv"):
+            if stale != path and len(stale.name) == len(path.name):
+                stale.unlink()
+
+    return stored(path, compute, save, load)
 
 
 def build_run_report(run_dir: Path, model: HookedModel, eager_model: HookedModel,

@@ -108,6 +108,9 @@ def load_pretrained(name_or_path: str | Path, *, num_labels: int | None = None, 
         name_or_path, model_id = local.resolve(), model_id or str(local.resolve())
         if (local / FINETUNE_RECORD).is_file():
             check_finetuned_files(local)
+    elif local.is_absolute() or str(name_or_path).startswith((".", "~")):  # a path, not a hub name
+        raise HeurlensError(f"model folder {local} does not exist (moved or deleted?); give the folder where the model "
+                            "is now with --model (a run folder's subnetworks match it by its weights, not its path)")
     else:
         model_id = model_id or str(name_or_path)
         _fail_fast_without_hub(model_id)
