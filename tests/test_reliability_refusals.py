@@ -235,3 +235,18 @@ def test_a_report_table_of_new_contents_replaces_the_stale_one(tmp_path):
     (tmp_path / "patterns-cccccccccccc.csv").write_text("a\n1\n")
     cached_table(tmp_path / "evaluation-bbbbbbbbbbbb.csv", 2, lambda: table)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["evaluation-bbbbbbbbbbbb.csv", "patterns-cccccccccccc.csv"]
+
+
+@pytest.mark.parametrize("name, content, fragment", [
+    ("header.csv", "premise,hypothesis,label\n", "holds no rows under its header"),
+    ("blank.jsonl", "\n\n", "holds no rows; give one JSON object per line"),
+    ("garbage.jsonl", "\x00\x01garbage{{{\n", "line 1: not a JSON object"),
+    ("binary.jsonl", b"\xff\xfe\x00", "is not text"),
+])
+def test_empty_and_garbled_data_files_are_named_with_what_is_wrong(tmp_path, name, content, fragment):
+    from heurlens.data.files import load_pair_file
+
+    path = tmp_path / name
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    with pytest.raises(HeurlensError, match=fragment):
+        load_pair_file(path)

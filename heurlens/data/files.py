@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import datasets
@@ -21,6 +22,34 @@ def read_local_table(data_files: str | list[str]) -> datasets.Dataset:
     return datasets.load_dataset(builder, data_files=data_files, split="train", **extra)
 
 
+def _check_rows(path: Path) -> None:
+    """Name what is wrong with a file that holds no rows or cannot be parsed, by line, before ``datasets`` reads
+    it (its own messages for these say only that no data was found or that generation failed)."""
+    try:
+        text = path.read_text()
+    except UnicodeDecodeError as error:
+        raise HeurlensError(f"{path} is not text (byte {error.start} is not UTF-8); give a .jsonl/.csv/.tsv file of "
+                            "premise, hypothesis, label rows") from error
+    lines = [(number, line) for number, line in enumerate(text.splitlines(), start=1) if line.strip()]
+    if path.suffix in (".csv", ".tsv"):
+        if len(lines) < 2:
+            raise HeurlensError(f"data file {path} holds no rows under its header; give premise, hypothesis, label rows")
+        return
+    if path.suffix == ".jsonl":
+        if not lines:
+            raise HeurlensError(f"data file {path} holds no rows; give one JSON object per line with premise, "
+                                "hypothesis, label")
+        for number, line in lines:
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as error:
+                raise HeurlensError(f"{path}, line {number}: not a JSON object ({error.msg}); give one object per line "
+                                    "with premise, hypothesis, label") from error
+            if not isinstance(row, dict):
+                raise HeurlensError(f"{path}, line {number}: a JSON {type(row).__name__}, not an object with premise, "
+                                    "hypothesis, label")
+
+
 def load_pair_file(path: str | Path, label_names: tuple[str, ...] = NLI_LABELS) -> datasets.Dataset:
     """Read pairs with columns premise, hypothesis, label (a label name or its index in ``label_names``)."""
     path = Path(path)
@@ -32,6 +61,7 @@ def load_pair_file(path: str | Path, label_names: tuple[str, ...] = NLI_LABELS) 
         raise HeurlensError(f"cannot read {path}: use a .jsonl, .json, .csv or .tsv file")
     if path.stat().st_size == 0:
         raise HeurlensError(f"data file {path} is empty; give premise, hypothesis, label rows")
+    _check_rows(path)
     try:
         raw = read_local_table(str(path))
     except Exception as error:
