@@ -250,3 +250,14 @@ def test_empty_and_garbled_data_files_are_named_with_what_is_wrong(tmp_path, nam
     path.write_bytes(content if isinstance(content, bytes) else content.encode())
     with pytest.raises(HeurlensError, match=fragment):
         load_pair_file(path)
+
+
+def test_more_hans_pairs_than_the_templates_make_are_refused_in_seconds():
+    import time
+
+    import heurlens
+
+    start = time.time()
+    with pytest.raises(HeurlensError, match=r"gives about \d+ distinct ln_subject/object_swap pairs, not 100000"):
+        heurlens.generate_hans(100_000, ["ln_subject/object_swap"])
+    assert time.time() - start < 30

@@ -152,6 +152,9 @@ def resolve_subcases(names: list[str] | None) -> list[str]:
     return resolved
 
 
+MAX_REPEATS = 2000  # consecutive repeated draws after which a subcase's distinct pairs count as used up
+
+
 def generate_hans(n_per_subcase: int = 1000, subcases: list[str] | None = None, seed: int = 0) -> datasets.Dataset:
     """Distinct templated pairs per subcase (1,000 by default, as HANS and the paper), same seed => same data.
 
@@ -164,15 +167,17 @@ def generate_hans(n_per_subcase: int = 1000, subcases: list[str] | None = None, 
         case = SUBCASES[name]
         rng = random.Random(f"{seed}/{name}")
         seen: set[tuple[str, str]] = set()
-        attempts = 0
+        repeats = 0  # draws in a row that gave a pair already seen: many mean the subcase's pairs are used up
         while len(seen) < n_per_subcase:
-            attempts += 1
-            if attempts > 50 * n_per_subcase + 1000:
-                raise HeurlensError(f"the HANS vocabulary allows fewer than {n_per_subcase} distinct {name} pairs")
             slots = _draw_slots(rng)
             pair = (_sentence(case.premise.format(**slots)), _sentence(case.hypothesis.format(**slots)))
             if pair in seen:
+                repeats += 1
+                if repeats > MAX_REPEATS:
+                    raise HeurlensError(f"the HANS-style vocabulary gives about {len(seen)} distinct {name} pairs, not "
+                                        f"{n_per_subcase}; ask for at most {len(seen)} per subcase (--per-subcase)")
                 continue
+            repeats = 0
             seen.add(pair)
             rows.append({"premise": pair[0], "hypothesis": pair[1], "label": HANS_LABELS.index(case.label),
                          "heuristic": case.heuristic, "subcase": name})
