@@ -38,7 +38,7 @@ on 2,000 SNLI test pairs and the four focus subcases about 10 s.
    --core runs/prune-long --model snli-long`: 24 mask trainings, about 70 min at 2 threads (2 Ray workers of 1
    thread: about the same, 1.07x), plus 72 single-head ablations, about 3 min.
 2. Figure 6: `heurlens effective-size` on 7 checkpoints chosen around where out-of-domain accuracy moves (denser
-   there; where nothing moves, evenly: steps 0, 500, 1,000, 2,000, 3,000, 6,000, 9,366), 3 seeds, `--search
+   there; where nothing moves, evenly: steps 0, 500, 1,000, 2,000, 3,000, 6,000, 9,000), 3 seeds, `--search
    bisect` over the 19 multiples of 5% (about 5 sparsities per seed instead of 19): about 7 x 3 x 5 = 105 mask
    trainings of 40 s plus evaluations, about 90 min at 2 threads, on 2 Ray workers.
 3. The final core's presence in the checkpoint before the rise: `heurlens core-over-training`, seconds.
