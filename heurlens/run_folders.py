@@ -58,6 +58,7 @@ def refuse_foreign_dir(path: Path, markers: Iterable[str], what: str) -> None:
 
 
 LOCK_FILE = ".heurlens.lock"
+_HELD: dict[Path, int] = {}  # folders whose lock this process holds, and how many nested holds
 
 
 @contextmanager
@@ -65,7 +66,16 @@ def exclusive(folder: Path, what: str, wait: bool = False) -> Iterator[None]:
     """Hold ``folder``'s lock while writing into it: a second heurlens process that tries to write into the
     same folder at the same time is refused at once instead of doing the same work twice (with ``wait``, it
     waits for the first to finish instead). The lock is an OS file lock, so a killed process never leaves it
-    held."""
+    held. Re-entrant within a process: a command may take it before loading its model (so a second process is
+    refused at once) and the library call inside takes it again without blocking itself."""
+    key = Path(folder).resolve()
+    if key in _HELD:
+        _HELD[key] += 1
+        try:
+            yield
+        finally:
+            _HELD[key] -= 1
+        return
     handle = open(Path(folder) / LOCK_FILE, "a")
     try:
         try:
@@ -73,6 +83,10 @@ def exclusive(folder: Path, what: str, wait: bool = False) -> Iterator[None]:
         except BlockingIOError as error:
             raise HeurlensError(f"another heurlens process is writing to {what} {folder} now; wait for it to "
                                 "finish (then run this again to pick up what it wrote), or use another folder") from error
-        yield
+        _HELD[key] = 1
+        try:
+            yield
+        finally:
+            del _HELD[key]
     finally:
         handle.close()

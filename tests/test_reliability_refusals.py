@@ -261,3 +261,18 @@ def test_more_hans_pairs_than_the_templates_make_are_refused_in_seconds():
     with pytest.raises(HeurlensError, match=r"gives about \d+ distinct ln_subject/object_swap pairs, not 100000"):
         heurlens.generate_hans(100_000, ["ln_subject/object_swap"])
     assert time.time() - start < 30
+
+
+def test_a_second_prune_on_one_folder_is_refused_before_it_loads_a_model(tmp_path):
+    from cli_run import assert_one_line_error, heurlens
+
+    from heurlens.run_folders import exclusive
+
+    out = tmp_path / "p"
+    out.mkdir()
+    with exclusive(out, "run directory"):  # as a first prune holds it, from before its model loads
+        with exclusive(out, "run directory"):  # the same process may take it again (the library inside the CLI)
+            pass
+        # the model named does not exist: refused for the lock first means nothing was loaded
+        second = heurlens("prune", "--out", str(out), "--model", str(tmp_path / "no-model"))
+    assert_one_line_error(second, "another heurlens process is writing to run directory")
