@@ -105,3 +105,16 @@ def test_the_ablated_context_manager_masks_inside_and_restores_the_model_even_af
     with pytest.raises(RuntimeError, match="stop"), heurlens.ablated(model, "L0.*", "zero"):
         raise RuntimeError("stop")
     assert torch.equal(model(**batch), full)  # no hook left behind
+
+
+def test_a_transformerlens_native_bridge_works_like_any_other(tmp_path):
+    from transformer_lens.model_bridge.sources.native import boot
+
+    bridge = boot({"n_layers": 2, "d_model": 16, "n_heads": 2, "d_head": 8, "d_mlp": 32, "d_vocab": 10, "n_ctx": 8,
+                   "act_fn": "relu", "seed": 0})  # no tokenizer: data as token ids
+    tokens = torch.randint(0, 10, (6, 5), generator=torch.Generator().manual_seed(0))
+    means = heurlens.compute_means(bridge, tokens)
+    last_token_mean = {"mean_logit_0": lambda scores, task: scores[:, 0].mean().item()}
+    table = heurlens.ablate(bridge, "L1.H0", [tokens], means=means, metrics=last_token_mean)
+    by_hand = bridge(tokens)[:, -1, 0].mean().item()  # every row is real: the last position is scored
+    assert table["full_mean_logit_0"].item() == pytest.approx(by_hand, abs=1e-5) and table["kl"].item() > 0
