@@ -85,7 +85,8 @@ def test_ablate_json_and_csv(tiny_bert_dir, pairs_file):
 def test_prune_then_evaluate_and_resume(tiny_bert_dir, tmp_path):
     out = tmp_path / "run"
     args = ["prune", "--sparsity", "0.3", "0.5", "--seeds", "2", "--out", str(out), "--model", str(tiny_bert_dir),
-            "--train-examples", "64", "--steps", "4", "--in-domain-examples", "20", "--per-subcase", "10",
+            "--train-examples", "64", "--steps", "4", "--log-alpha-init", "0", "--log-alpha-init-std", "3",
+            "--in-domain-examples", "20", "--per-subcase", "10",
             "--subcases", "SO-Swap", "--json"]
     result = heurlens(*args)
     assert result.returncode == 0, result.stderr[-2000:]
@@ -215,7 +216,8 @@ def test_ablate_and_prune_a_decoder_on_a_prompt_task(tiny_decoder_dirs, tmp_path
     assert row["full_accuracy"] == pytest.approx(right / 3)
     out = tmp_path / "prune"
     result = heurlens("prune", "--model", model, "--task", str(task), "--task-examples", "3", "--sparsity", "0.5",
-                      "--seeds", "1", "--steps", "3", "--out", str(out), "--json")
+                      "--seeds", "1", "--steps", "3", "--log-alpha-init", "0", "--log-alpha-init-std", "3",
+                      "--out", str(out), "--json")
     assert result.returncode == 0, result.stderr[-2000:]
     assert {r["eval_set"] for r in json.loads(result.stdout)} == {"task-s1"}
     assert (out / "sparsity-0.50" / "seed-00.json").exists()

@@ -23,7 +23,13 @@ def test_threads_per_worker_share_the_cores_without_oversubscribing():
 
 def test_options_and_missing_ray_are_answered_clearly(monkeypatch):
     assert workers_from_options(None, None) is None  # no Ray at all
-    assert workers_from_options(2, "auto") == Workers(2, "auto")
+    import socket
+
+    with socket.socket() as head:  # something listening on loopback stands for a cluster's head
+        head.bind(("127.0.0.1", 0))
+        head.listen()
+        address = f"127.0.0.1:{head.getsockname()[1]}"
+        assert workers_from_options(2, address) == Workers(2, address)
     with pytest.raises(HeurlensError, match="--ray-address needs --workers"):
         workers_from_options(None, "auto")
     with pytest.raises(HeurlensError, match="at least 1"):

@@ -189,7 +189,7 @@ def test_paper_preset_is_appendix_b1():
     assert round(paper.subtask_fraction * paper.max_value ** 2) == 50_000
     assert DiscoverySettings().beta_final == 100.0
     assert SweepSettings.paper(seeds=3).seeds == 3
-    with pytest.raises(HeurlensError, match="unknown filling"):
+    with pytest.raises(HeurlensError, match="filling = 'zeros' is not one of fresh, inherited"):
         SweepSettings(filling="zeros")
 
 

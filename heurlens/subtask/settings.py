@@ -65,9 +65,7 @@ class SweepSettings:
     batch_size: int = field(default=64, metadata={"help": "Rows per training batch.", "min": 1})
 
     def __post_init__(self) -> None:
-        check_settings(self, "setting")
-        if self.filling not in FILLINGS:
-            raise HeurlensError(f"unknown filling {self.filling!r}; choose from {', '.join(FILLINGS)}")
+        check_settings(self, "setting")  # the filling among them
         if not self.l0_lambdas or not self.transfer_lrs:
             raise HeurlensError("give at least one L0 lambda and one transfer learning rate")
 
