@@ -2,6 +2,8 @@
 
 import json
 import shutil
+import subprocess
+import sys
 
 import pytest
 from cli_run import assert_one_line_error, assert_refused, heurlens, heurlens_in_process
@@ -249,10 +251,20 @@ def test_two_prunes_into_one_folder_do_not_both_work(small_run):
     from heurlens.run_folders import exclusive
 
     model, data, out = small_run
-    with exclusive(out, "run directory"):  # another process holding the folder
+    holder = subprocess.Popen(  # another process holding the folder (within one process the lock is re-entrant)
+        [sys.executable, "-c", "import sys, time\nfrom heurlens.run_folders import exclusive\n"
+         f"with exclusive({str(out)!r}, 'run directory'):\n    print('held', flush=True)\n    time.sleep(120)"],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
         with pytest.raises(HeurlensError, match="another heurlens process is writing to run directory"):
             prune(model, data, 0.5, [0, 1], out, PruneSettings(total_steps=3), progress=False)
+    finally:
+        holder.kill()
+        holder.wait()
     assert not (out / "sparsity-0.50" / "seed-01.json").exists()
+    with exclusive(out, "run directory"):  # free again once that process is gone
+        pass
 
 
 @pytest.mark.parametrize("damage, fragment", [
