@@ -37,7 +37,7 @@ def ablation_hooks(model: HookedModel, units: UnitsLike, method: Method = "mean"
     """Hooks that replace each unit's output by its mean (or zero) and leave every other unit as is, for
     TransformerLens' ``model.hooks(fwd_hooks=...)`` / ``run_with_hooks``. ``units``: ``"L4.H0,L2.*"``, ``Unit``s,
     or a list of either."""
-    return _unit_mask(model, units, method, means).hooks
+    return _unit_mask(model, units, _replacement(model, method, means)).hooks
 
 
 @contextmanager
@@ -46,11 +46,12 @@ def ablated(model: HookedModel | TransformerBridge, units: UnitsLike, method: Me
     """Inside the block ``model`` runs with ``units`` mean- (or zero-) ablated; the model is restored on
     leaving, by an error too: ``with heurlens.ablated(model, "L4.H0", means=means) as m: m(**batch)``."""
     model = as_model(model)
-    with _unit_mask(model, units, method, means).attached(model):
+    with _unit_mask(model, units, _replacement(model, method, means)).attached(model):
         yield model
 
 
-def _unit_mask(model: HookedModel, units: UnitsLike, method: Method, means: UnitMeans | None) -> UnitMaskHooks:
+def _replacement(model: HookedModel, method: Method, means: UnitMeans | None) -> UnitMeans:
+    """What ablated units are replaced by: ``means`` (checked to fit the model) or zeros, on the model's device."""
     if method not in ("mean", "zero"):
         raise HeurlensError(f"unknown ablation method {method!r}; use mean or zero")
     if method == "zero":
@@ -60,9 +61,14 @@ def _unit_mask(model: HookedModel, units: UnitsLike, method: Method, means: Unit
     else:
         replacement = means
     replacement.check_fits(model)
-    device = device_of(model)
+    return replacement.to(device_of(model))
+
+
+def _unit_mask(model: HookedModel, units: UnitsLike, replacement: UnitMeans) -> UnitMaskHooks:
+    """Masks that are 0 on ``units`` and 1 elsewhere, replacing the masked units by ``replacement``."""
     units_off = as_units(units, model.n_layers, model.n_heads)
-    return UnitMaskHooks(replacement.to(device), *UnitLayout(model.n_layers, model.n_heads).mask(units_off, device))
+    layout = UnitLayout(model.n_layers, model.n_heads)
+    return UnitMaskHooks(replacement, *layout.mask(units_off, device_of(model)))
 
 
 def ablate(model: HookedModel, units: UnitsLike, eval_sets: Sequence[TaskLike], method: Method = "mean",
@@ -102,7 +108,8 @@ def ablate_groups(model: HookedModel, groups: Sequence[UnitsLike], eval_sets: Se
         raise HeurlensError("give at least one evaluation set (eval_sets)")
     unit_groups = [as_units(group, model.n_layers, model.n_heads) for group in groups]
     metrics = {"accuracy": accuracy_metric(model)} if metrics is None else dict(metrics)
-    ablations = [(min((unit.layer for unit in group), default=0), ablation_hooks(model, group, method, means))
+    replacement = _replacement(model, method, means)  # checked and moved once, whatever the number of groups
+    ablations = [(min((unit.layer for unit in group), default=0), _unit_mask(model, group, replacement).hooks)
                  for group in unit_groups]
     fingerprint = None if full_logits is not None else model.fingerprint()
     rows: list[list[dict]] = [[] for _ in unit_groups]
