@@ -99,10 +99,10 @@ def pattern_scores(model: HookedModel, data: Task, heads: list[Unit] | None = No
         patterns = attention_patterns(model, batch, layers)
         input_ids = batch["input_ids"]
         attention_mask = batch.get("attention_mask", torch.ones_like(input_ids))
+        segments, is_special = segments_of(batch, separator_id), torch.isin(input_ids, special_ids)  # once a batch
         for layer in layers:
-            accumulate_patterns(totals[layer], patterns[layer].float(), input_ids, attention_mask,
-                                segments_of(batch, separator_id), torch.isin(input_ids, special_ids), cls_id,
-                                separator_id)
+            accumulate_patterns(totals[layer], patterns[layer].float(), input_ids, attention_mask, segments, is_special,
+                                cls_id, separator_id)
     rows = []
     for layer in layers:
         scores = totals[layer].scores()
