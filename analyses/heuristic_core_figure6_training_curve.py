@@ -18,8 +18,8 @@ from pathlib import Path
 import pandas as pd
 import plotly.graph_objects as go
 
-from heurlens.cache import cache_dir
-from heurlens.models.nli_finetune import CURVE, FINETUNE_RECORD
+from heurlens.models.default import finetuned_model_dir
+from heurlens.models.nli_finetune import CURVE, FINETUNE_RECORD, work_dir
 from heurlens.models.settings import FinetuneSettings
 
 HEURISTICS = {"ln": "lexical overlap", "sn": "subsequence", "cn": "constituent"}
@@ -50,8 +50,8 @@ survived.
 
 def run_folder() -> Path:
     """The paper-length fine-tune's folder in the cache: the finished model's, else the one still training."""
-    out = cache_dir() / "models" / FinetuneSettings.paper_length().slug()
-    return out if (out / CURVE).exists() else out.with_name(out.name + ".partial")
+    out = finetuned_model_dir(FinetuneSettings.paper_length())
+    return out if (out / CURVE).exists() else work_dir(out)
 
 
 def saturation_step(in_domain: pd.Series, within: float = 0.01) -> int:

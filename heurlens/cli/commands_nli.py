@@ -258,7 +258,7 @@ def finetune(preset: str, full: bool, checkpoint_every: int | None, evaluate: bo
              device: str | None, **given: Any) -> None:
     """Fine-tune the default model (MiniLM + NLI head) on SNLI and print where it was written. A killed run
     resumes from its last checkpoint when the same command is run again."""
-    from heurlens.cache import cache_dir
+    from heurlens.models.default import finetuned_model_dir
     from heurlens.models.nli_finetune import finetune_nli
 
     paper = preset == "paper-length"
@@ -269,5 +269,5 @@ def finetune(preset: str, full: bool, checkpoint_every: int | None, evaluate: bo
     evaluate = paper if evaluate is None else evaluate
     if evaluate and not checkpoint_every:
         raise HeurlensError("--evaluate scores checkpoints: give --checkpoint-every N too")
-    target = Path(out) if out else cache_dir() / "models" / settings.slug()
+    target = Path(out) if out else finetuned_model_dir(settings)
     click.echo(finetune_nli(target, settings, checkpoint_every, evaluate, device=device))

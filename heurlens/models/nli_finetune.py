@@ -32,7 +32,7 @@ from tqdm.auto import tqdm
 from heurlens.assets import MINILM_WHEEL, sha256_of
 from heurlens.cache import atomic_write_csv, atomic_write_json
 from heurlens.data.snli import NLI_LABELS, load_snli
-from heurlens.devices import to_device
+from heurlens.devices import resolve_device, to_device
 from heurlens.errors import HeurlensError
 from heurlens.models.settings import FinetuneSettings
 from heurlens.run_folders import LOCK_FILE, check_writable_dir, exclusive, refuse_foreign_dir
@@ -41,6 +41,11 @@ FINETUNE_RECORD = "heurlens_finetune.json"  # written last: marks a finished fin
 RESUME_STATE = "resume.pt"
 CURVE = "curve.csv"
 PAIRS_PER_SORTED_CHUNK = 100  # length_batches: pairs are sorted by length within chunks of this many batches
+
+
+def work_dir(out: Path) -> Path:
+    """Where a fine-tune into ``out`` lives until it finishes (checkpoints, curve, resume state)."""
+    return out.with_name(out.name + ".partial")
 
 
 def epoch_batches(lengths: list[int], batch_size: int, seed: int, epoch: int,
@@ -74,11 +79,7 @@ def finetune_nli(out: Path, settings: FinetuneSettings = FinetuneSettings(), che
     at once, or with ``wait`` waits for the first and returns what it wrote (the default model's first use).
     ``device``: where it trains (``heurlens.devices.resolve_device``; checked before anything is written).
     """
-    from heurlens.devices import resolve_device
-
     target = resolve_device(device)
-    from transformers import AutoTokenizer, BertForSequenceClassification
-
     out = Path(out)
     run = {"settings": asdict(settings), "checkpoint_every": checkpoint_every}
     if (out / FINETUNE_RECORD).is_file():
@@ -90,14 +91,14 @@ def finetune_nli(out: Path, settings: FinetuneSettings = FinetuneSettings(), che
                             "Give another --out")
     refuse_foreign_dir(out, [FINETUNE_RECORD], "--out")
     check_writable_dir(out, "--out")  # created empty now; the finished model replaces it
-    work = out.with_name(out.name + ".partial")
+    work = work_dir(out)
     check_writable_dir(work, "the fine-tuning's work folder")
     try:
         with exclusive(work, "the fine-tuning folder", wait):
             if (out / FINETUNE_RECORD).is_file():  # finished by the process this one waited for
                 return _finished_by_another(out, work)
             return _train(out, work, run, settings, checkpoint_every, evaluate, base, per_subcase, in_domain_examples,
-                          AutoTokenizer, BertForSequenceClassification, target)
+                          target)
     except FileNotFoundError:  # the work folder was renamed into place by the process that held it
         if (out / FINETUNE_RECORD).is_file():
             return _finished_by_another(out, work)
@@ -113,8 +114,8 @@ def _finished_by_another(out: Path, work: Path) -> Path:
 
 
 def _train(out, work, run, settings, checkpoint_every, evaluate, base, per_subcase, in_domain_examples,
-           AutoTokenizer, BertForSequenceClassification, device: torch.device) -> Path:
-    from transformers import get_linear_schedule_with_warmup
+           device: torch.device) -> Path:
+    from transformers import AutoTokenizer, BertForSequenceClassification, get_linear_schedule_with_warmup
 
     from heurlens.models.default import minilm_dir
 
@@ -123,7 +124,8 @@ def _train(out, work, run, settings, checkpoint_every, evaluate, base, per_subca
     tokenizer = AutoTokenizer.from_pretrained(base)
     model = BertForSequenceClassification.from_pretrained(
         base, num_labels=len(NLI_LABELS), id2label=dict(enumerate(NLI_LABELS)),
-        label2id={label: i for i, label in enumerate(NLI_LABELS)}).to(device)
+        label2id={label: i for i, label in enumerate(NLI_LABELS)})
+    torch.nn.Module.to(model, device)  # nn.Module's own .to: transformers' typing of its wrapper rejects a device
     train = load_snli("train", limit=settings.train_examples, seed=settings.seed)
     lengths = ([len(ids) for ids in tokenizer(list(train["premise"]), list(train["hypothesis"]), truncation=True,
                                               max_length=settings.max_length)["input_ids"]]
