@@ -179,27 +179,20 @@ def prune(sparsity: tuple[float, ...], seeds: int, out: str, model: str, device:
           per_subcase: int, subcases: str | None, seed: int, workers: Workers | None, as_json: bool, as_csv: bool,
           **settings: Any) -> None:
     """Prune heads and MLPs with hard-concrete masks, for several seeds; print the evaluation table."""
+    import heurlens
+    from heurlens.pruning import prune as prune_model
     from heurlens.pruning.runs import check_run_dir
     from heurlens.run_folders import exclusive
 
     config = pruning_settings(recipe, settings)
     with exclusive(check_run_dir(out), "run directory"):  # a second prune on --out is refused before loading
-        _prune_and_report(model, device, out, config, sparsity, seeds, train_examples, batch_size, task, task_examples,
-                          data, in_domain_examples, per_subcase, subcases, seed, workers, as_json, as_csv)
-
-
-def _prune_and_report(model, device, out, config, sparsity, seeds, train_examples, batch_size, task, task_examples,
-                      data, in_domain_examples, per_subcase, subcases, seed, workers, as_json, as_csv) -> None:
-    import heurlens
-    from heurlens.pruning import prune as prune_model
-
-    hooked = heurlens.load_model(model, device=device)
-    # a task: pruned on --task-examples prompts drawn with --seed, means over them, evaluated on another draw
-    chosen = run_data(task, task_examples, data, in_domain_examples, per_subcase, subcases, seed, batch_size,
-                      train_examples=train_examples)
-    train, means, eval_sets = chosen.train(hooked), chosen.means(hooked), chosen.eval_sets(hooked)
-    subnetworks = prune_model(hooked, train, sorted(set(sparsity)), range(seeds), Path(out), config, means,
-                              workers=workers)
+        hooked = heurlens.load_model(model, device=device)
+        # a task: pruned on --task-examples prompts drawn with --seed, means over them, evaluated on another draw
+        chosen = run_data(task, task_examples, data, in_domain_examples, per_subcase, subcases, seed, batch_size,
+                          train_examples=train_examples)
+        train, means, eval_sets = chosen.train(hooked), chosen.means(hooked), chosen.eval_sets(hooked)
+        subnetworks = prune_model(hooked, train, sorted(set(sparsity)), range(seeds), Path(out), config, means,
+                                  workers=workers)
     _report(hooked, subnetworks, means, eval_sets, as_json, as_csv)
 
 
