@@ -22,6 +22,24 @@ def read_local_table(data_files: str | list[str]) -> datasets.Dataset:
     return datasets.load_dataset(builder, data_files=data_files, split="train", **extra)
 
 
+def read_jsonl_objects(path: Path, text: str, fields: str) -> list[dict]:
+    """The JSON objects of a JSONL file's non-blank lines (``text``, its contents); a line that is not a JSON
+    object is named with its number and the ``fields`` an object should hold."""
+    rows = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise HeurlensError(f"{path}, line {number}: not a JSON object ({error.msg} at column {error.colno}); "
+                                f"give one object per line with {fields}") from error
+        if not isinstance(row, dict):
+            raise HeurlensError(f"{path}, line {number}: a JSON {type(row).__name__}, not an object with {fields}")
+        rows.append(row)
+    return rows
+
+
 def _check_rows(path: Path) -> None:
     """Name what is wrong with a file that holds no rows or cannot be parsed, by line, before ``datasets`` reads
     it (its own messages for these say only that no data was found or that generation failed)."""
@@ -30,24 +48,12 @@ def _check_rows(path: Path) -> None:
     except UnicodeDecodeError as error:
         raise HeurlensError(f"{path} is not text (byte {error.start} is not UTF-8); give a .jsonl/.csv/.tsv file of "
                             "premise, hypothesis, label rows") from error
-    lines = [(number, line) for number, line in enumerate(text.splitlines(), start=1) if line.strip()]
     if path.suffix in (".csv", ".tsv"):
-        if len(lines) < 2:
+        if len([line for line in text.splitlines() if line.strip()]) < 2:
             raise HeurlensError(f"data file {path} holds no rows under its header; give premise, hypothesis, label rows")
-        return
-    if path.suffix == ".jsonl":
-        if not lines:
-            raise HeurlensError(f"data file {path} holds no rows; give one JSON object per line with premise, "
-                                "hypothesis, label")
-        for number, line in lines:
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise HeurlensError(f"{path}, line {number}: not a JSON object ({error.msg}); give one object per line "
-                                    "with premise, hypothesis, label") from error
-            if not isinstance(row, dict):
-                raise HeurlensError(f"{path}, line {number}: a JSON {type(row).__name__}, not an object with premise, "
-                                    "hypothesis, label")
+    elif path.suffix == ".jsonl" and not read_jsonl_objects(path, text, "premise, hypothesis, label"):
+        raise HeurlensError(f"data file {path} holds no rows; give one JSON object per line with premise, "
+                            "hypothesis, label")
 
 
 def load_pair_file(path: str | Path, label_names: tuple[str, ...] = NLI_LABELS) -> datasets.Dataset:

@@ -13,7 +13,6 @@ and every prompt fit the model's context; metrics at the answer position are in 
 from __future__ import annotations
 
 import csv
-import json
 import math
 import random
 from collections.abc import Sequence
@@ -24,6 +23,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
+from heurlens.data.files import read_jsonl_objects
 from heurlens.errors import HeurlensError
 from heurlens.evaluate import mean_kl
 
@@ -51,18 +51,7 @@ def load_prompt_file(path: str | Path) -> list[PromptExample]:
     if not path.is_file():
         raise HeurlensError(f"prompt task file {path} does not exist; give a .jsonl or .csv file")
     if path.suffix == ".jsonl":
-        rows = []
-        for number, line in enumerate(path.read_text().splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError as error:
-                raise HeurlensError(f"{path}, line {number}: not a JSON object ({error.msg} at column "
-                                    f"{error.colno}); write one example per line as a JSON object") from error
-            if not isinstance(rows[-1], dict):
-                raise HeurlensError(f"{path}, line {number}: a JSON {type(rows[-1]).__name__}, not an object with "
-                                    "prompt, answer, distractors")
+        rows = read_jsonl_objects(path, path.read_text(), "prompt, answer, distractors")
     elif path.suffix == ".csv":
         with path.open(newline="") as handle:
             rows = [row | {column: [d for d in (row.get(column) or "").split("|") if d]
