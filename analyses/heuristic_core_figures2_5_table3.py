@@ -1,4 +1,4 @@
-"""Reproduce the heuristic-core analysis of the Heuristic Core paper (Sections 4 and 5) on the embedded default model.
+"""Reproduce the heuristic-core analysis of the Heuristic Core paper (Sections 4 and 5) on a named NLI model.
 
 Prunes the default model with 12 seeds at 50% and 70% sparsity, then: accuracy of every
 subnetwork (Figure 2's data), head frequencies, the core and the random-choice null, Spearman rho
@@ -8,8 +8,9 @@ largest out-of-domain drops, and the attention-pattern labels of the core heads 
 Writes a markdown summary and a self-contained HTML report. Resumable: finished subnetworks,
 the evaluation and the pattern scores are kept in the run directory.
 
-Run: .venv/bin/python analyses/heuristic_core_figures2_5_table3.py [--seeds 12] [--sparsity 0.5 0.7]
-     [--out runs/heuristic-core]
+Run: .venv/bin/python analyses/heuristic_core_figures2_5_table3.py [--model default] [--seeds 12]
+     [--sparsity 0.5 0.7] [--out runs/heuristic-core] [--docs docs/results/heuristic-core.md]
+The paper-length model: --model snli-long --out runs/heuristic-core-long --docs docs/results/heuristic-core-long.md
 """
 
 from __future__ import annotations
@@ -59,6 +60,8 @@ def pruning_settings(config: PruneSettings, train_examples: int, batch_size: int
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="default",
+                        help="A named NLI model: default (250 steps) or snli-long (the paper-length fine-tune).")
     parser.add_argument("--seeds", type=int, default=12)
     parser.add_argument("--sparsity", type=float, nargs="+", default=[0.5, 0.7])
     parser.add_argument("--out", type=Path, default=Path("runs/heuristic-core"))
@@ -74,8 +77,8 @@ def main() -> None:
     start = time.time()
     timings = {}
 
-    model = heurlens.load_model("default")
-    eager = heurlens.load_model("default", attn_implementation="eager")
+    model = heurlens.load_model(args.model)
+    eager = heurlens.load_model(args.model, attn_implementation="eager")
     train = snli_pruning_data(model, args.train_examples, args.batch_size)
     means = snli_reference_means(model)  # the reference set every command uses
     config = PruneSettings()  # heurlens prune's defaults (docs/pruning.md)
@@ -111,7 +114,7 @@ def main() -> None:
     evaluation = cached_evaluation(args.out, model, eval_sets)
     evaluation = evaluation[(evaluation["subnetwork"] == "full model")
                             | evaluation["subnetwork"].isin([s.label for s in everything])]
-    lines = ["# Heuristic core of the default model\n",
+    lines = [f"# Heuristic core of the {args.model} model\n",
              f"Produced by `analyses/heuristic_core_figures2_5_table3.py` on this project's 2-core CPU; "
              f"{len(everything)} subnetworks ({args.seeds} seeds at {', '.join(names.values())}); "
              + "; ".join(f"{k} {v / 60:.1f} min" for k, v in timings.items())
