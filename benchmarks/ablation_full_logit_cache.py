@@ -20,8 +20,9 @@ import time
 import torch
 
 import heurlens
+from heurlens.activation_cache import full_model_logits
 from heurlens.data.hans import generate_hans, resolve_subcases
-from heurlens.evaluate import full_model_logits, predict_logits, tokenize_pairs
+from heurlens.evaluate import predict_logits, tokenize_pairs
 from heurlens.nli import snli_reference_means
 
 

@@ -22,8 +22,9 @@ import torch
 
 import heurlens
 from heurlens.ablation import ablation_hooks
+from heurlens.activation_cache import full_model_logits
 from heurlens.analysis.ablation_studies import single_unit_scan
-from heurlens.evaluate import accuracy, full_model_logits, mean_kl, predict_logits, tokenize_pairs
+from heurlens.evaluate import accuracy, mean_kl, predict_logits, tokenize_pairs
 from heurlens.nli import snli_reference_means
 from heurlens.units import all_units
 

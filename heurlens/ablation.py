@@ -18,9 +18,10 @@ from torch import Tensor
 from tqdm.auto import tqdm
 from transformer_lens.model_bridge import TransformerBridge
 
+from heurlens.activation_cache import full_model_logits
 from heurlens.devices import device_of
 from heurlens.errors import HeurlensError
-from heurlens.evaluate import accuracy_metric, full_model_logits, mean_kl
+from heurlens.evaluate import accuracy_metric, mean_kl
 from heurlens.masking import UnitMaskHooks
 from heurlens.means import UnitMeans, zero_means
 from heurlens.models.classifier import as_model
@@ -83,7 +84,7 @@ def ablate(model: HookedModel, units: UnitsLike, eval_sets: Sequence[TaskLike], 
     only).
     ``units``: ``"L4.H0,L2.*"``, ``Unit``s or a list of either; ``eval_sets``: tasks, lists of texts or token
     tensors. ``full_logits`` (by set name) reuses an earlier run of the full model; otherwise they come from
-    the disk cache (``full_model_logits``). ``bf16``: both models in bfloat16 matrix products
+    the activation cache (``heurlens.activation_cache``). ``bf16``: both models in bfloat16 matrix products
     (``predict_logits``), about 2x faster on a CPU with AVX-512 BF16; the full logits passed in must then be
     bf16 ones too.
     """
@@ -97,9 +98,9 @@ def ablate_groups(model: HookedModel, groups: Sequence[UnitsLike], eval_sets: Se
                   progress: bool = False, desc: str = "ablations", metrics: Metrics | None = None) -> pd.DataFrame:
     """``ablate`` for each group of units, the group named in a first column ``ablated``; rows group by group.
 
-    Every ablated pass starts at the group's lowest layer from the full model's residual stream there, and
-    per batch the full model's lower blocks run once for all groups (``heurlens.resumed_passes``): the same
-    logits as whole passes, with less computed the higher the ablated units sit. ``progress``: a bar named
+    Every ablated pass starts at the group's lowest layer from the full model's residual stream there, kept in
+    the activation cache (``heurlens.resumed_passes``): the same logits as whole passes, with less computed the
+    higher the ablated units sit. ``progress``: a bar named
     ``desc`` counting ablated passes over a batch.
     """
     model = as_model(model)
@@ -111,7 +112,8 @@ def ablate_groups(model: HookedModel, groups: Sequence[UnitsLike], eval_sets: Se
     replacement = _replacement(model, method, means)  # checked and moved once, whatever the number of groups
     ablations = [(min((unit.layer for unit in group), default=0), _unit_mask(model, group, replacement).hooks)
                  for group in unit_groups]
-    fingerprint = None if full_logits is not None else model.fingerprint()
+    needs_cache = full_logits is None or any(layer > 0 for layer, _ in ablations)
+    fingerprint = model.fingerprint() if needs_cache else None  # hashes every weight: once per call
     rows: list[list[dict]] = [[] for _ in unit_groups]
     bar = tqdm(total=len(unit_groups) * sum(len(s.batches) for s in tasks), desc=desc, unit="pass",
                disable=not progress)
@@ -120,7 +122,8 @@ def ablate_groups(model: HookedModel, groups: Sequence[UnitsLike], eval_sets: Se
         if full is None:
             full = full_model_logits(model, task, fingerprint, bf16)
         full_values = {name: metric(full, task) for name, metric in metrics.items()}
-        for group, group_rows, ablated in zip(unit_groups, rows, ablated_logits(model, ablations, task, bf16, bar)):
+        for group, group_rows, ablated in zip(unit_groups, rows, ablated_logits(model, ablations, task, bf16, bar,
+                                                                                fingerprint)):
             group_rows.append({"ablated": format_units(group), "eval_set": task.name, "examples": len(task),
                                **_metric_columns(full_values, {name: metric(ablated, task)
                                                                for name, metric in metrics.items()}),

@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 from safetensors import SafetensorError
 
+from heurlens.cache_contents import COMPUTED_KINDS, make_room, mark_used
 from heurlens.errors import HeurlensError
 from heurlens.run_folders import check_writable_dir, refuse_foreign_dir
 
@@ -36,18 +37,22 @@ def cache_dir() -> Path:
     return root
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
+def atomic_write_bytes(path: Path, data: bytes) -> bool:
     """Write ``data`` to ``path`` so that a reader sees the old file or the new one, never half of one. A folder
-    that cannot be written (read-only, immutable, another user's) is refused naming it."""
+    that cannot be written (read-only, immutable, another user's) is refused naming it. A computed cache entry
+    is written within the cache's size cap (``heurlens.cache_contents``): least recently used entries make room,
+    and one larger than the cap is not written (False; True when written)."""
+    root = cache_root_of(path)
+    if root is not None and _kind_in(root, path) in COMPUTED_KINDS and not make_room(root, path, len(data)):
+        return False
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     except OSError as error:
         if error.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
             raise
-        inside_cache = cache_root_of(path) is not None
         raise HeurlensError(f"cannot write {path} ({error.strerror}): its folder is read-only; "
-                            + (f"point ${CACHE_ENV_VAR} at a folder you can write to" if inside_cache
+                            + (f"point ${CACHE_ENV_VAR} at a folder you can write to" if root is not None
                                else "choose a folder you can write to")) from error
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -61,6 +66,13 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    return True
+
+
+def _kind_in(root: Path, path: Path) -> str:
+    """The kind folder of the cache at ``root`` that ``path`` lies in (its first component below the root)."""
+    parts = Path(path).resolve().relative_to(root.resolve()).parts
+    return parts[0] if parts else ""
 
 
 def cache_root_of(path: Path) -> Path | None:
@@ -74,11 +86,11 @@ def cache_root_of(path: Path) -> Path | None:
         return None
 
 
-def atomic_save_tensors(path: Path, tensors: dict, metadata: dict[str, str] | None = None) -> None:
+def atomic_save_tensors(path: Path, tensors: dict, metadata: dict[str, str] | None = None) -> bool:
     """``atomic_write_bytes`` for a safetensors file of ``tensors`` (from the CPU, made contiguous)."""
     from safetensors.torch import save
 
-    atomic_write_bytes(path, save({k: v.detach().cpu().contiguous() for k, v in tensors.items()}, metadata=metadata))
+    return atomic_write_bytes(path, save({k: v.detach().cpu().contiguous() for k, v in tensors.items()}, metadata=metadata))
 
 
 def atomic_write_csv(path: Path, table: Any) -> None:
@@ -113,16 +125,20 @@ def guard_run_settings(folder: Path, settings: dict, may_grow: Iterable[str], ki
         atomic_write_json(path, settings)
 
 
-def stored(path: Path, compute: Callable[[], T], save: Callable[[T], None], load: Callable[[], T]) -> T:
+def stored(path: Path, compute: Callable[[], T], save: Callable[[T], object], load: Callable[[], T]) -> T:
     """One resumable stage of a run or one cache entry: what is stored at ``path`` (``load()``), or, when
     nothing is or it cannot be read back whole (``load`` raises HeurlensError, OSError, ValueError or a
     safetensors error: a damaged file of heurlens' own), ``compute()``, stored by ``save(result)`` (atomically) before it is
     returned. A run resumed after an interruption so redoes only the stages that never finished."""
     if path.exists():
         try:
-            return load()
+            result = load()
         except (HeurlensError, OSError, ValueError, SafetensorError):
             pass  # computed again below
+        else:
+            if cache_root_of(path) is not None:
+                mark_used(path)
+            return result
     result = compute()
     save(result)
     return result

@@ -8,17 +8,14 @@ same tokens serve the full model and every ablated variant, with a label per exa
 from __future__ import annotations
 
 import contextlib
-import hashlib
 from dataclasses import dataclass
 
 import datasets
 import torch
 import torch.nn.functional as F
 from jaxtyping import Float, Int
-from safetensors.torch import load_file
 from torch import Tensor
 
-from heurlens.cache import atomic_save_tensors, cache_dir, stored
 from heurlens.devices import device_of
 from heurlens.errors import HeurlensError
 from heurlens.protocols import Batch, HookedModel, HookList, Metric, Task
@@ -89,29 +86,6 @@ def matmul_precision(bf16: bool, device: torch.device | str = "cpu") -> contextl
     """bfloat16 matrix products on ``device`` (``torch.autocast``) with ``bf16``, float32 (nothing changed)
     without."""
     return torch.autocast(torch.device(device).type, dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
-
-
-def data_fingerprint(data: Task) -> str:
-    """sha256 (16 hex digits) of every token id and mask of a tokenised set."""
-    digest = hashlib.sha256()
-    for batch in data.batches:
-        for key in sorted(batch):
-            digest.update(key.encode())
-            digest.update(batch[key].cpu().numpy().tobytes())
-    return digest.hexdigest()[:16]
-
-
-def full_model_logits(model: HookedModel, eval_set: Task,
-                      model_fingerprint: str | None = None, bf16: bool = False) -> Float[Tensor, "example label"]:
-    """``predict_logits`` of the model without hooks, kept on disk per model fingerprint (weights and
-    vocabulary) and token fingerprint (``cache_dir()/full-logits``): evaluation sets do not change, so
-    ablations, scans and subnetwork evaluations read the full model's logits instead of recomputing them.
-    A caller looping over sets passes ``model.fingerprint()`` once (it hashes every weight). ``bf16`` logits
-    (see ``predict_logits``) are kept apart from float32 ones."""
-    key = f"{model_fingerprint or model.fingerprint()}-{data_fingerprint(eval_set)}" + ("-bf16" if bf16 else "")
-    path = cache_dir() / "full-logits" / f"{key}.safetensors"
-    return stored(path, lambda: predict_logits(model, eval_set, bf16=bf16),
-                  lambda logits: atomic_save_tensors(path, {"logits": logits}), lambda: load_file(path)["logits"])
 
 
 def label_map(model_labels: tuple[str, ...] | None, data_labels: tuple[str, ...]) -> Int[Tensor, " model_label"]:

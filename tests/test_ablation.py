@@ -152,8 +152,8 @@ def test_mean_ablation_without_means_is_a_clear_error(hand_model):
 def test_full_model_logits_are_kept_per_model_and_data(tiny_bert_dir, tmp_path, monkeypatch):
     """The full model runs once per (weights, tokens); a second call reads the disk, other weights or other
     tokens compute again, and a damaged cache file is recomputed rather than trusted."""
+    from heurlens.activation_cache import full_model_logits
     from heurlens.data.hans import generate_hans
-    from heurlens.evaluate import full_model_logits
 
     monkeypatch.setenv("HEURLENS_CACHE", str(tmp_path))
     model = load_model(tiny_bert_dir)
@@ -167,14 +167,14 @@ def test_full_model_logits_are_kept_per_model_and_data(tiny_bert_dir, tmp_path, 
     assert torch.equal(full_model_logits(model, data), first) and not passes  # read from disk
     full_model_logits(model, other)
     assert len(passes) == len(other.batches)  # other tokens: computed
-    files = list((tmp_path / "full-logits").iterdir())
+    files = list((tmp_path / "activations").glob("*/logits.safetensors"))
     assert len(files) == 2
     with torch.no_grad():
         model.bridge.blocks[1].mlp.out.bias += 1.0  # other weights: another key
     passes.clear()
     changed = full_model_logits(model, data)
     assert passes and not torch.equal(changed, first) and torch.equal(changed, predict_logits(model, data))
-    newest = max((tmp_path / "full-logits").iterdir(), key=lambda f: f.stat().st_mtime_ns)
+    newest = max((tmp_path / "activations").glob("*/logits.safetensors"), key=lambda f: f.stat().st_mtime_ns)
     newest.write_bytes(b"damaged")
     passes.clear()
     assert torch.equal(full_model_logits(model, data), changed) and passes  # a damaged entry is computed again
@@ -183,8 +183,8 @@ def test_full_model_logits_are_kept_per_model_and_data(tiny_bert_dir, tmp_path, 
 def test_bf16_evaluation_is_close_to_float32_and_cached_apart(tiny_bert_dir, tmp_path, monkeypatch):
     """bf16 runs the matrix products in bfloat16: logits within bf16 rounding of float32's but not equal to
     them (so the cast happened), float32 out, and the cache keeps them apart from float32 logits."""
+    from heurlens.activation_cache import full_model_logits
     from heurlens.data.hans import generate_hans
-    from heurlens.evaluate import full_model_logits
 
     monkeypatch.setenv("HEURLENS_CACHE", str(tmp_path))
     model = load_model(tiny_bert_dir)
@@ -195,7 +195,7 @@ def test_bf16_evaluation_is_close_to_float32_and_cached_apart(tiny_bert_dir, tmp
     assert torch.allclose(low, exact, rtol=0.05, atol=0.05 * float(exact.abs().max()))
     assert torch.equal(full_model_logits(model, data), exact)
     assert torch.equal(full_model_logits(model, data, bf16=True), low)  # not the float32 entry
-    assert len(list((tmp_path / "full-logits").iterdir())) == 2
+    assert len(list((tmp_path / "activations").glob("*/logits.safetensors"))) == 2
     table = ablate(model, [Unit(0, 0)], [data], "zero", bf16=True)
     assert table["kl"][0] == pytest.approx(mean_kl(low, predict_logits(model, data, ablation_hooks(
         model, [Unit(0, 0)], "zero"), bf16=True)), abs=1e-7)

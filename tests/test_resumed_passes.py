@@ -60,21 +60,28 @@ def test_resumed_passes_equal_whole_passes_on_decoders(family, tiny_gpt2_dirs, t
     check_same_bits(model, groups, random_set(11, token_types=False))
 
 
-def test_lower_blocks_run_once_per_batch_for_all_ablations(three_layer_bert):
-    """Per batch: blocks 0 and 1 run once for the full model's outputs; block 1 once more for the ablation that
-    starts there; block 2 once per ablation (3), and not at all for the full model, which stops after block 1."""
+def test_lower_blocks_run_once_then_never_again(three_layer_bert, tmp_path, monkeypatch):
+    """First call, per batch: blocks 0 and 1 run once to fill the activation cache (the pass stops after block 1);
+    block 1 once more for the ablation that starts there; block 2 once per ablation (3). Second call: the residual
+    streams come from the cache, so block 0 never runs and block 1 only for the ablation that starts there."""
+    monkeypatch.setenv("HEURLENS_CACHE", str(tmp_path))
     model = three_layer_bert
     runs = [0, 0, 0]
     handles = [model.bridge.blocks[i].attn.register_forward_pre_hook(lambda *_, i=i: runs.__setitem__(i, runs[i] + 1))
                for i in range(3)]
     ablations = [(2, ablation_hooks(model, [Unit(2, 0)], "zero")), (2, ablation_hooks(model, [Unit(2)], "zero")),
                  (1, ablation_hooks(model, [Unit(1, 3)], "zero"))]
+    data = random_set(30522, token_types=True)
     try:
-        ablated_logits(model, ablations, random_set(30522, token_types=True))
+        first = ablated_logits(model, ablations, data)
+        assert runs == [3 * 1, 3 * 2, 3 * 3]  # three batches
+        runs[:] = [0, 0, 0]
+        second = ablated_logits(model, ablations, data)
+        assert runs == [0, 3 * 1, 3 * 3]
     finally:
         for handle in handles:
             handle.remove()
-    assert runs == [3 * 1, 3 * 2, 3 * 3]  # three batches
+    assert all(torch.equal(a, b) for a, b in zip(first, second))
 
 
 def test_blocks_are_whole_again_after_an_error(three_layer_bert):

@@ -18,8 +18,8 @@ import pandas as pd
 from torch import Tensor
 
 from heurlens.ablation import Method, ablate_groups, metric_names
+from heurlens.activation_cache import full_model_logits
 from heurlens.distributed import Workers, run_each
-from heurlens.evaluate import full_model_logits
 from heurlens.means import UnitMeans
 from heurlens.models.classifier import as_model
 from heurlens.protocols import HookedModel, Metrics, Task

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from heurlens.activation_cache import data_fingerprint
 from heurlens.analysis.accuracy_curve import accuracy_curve_figure, highest_faithful_sparsity
 from heurlens.analysis.effective_size import EFFECTIVE_SIZE_FILE, effective_size_figure
 from heurlens.analysis.head_detector import head_detector_scores
@@ -20,7 +21,6 @@ from heurlens.analysis.patterns import attention_plot, pattern_scores
 from heurlens.analysis.report import Report
 from heurlens.cache import atomic_write_csv, stored
 from heurlens.errors import HeurlensError
-from heurlens.evaluate import data_fingerprint
 from heurlens.protocols import HookedModel, Task
 from heurlens.pruning.runs import (
     MEANS_FILE,

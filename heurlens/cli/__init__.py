@@ -11,7 +11,7 @@ import sys
 
 import click
 
-from heurlens.cli import commands_analysis, commands_nli, commands_subtask  # noqa: F401  (registers the commands)
+from heurlens.cli import commands_analysis, commands_cache, commands_nli, commands_subtask  # noqa: F401  (registers the commands)
 from heurlens.cli.group import cli
 from heurlens.errors import HeurlensError
 

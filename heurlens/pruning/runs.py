@@ -23,10 +23,11 @@ import torch
 from torch import Tensor
 
 from heurlens.ablation import ablate_groups
+from heurlens.activation_cache import data_fingerprint, full_model_logits
 from heurlens.cache import stored
 from heurlens.distributed import Workers, run_each
 from heurlens.errors import HeurlensError
-from heurlens.evaluate import accuracy_metric, data_fingerprint, full_model_logits, tokenize_pairs
+from heurlens.evaluate import accuracy_metric, tokenize_pairs
 from heurlens.means import UnitMeans, compute_means
 from heurlens.models.classifier import as_model
 from heurlens.protocols import HookedModel, Loss, Metrics, Task

@@ -1,0 +1,189 @@
+"""The full model's activations on an evaluation set, kept on disk: the residual stream entering a block, and
+the final logits.
+
+Ablations, scans, super-additivity and subnetwork evaluations compare many ablated models with the same full
+model on the same data, and an ablation whose lowest unit sits in layer l changes nothing below l. So the
+residual stream entering block l (the output of block l-1) is computed once per model fingerprint (weights
+and vocabulary), token fingerprint and layer, and every later ablated pass starts there
+(``heurlens.resumed_passes``). The final logits are the entry's last file. One entry is a folder
+``cache_dir()/activations/{model}-{tokens}[-bf16]/`` holding ``residual-{l}.safetensors`` (the real tokens
+only, padding dropped, float32) and ``logits.safetensors``; all are written atomically, within the cache's size
+cap (``heurlens.cache_contents``), and a file that cannot be read back whole, or does not fit the data, is
+computed again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from jaxtyping import Float
+from safetensors import SafetensorError, safe_open
+from torch import Tensor
+from transformer_lens.model_bridge.exceptions import StopAtLayerException
+
+from heurlens.cache import atomic_save_tensors, cache_dir, stored
+from heurlens.cache_contents import mark_used
+from heurlens.devices import device_of, to_device
+from heurlens.errors import HeurlensError
+from heurlens.evaluate import matmul_precision, predict_logits
+from heurlens.protocols import Batch, HookedModel, Task
+
+BlockInput = Float[Tensor, "batch pos d_model"]
+
+
+@dataclass(frozen=True)
+class ResidualStream:
+    """The full model's residual stream entering one block, per batch of the data (padded as the batch is, zeros
+    at padding, on the CPU), and whether the model's blocks return their output as a 1-tuple (TransformerLens'
+    native models) or a tensor (HF models)."""
+
+    batches: list[BlockInput]
+    as_tuple: bool
+
+    def block_output(self, index: int, device: torch.device, dtype: torch.dtype) -> Any:
+        """Batch ``index`` on ``device`` in ``dtype``, as the block below would have returned it."""
+        stream = self.batches[index].to(device, dtype)
+        return (stream,) if self.as_tuple else stream
+
+
+def data_fingerprint(data: Task) -> str:
+    """sha256 (16 hex digits) of every token id and mask of a tokenised set."""
+    digest = hashlib.sha256()
+    for batch in data.batches:
+        for key in sorted(batch):
+            digest.update(key.encode())
+            digest.update(batch[key].cpu().numpy().tobytes())
+    return digest.hexdigest()[:16]
+
+
+def entry_dir(model_fingerprint: str, data: Task, bf16: bool = False) -> Path:
+    """The folder of the full model's activations on ``data`` (bf16 ones apart: see ``predict_logits``)."""
+    return cache_dir() / "activations" / (f"{model_fingerprint}-{data_fingerprint(data)}" + ("-bf16" if bf16 else ""))
+
+
+def full_model_logits(model: HookedModel, eval_set: Task,
+                      model_fingerprint: str | None = None, bf16: bool = False) -> Float[Tensor, "example label"]:
+    """``predict_logits`` of the model without hooks, read from the activation cache or computed and kept
+    there: evaluation sets do not change, so ablations, scans and subnetwork evaluations read the full model's
+    logits instead of recomputing them. A caller looping over sets passes ``model.fingerprint()`` once (it
+    hashes every weight)."""
+    path = entry_dir(model_fingerprint or model.fingerprint(), eval_set, bf16) / "logits.safetensors"
+
+    def load() -> Tensor:
+        with safe_open(str(path), "pt") as handle:
+            logits = handle.get_tensor("logits")
+        if logits.shape[0] != len(eval_set):
+            raise HeurlensError(f"{path} holds logits of {logits.shape[0]} examples, not {len(eval_set)}")
+        return logits
+
+    return stored(path, lambda: predict_logits(model, eval_set, bf16=bf16),
+                  lambda logits: atomic_save_tensors(path, {"logits": logits}, _about(model, eval_set)), load)
+
+
+def residual_streams(model: HookedModel, data: Task, layers: Iterable[int], model_fingerprint: str | None = None,
+                     bf16: bool = False) -> dict[int, ResidualStream]:
+    """For each layer l in ``layers`` (1 <= l < n_layers), the full model's residual stream entering block l on
+    each batch of ``data``. Layers the cache lacks are computed in one pass over the data that stops after the
+    deepest of them, then stored."""
+    wanted = sorted(set(layers))
+    if any(not 1 <= layer < model.n_layers for layer in wanted):
+        raise HeurlensError(f"residual streams enter blocks 1..{model.n_layers - 1}; asked for {wanted}")
+    folder = entry_dir(model_fingerprint or model.fingerprint(), data, bf16)
+    streams: dict[int, ResidualStream] = {}
+    for layer in wanted:
+        path = folder / f"residual-{layer}.safetensors"
+        try:
+            streams[layer] = _read(path, data, model)
+            mark_used(path)
+        except (HeurlensError, OSError, ValueError, SafetensorError):
+            pass  # missing, or cannot be read back whole: computed below
+    missing = [layer for layer in wanted if layer not in streams]
+    if missing:
+        computed = _compute(model, data, missing, bf16)
+        for layer in missing:
+            atomic_save_tensors(folder / f"residual-{layer}.safetensors",
+                                {"residual": _unpadded(computed[layer].batches, data)},
+                                _about(model, data) | {"layer": str(layer),
+                                                       "block_output": "tuple" if computed[layer].as_tuple else "tensor"})
+        streams |= computed
+    return streams
+
+
+def _about(model: HookedModel, data: Task) -> dict[str, str]:
+    """What ``heurlens cache list`` shows of an entry (safetensors metadata)."""
+    return {"model": str(getattr(model, "model_id", "")), "eval_set": data.name, "examples": str(len(data))}
+
+
+def _compute(model: HookedModel, data: Task, layers: list[int], bf16: bool) -> dict[int, ResidualStream]:
+    """The full model's residual streams entering each of ``layers``, batch by batch, on the CPU."""
+    batches: dict[int, list[BlockInput]] = {layer: [] for layer in layers}
+    as_tuple = False
+    with torch.no_grad(), matmul_precision(bf16, device_of(model)):
+        for batch in data.batches:
+            outputs = full_block_outputs(model, to_device(batch, device_of(model)), {layer - 1 for layer in layers})
+            for layer in layers:
+                output = outputs[layer - 1]
+                as_tuple = isinstance(output, tuple)
+                batches[layer].append((output[0] if as_tuple else output).float().cpu())
+    return {layer: ResidualStream(batches[layer], as_tuple) for layer in layers}
+
+
+def full_block_outputs(model: HookedModel, batch: Batch, blocks: set[int]) -> dict[int, Any]:
+    """The full model's output (as the block returns it) of each block in ``blocks`` on ``batch``; the pass
+    stops after the deepest of them (the bridge's own ``StopAtLayerException`` ends it cleanly)."""
+    outputs: dict[int, Any] = {}
+    deepest = max(blocks)
+
+    def keep(index: int):
+        def hook(module, args, output) -> None:
+            outputs[index] = output
+            if index == deepest:
+                raise StopAtLayerException(output[0] if isinstance(output, tuple) else output)
+        return hook
+
+    handles = [model.bridge.blocks[index].register_forward_hook(keep(index)) for index in blocks]
+    try:
+        model(**batch)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return outputs
+
+
+def _real_positions(batch: Batch) -> Tensor:
+    """Where the batch has real tokens (its attention mask; every position without one)."""
+    mask = batch.get("attention_mask")
+    return torch.ones(batch["input_ids"].shape, dtype=torch.bool) if mask is None else mask.cpu().bool()
+
+
+def _unpadded(streams: list[BlockInput], data: Task) -> Float[Tensor, "token d_model"]:
+    """The real tokens' rows of every batch, one after another."""
+    return torch.cat([stream[_real_positions(batch)] for stream, batch in zip(streams, data.batches)])
+
+
+def _read(path: Path, data: Task, model: HookedModel) -> ResidualStream:
+    """A stored residual stream put back into ``data``'s batches (zeros at padding), refused when its number of
+    tokens or width does not fit them."""
+    with safe_open(str(path), "pt") as handle:
+        rows = handle.get_tensor("residual")
+        block_output = (handle.metadata() or {}).get("block_output")
+    if block_output not in ("tuple", "tensor"):
+        raise HeurlensError(f"{path} does not say how the blocks return their output")
+    positions = [_real_positions(batch) for batch in data.batches]
+    width = model.bridge.cfg.d_model
+    if rows.shape != (sum(int(p.sum()) for p in positions), width):
+        raise HeurlensError(f"{path} does not fit the data (shape {tuple(rows.shape)})")
+    streams: list[Any] = []
+    start = 0
+    for real in positions:
+        stream = rows.new_zeros((*real.shape, width))
+        count = int(real.sum())
+        stream[real] = rows[start:start + count]
+        streams.append(stream)
+        start += count
+    return ResidualStream(streams, block_output == "tuple")

@@ -1,0 +1,131 @@
+"""What heurlens' cache folder holds, its size cap, and clearing it (``heurlens cache``).
+
+The cache root (``heurlens.cache.cache_dir``) has one folder per kind. Entries of the *computed* kinds
+(``COMPUTED_KINDS``: activations and logits of full models, unit means, mean-pooled images) are recomputed
+whenever they are missing, so they live under a size cap: before one is written, the least recently used ones
+are evicted until it fits (an entry larger than the cap is not stored at all). Reading an entry marks it used
+(its modification time). Models, downloads and datasets are never evicted (rebuilding one can take hours or a
+network); ``heurlens cache clear`` removes them on request.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from heurlens.errors import HeurlensError
+
+LIMIT_ENV_VAR = "HEURLENS_CACHE_LIMIT_GB"
+DEFAULT_LIMIT_GB = 4.0
+COMPUTED_KINDS = ("activations", "means", "mean_pooled", "full-logits")  # full-logits: the layout before 2026-11-25
+
+
+@dataclass(frozen=True)
+class CacheEntry:
+    """One thing in the cache: a file of a computed kind, or a folder (or file) under any other kind."""
+
+    kind: str
+    name: str  # the path below the kind's folder
+    model: str  # the fingerprint of the model a computed entry belongs to (the start of its name); "" for others
+    size: int  # bytes
+    last_use: float  # seconds since the epoch
+
+    @property
+    def evictable(self) -> bool:
+        return self.kind in COMPUTED_KINDS
+
+
+def cache_limit() -> int:
+    """The cap on the computed entries, in bytes: ``$HEURLENS_CACHE_LIMIT_GB`` GiB (0: store none), default 4."""
+    text = os.environ.get(LIMIT_ENV_VAR, "").strip()
+    if not text:
+        return int(DEFAULT_LIMIT_GB * 2**30)
+    try:
+        gigabytes = float(text)
+    except ValueError:
+        gigabytes = math.nan
+    if not math.isfinite(gigabytes) or gigabytes < 0:
+        raise HeurlensError(f"${LIMIT_ENV_VAR}={text!r} is not a size: give GiB as a number >= 0 (for example 4, "
+                            "or 0.5; 0 stores no computed entries)")
+    return int(gigabytes * 2**30)
+
+
+def entries(root: Path) -> list[CacheEntry]:
+    """Everything in the cache at ``root``: each file of a computed kind, each top-level item of other kinds."""
+    found = []
+    for kind_dir in sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []:
+        if kind_dir.name in COMPUTED_KINDS:
+            for path in sorted(kind_dir.rglob("*.safetensors")):
+                found.append(_entry(kind_dir.name, kind_dir, path))
+        else:
+            found += [_entry(kind_dir.name, kind_dir, path) for path in sorted(kind_dir.iterdir())]
+    return [entry for entry in found if entry is not None]
+
+
+def _entry(kind: str, kind_dir: Path, path: Path) -> CacheEntry | None:
+    """The entry at ``path`` (None when it vanished meanwhile: another process evicted or cleared it)."""
+    try:
+        files = [path] if path.is_file() else [f for f in path.rglob("*") if f.is_file()]
+        stats = [f.stat() for f in files]
+        last_use = max((s.st_mtime for s in stats), default=path.stat().st_mtime)
+    except FileNotFoundError:
+        return None
+    name = str(path.relative_to(kind_dir))
+    model = name.split("-")[0] if kind in COMPUTED_KINDS else ""
+    return CacheEntry(kind, name, model, sum(s.st_size for s in stats), last_use)
+
+
+def make_room(root: Path, path: Path, size: int) -> bool:
+    """Evict least recently used computed entries under ``root`` until ``size`` more bytes at ``path`` (which
+    replaces what is there) stay within ``cache_limit()``; False, evicting nothing, when ``size`` alone exceeds it."""
+    limit = cache_limit()
+    if size > limit:
+        return False
+    computed = [e for e in entries(root) if e.evictable]
+    target = path.resolve()
+    others = [e for e in computed if (root / e.kind / e.name).resolve() != target]
+    used = sum(e.size for e in others)
+    for entry in sorted(others, key=lambda e: e.last_use):
+        if used + size <= limit:
+            break
+        (root / entry.kind / entry.name).unlink(missing_ok=True)
+        used -= entry.size
+    return True
+
+
+def mark_used(path: Path) -> None:
+    """Record that a cache entry was just read (its modification time), for least-recently-used eviction."""
+    try:
+        os.utime(path)
+    except OSError:
+        pass  # a read-only cache: it still works, only the eviction order ignores this read
+
+
+def clear(root: Path, kinds: Iterable[str] = (), models: Iterable[str] = (),
+          unused_days: float | None = None) -> list[CacheEntry]:
+    """Remove the entries of ``kinds`` (all kinds when empty) whose model fingerprint starts with one of
+    ``models`` (any entry when empty; only computed entries have one) and, with ``unused_days``, that were last
+    used more than that many days ago; returns them."""
+    kinds, models = set(kinds), tuple(models)
+    cutoff = None if unused_days is None else time.time() - unused_days * 86400
+    removed = []
+    for entry in entries(root):
+        if ((kinds and entry.kind not in kinds) or (models and not entry.model.startswith(models))
+                or (cutoff is not None and entry.last_use > cutoff)):
+            continue
+        path = root / entry.kind / entry.name
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+        removed.append(entry)
+    for kind_dir in {root / entry.kind for entry in removed if entry.kind in COMPUTED_KINDS}:
+        for folder in sorted((p for p in kind_dir.rglob("*") if p.is_dir()), reverse=True):
+            if not any(folder.iterdir()):
+                folder.rmdir()  # the emptied folders of an activation entry
+    return removed

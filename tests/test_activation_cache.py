@@ -1,0 +1,180 @@
+"""The activation cache: ablation tables equal whole passes' with the residual streams read from disk, damaged
+entries are computed again, the cache stays under its size cap (least recently used evicted), and
+``heurlens cache`` lists and clears it."""
+
+import json
+
+import pandas as pd
+import pytest
+import torch
+from cli_run import assert_refused, heurlens_in_process
+
+from heurlens.ablation import ablate_groups, ablation_hooks
+from heurlens.activation_cache import entry_dir, full_model_logits, residual_streams
+from heurlens.cache_contents import COMPUTED_KINDS, cache_limit, entries
+from heurlens.errors import HeurlensError
+from heurlens.evaluate import EvalSet, mean_kl, predict_logits
+from heurlens.means import compute_means
+from heurlens.models import load_model
+from heurlens.units import Unit
+
+
+@pytest.fixture(scope="module")
+def four_layer_bert(random_bert_dir):
+    return load_model(random_bert_dir(4, 2, seed=3))
+
+
+def padded_set(seed: int, sizes=((4, 9), (3, 6), (5, 12)), name: str = "random") -> EvalSet:
+    """Right-padded batches of random tokens and labels; the uneven lengths are the same for every seed (so every
+    set's activations take the same room)."""
+    lengths = torch.Generator().manual_seed(0)
+    generator = torch.Generator().manual_seed(seed)
+    batches = []
+    for size, length in sizes:
+        mask = (torch.arange(length) < torch.randint(2, length + 1, (size, 1), generator=lengths)).long()
+        batches.append({"input_ids": torch.randint(1000, 30000, (size, length), generator=generator) * mask,
+                        "attention_mask": mask, "token_type_ids": torch.zeros(size, length, dtype=torch.long)})
+    total = sum(size for size, _ in sizes)
+    return EvalSet(name, batches, torch.randint(0, 3, (total,), generator=generator),
+                   ("entailment", "neutral", "contradiction"))
+
+
+def computed_bytes(root) -> int:
+    return sum(e.size for e in entries(root) if e.kind in COMPUTED_KINDS)
+
+
+def test_tables_equal_whole_passes_at_every_layer_first_and_second_time(four_layer_bert, tmp_path, monkeypatch):
+    """A head and the MLP of every layer, mean-ablated: the table computed on a cold cache and the one read from
+    it equal a table built from whole ablated passes (predict_logits with the hooks), number for number."""
+    monkeypatch.setenv("HEURLENS_CACHE", str(tmp_path))
+    model = four_layer_bert
+    data = padded_set(0)
+    means = compute_means(model, padded_set(1))
+    groups = [[Unit(layer, layer % 2)] for layer in range(4)] + [[Unit(layer)] for layer in range(4)]
+    cold = ablate_groups(model, groups, [data], "mean", means)
+    assert sorted(p.name for p in tmp_path.glob("activations/*/*")) == [
+        "logits.safetensors", "residual-1.safetensors", "residual-2.safetensors", "residual-3.safetensors"]
+    warm = ablate_groups(model, groups, [data], "mean", means)
+    pd.testing.assert_frame_equal(cold, warm, check_exact=True)
+    full = predict_logits(model, data)
+    for group, row in zip(groups, warm.itertuples()):
+        whole = predict_logits(model, data, ablation_hooks(model, group, "mean", means))
+        assert row.ablated_accuracy == data.accuracy(whole, model.labels)
+        assert row.kl == pytest.approx(mean_kl(full, whole), abs=1e-7)
+
+
+def test_stored_residual_drops_padding_and_puts_it_back(four_layer_bert, tmp_path, monkeypatch):
+    """On disk: the real tokens only, float32; read back: the computed stream at every real position, zeros at
+    padding."""
+    from safetensors.torch import load_file
+
+    monkeypatch.setenv("HEURLENS_CACHE", str(tmp_path))
+    data = padded_set(2)
+    computed = residual_streams(four_layer_bert, data, [2])[2].batches
+    stored = load_file(next(tmp_path.glob("activations/*/residual-2.safetensors")))["residual"]
+    real_tokens = sum(int(b["attention_mask"].sum()) for b in data.batches)
+    assert stored.dtype == torch.float32 and stored.shape == (real_tokens, 32)
+    read = residual_streams(four_layer_bert, data, [2])[2].batches
+    for fresh, again, batch in zip(computed, read, data.batches):
+        real = batch["attention_mask"].bool()
+        assert torch.equal(fresh[real], again[real]) and not again[~real].any()
+
+
+def test_a_damaged_or_foreign_entry_is_computed_again(four_layer_bert, tmp_path, monkeypatch):
+    monkeypatch.setenv("HEURLENS_CACHE", str(tmp_path))
+    model = four_layer_bert
+    data = padded_set(3)
+    first = residual_streams(model, data, [3])[3].batches
+    path = next(tmp_path.glob("activations/*/residual-3.safetensors"))
+    runs = []
+    handle = model.bridge.blocks[0].register_forward_pre_hook(lambda *_: runs.append(1))
+    try:
+        path.write_bytes(path.read_bytes()[:100])  # cut short
+        assert all(torch.equal(a, b) for a, b in zip(residual_streams(model, data, [3])[3].batches, first)) and runs
+        from safetensors.torch import save_file
+        save_file({"residual": torch.zeros(5, 32)}, str(path))  # another set's tokens
+        runs.clear()
+        assert all(torch.equal(a, b) for a, b in zip(residual_streams(model, data, [3])[3].batches, first)) and runs
+        runs.clear()
+        residual_streams(model, data, [3])  # now whole again: read, nothing run
+        assert not runs
+    finally:
+        handle.remove()
+    with pytest.raises(HeurlensError, match="enter blocks 1..3"):
+        residual_streams(model, data, [0])
+
+
+def test_the_cache_never_grows_past_its_cap_and_evicts_the_least_recently_used(four_layer_bert, tmp_path,
+                                                                                monkeypatch):
+    """A cap of 3.5 entries; six sets of two entries each, set-0's first entry read after each set: the cache
+    never passes the cap, set-0's entry (always recently used) survives, the others' first entries do not."""
+    monkeypatch.setenv("HEURLENS_CACHE", str(tmp_path))
+    model = four_layer_bert
+    fingerprint = model.fingerprint()
+    sets = [padded_set(10 + i, name=f"set-{i}") for i in range(6)]
+    residual_streams(model, sets[0], [1])
+    one_entry = computed_bytes(tmp_path)  # every entry takes this room (same tokens, same width)
+    monkeypatch.setenv("HEURLENS_CACHE_LIMIT_GB", str(3.5 * one_entry / 2**30))
+    expected = {}
+    for data in sets:
+        expected[data.name] = residual_streams(model, data, [1, 2])[2].batches
+        residual_streams(model, sets[0], [1])
+        assert computed_bytes(tmp_path) <= cache_limit()
+    assert (entry_dir(fingerprint, sets[0]) / "residual-1.safetensors").exists()
+    assert not any((entry_dir(fingerprint, data) / "residual-1.safetensors").exists() for data in sets[1:-1])
+    assert len(entries(tmp_path)) == 3
+    for data in sets:  # evicted or not, what is read is right
+        assert all(torch.equal(a, b) for a, b in zip(residual_streams(model, data, [2])[2].batches, expected[data.name]))
+        assert computed_bytes(tmp_path) <= cache_limit()
+    monkeypatch.setenv("HEURLENS_CACHE_LIMIT_GB", "0")  # nothing fits: computed, returned, not stored
+    before = computed_bytes(tmp_path)
+    logits = full_model_logits(model, padded_set(99))
+    assert torch.equal(logits, predict_logits(model, padded_set(99))) and computed_bytes(tmp_path) == before
+    monkeypatch.setenv("HEURLENS_CACHE_LIMIT_GB", "lots")
+    with pytest.raises(HeurlensError, match="HEURLENS_CACHE_LIMIT_GB='lots' is not a size"):
+        cache_limit()
+
+
+def test_cache_command_lists_and_clears(four_layer_bert, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("HEURLENS_CACHE", str(tmp_path))
+    model = four_layer_bert
+    data = padded_set(4, name="listed-set")
+    residual_streams(model, data, [2])
+    full_model_logits(model, data)
+    (tmp_path / "models" / "some-model").mkdir(parents=True)
+    (tmp_path / "models" / "some-model" / "weights.bin").write_bytes(b"x" * 1000)
+    status, out, _ = heurlens_in_process(capsys, "cache", "list", "--json")
+    rows = json.loads(out)
+    assert status == 0 and {(r["kind"], r["evictable"]) for r in rows} == {("activations", True), ("models", False)}
+    assert {r["what"] for r in rows if r["kind"] == "activations"} == {
+        f"{held} of {model.model_id} on listed-set (12 examples)" for held in ("logits", "residual entering block 2")}
+    assert {r["model"] for r in rows if r["kind"] == "activations"} == {model.fingerprint()}
+    assert heurlens_in_process(capsys, "cache", "list")[1].count("listed-set") == 2
+    assert_refused(capsys, "say what to clear", "cache", "clear")
+    assert_refused(capsys, "holds no kind sausages", "cache", "clear", "--kind", "sausages")
+    assert heurlens_in_process(capsys, "cache", "clear", "--model", "0000")[1].startswith("removed 0 entries")
+    assert heurlens_in_process(capsys, "cache", "clear", "--unused-days", "1")[1].startswith("removed 0 entries")
+    cleared = heurlens_in_process(capsys, "cache", "clear", "--model", model.fingerprint()[:6])[1]
+    assert cleared.startswith("removed 2 entries")
+    assert not list(tmp_path.glob("activations/*")) and (tmp_path / "models" / "some-model" / "weights.bin").exists()
+    assert heurlens_in_process(capsys, "cache", "clear", "--all")[1].startswith("removed 1 entry,")
+    assert not (tmp_path / "models" / "some-model").exists()
+
+
+def test_a_native_model_whose_blocks_return_tuples_resumes_from_the_cache(tmp_path, monkeypatch):
+    """TransformerLens' native models unpack each block's output as a 1-tuple: the stored stream says so, and
+    passes resumed from it (second call) equal whole passes on the hand-set model of tests/planted.py."""
+    from planted import build_planted_model
+
+    from heurlens.resumed_passes import ablated_logits
+    from heurlens.tasks import token_batches
+
+    monkeypatch.setenv("HEURLENS_CACHE", str(tmp_path))
+    model = build_planted_model()
+    data = token_batches(torch.randint(0, 4, (24, 6), generator=torch.Generator().manual_seed(1)), batch_size=8)
+    hooks = ablation_hooks(model, "L1.MLP", "mean", compute_means(model, data))
+    whole = predict_logits(model, data, hooks)
+    assert not torch.equal(whole, predict_logits(model, data))  # the MLP carries information
+    for _ in range(2):  # computed, then read
+        assert torch.equal(ablated_logits(model, [(1, hooks)], data)[0], whole)
+    assert residual_streams(model, data, [1])[1].as_tuple
