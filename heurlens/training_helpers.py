@@ -81,8 +81,9 @@ class FrozenWeights:
 
     def __init__(self, module: nn.Module, masks: dict[str, Bool[Tensor, " ..."]]):
         parameters = dict(module.named_parameters())
-        self.masks = dict(masks)
-        self.entries = [(parameters[name], mask, parameters[name].detach()[mask].clone()) for name, mask in masks.items()]
+        self.masks = {name: mask.to(parameters[name].device) for name, mask in masks.items()}
+        self.entries = [(parameters[name], mask, parameters[name].detach()[mask].clone())
+                        for name, mask in self.masks.items()]
         self.handles = [p.register_hook(lambda grad, mask=mask: grad.masked_fill(mask, 0)) for p, mask, _ in self.entries]
 
     @torch.no_grad()

@@ -110,10 +110,51 @@ def test_unknown_or_absent_devices_are_refused_before_anything_loads(tmp_path):
 
 
 @pytest.mark.parametrize("command", [["ablate", "--heads", "L0.H0"], ["prune"], ["patterns"], ["finetune"],
-                                     ["effective-size", "."]])
+                                     ["effective-size", "."], ["transfer"], ["shape-bias"]])
 def test_every_model_command_refuses_a_device_it_cannot_use_before_loading(capsys, command):
     from cli_run import assert_refused
 
     assert_refused(capsys, "unknown device 'gpu0'", *command, "--device", "gpu0")
     if not torch.cuda.is_available():
         assert_refused(capsys, "no CUDA GPU that torch can use", *command, "--device", "cuda")
+
+
+def test_subtask_induction_keeps_to_the_models_device(tmp_path):
+    """A tiny sweep: T1 training, subnetwork discovery, and one stacked transfer training of Subtask Induction and
+    two controls (inherited filling: the masked-out entries re-drawn, the rest copied, the subnetwork frozen)."""
+    from heurlens.subtask.settings import SweepSettings
+    from heurlens.subtask.sweep import run_sweep
+
+    settings = SweepSettings(max_value=12, t1_epochs=1, discovery_epochs=1, disambiguation=(5,), transfer_epochs=1,
+                             conditions=("subtask induction", "random init", "random subnetwork"), filling="inherited")
+    with meta_default():
+        results = run_sweep(tmp_path, settings, progress=False, device="cpu")
+    assert len(results) == 3 and results["test_accuracy"].between(0, 1).all()
+
+
+def test_shape_bias_keeps_to_the_models_device(tmp_path, monkeypatch):
+    """The vision experiment on a few textured garments: base model, shape subnetwork (discovery on mean-pooled
+    images), Subtask Induction and a linear probe downstream (the other conditions differ only in their data), with
+    the unit masks of the timm hooks."""
+    from test_vision import _fashion_mnist_or_skip
+
+    from heurlens.vision.hooks import masks_for, unit_masks
+    from heurlens.vision.models import create_classifier
+    from heurlens.vision.shape_bias import ShapeBiasRun, ShapeBiasSettings
+
+    _fashion_mnist_or_skip()
+    monkeypatch.setenv("HEURLENS_CACHE", str(tmp_path / "cache"))
+    settings = ShapeBiasSettings(arch="vit-tiny-4layer", pretrain_size=32, pretrain_epochs=1, discovery_size=16,
+                                 discovery_epochs=1, downstream_size=16, downstream_epochs=1, downstream_seeds=1,
+                                 validation_size=16, test_size=16)
+    vit = create_classifier("vit-tiny-4layer", 10, in_chans=1, img_size=28).eval()
+    resnet = create_classifier("resnet18-quarter", 10, in_chans=1).eval()
+    images = torch.rand(2, 1, 28, 28)
+    with meta_default():
+        table1, _ = ShapeBiasRun(settings, tmp_path / "run", progress=False, device="cpu").run(
+            conditions=("subtask induction", "linear probe"))
+        with unit_masks(vit, masks_for(vit, "L0.H1,L1.MLP")):
+            vit(images)
+        with unit_masks(resnet, masks_for(resnet, "layer1.0,layer2.1.C5")):
+            resnet(images)
+    assert table1["condition"].tolist() == ["subtask induction", "linear probe"]

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from heurlens.cli.group import cli
-from heurlens.cli.options import print_table, table_output_options, workers_options
+from heurlens.cli.options import device_option, print_table, table_output_options, workers_options
 from heurlens.cli.settings_options import settings_from_options, settings_options
 from heurlens.subtask.settings import FIGURE3_CONDITIONS, TRANSFER_CONDITIONS, SweepSettings
 from heurlens.vision.settings import ShapeBiasSettings
@@ -27,11 +27,12 @@ if TYPE_CHECKING:
 @click.option("--conditions", default=None,
               help=f"Comma-separated, from: {', '.join(TRANSFER_CONDITIONS)}. [default: {','.join(FIGURE3_CONDITIONS)}]")
 @settings_options(SweepSettings, skip=("conditions",))
+@device_option
 @workers_options
 @click.option("--json", "as_json", is_flag=True, help="Print every run as JSON records.")
 @click.option("--csv", "as_csv", is_flag=True, help="Print every run as CSV.")
-def transfer(out: str, preset: str, conditions: str | None, workers: Workers | None, as_json: bool, as_csv: bool,
-             **given: Any) -> None:
+def transfer(out: str, preset: str, conditions: str | None, device: str | None, workers: Workers | None,
+             as_json: bool, as_csv: bool, **given: Any) -> None:
     """Subtask Induction on modular arithmetic: train on T1, find the subtask's subnetwork, transfer it
     and train on T2 from ambiguous data plus disambiguation samples, next to the controls."""
     from heurlens.errors import HeurlensError
@@ -45,7 +46,7 @@ def transfer(out: str, preset: str, conditions: str | None, workers: Workers | N
                                 f"choose from {', '.join(TRANSFER_CONDITIONS)}")
         given["conditions"] = chosen
     settings = settings_from_options(SweepSettings.paper() if preset == "paper" else SweepSettings(), given)
-    results = run_sweep(Path(out), settings, workers=workers)
+    results = run_sweep(Path(out), settings, workers=workers, device=device)
     figure3(results).write_html(Path(out) / "figure3.html")
 
     def pretty(results):
@@ -60,9 +61,11 @@ def transfer(out: str, preset: str, conditions: str | None, workers: Workers | N
 @click.option("--out", type=click.Path(file_okay=False), default="runs/shape-bias", show_default=True,
               help="Run directory; finished parts found there are reused (resumable).")
 @settings_options(ShapeBiasSettings)
+@device_option
 @workers_options
 @table_output_options
-def shape_bias(out: str, workers: Workers | None, as_json: bool, as_csv: bool, **given: Any) -> None:
+def shape_bias(out: str, device: str | None, workers: Workers | None, as_json: bool, as_csv: bool,
+               **given: Any) -> None:
     """Subtask Induction for shape bias on textured Fashion-MNIST (Subtask Induction paper, Tables 1-2, offline):
     find a subnetwork for mean-pooled garments in a base model, transfer it, and compare with
     training from scratch, a random subnetwork, data mixture and a linear probe."""
@@ -71,7 +74,7 @@ def shape_bias(out: str, workers: Workers | None, as_json: bool, as_csv: bool, *
     from heurlens.vision.shape_bias import ShapeBiasRun, summary
 
     settings = settings_from_options(ShapeBiasSettings(), given)
-    table1, table2 = ShapeBiasRun(settings, Path(out)).run(workers=workers)
+    table1, table2 = ShapeBiasRun(settings, Path(out), device=device).run(workers=workers)
     both = pd.concat([table2.rename(columns={"model": "condition"}).assign(table="2"), table1.assign(table="1")])
 
     def pretty(_):

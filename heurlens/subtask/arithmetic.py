@@ -70,7 +70,7 @@ def random_pairs(max_value: int, n: int, generator: torch.Generator) -> tuple[Te
     """n distinct (a, b) pairs drawn uniformly without replacement from [0, max_value)^2."""
     if n > max_value ** 2:
         raise HeurlensError(f"cannot draw {n} distinct pairs from {max_value}^2 = {max_value ** 2}")
-    flat = torch.randperm(max_value ** 2, generator=generator)[:n]
+    flat = torch.randperm(max_value ** 2, generator=generator, device="cpu")[:n]  # data lives on the CPU
     return flat // max_value, flat % max_value
 
 
@@ -79,14 +79,15 @@ def training_set(task: ArithmeticTask, fraction: float = 0.2, seed: int = 0) -> 
     subtask, 50,000 rows), with every token present: (i, i) is added for numbers the sample missed."""
     generator = torch.Generator().manual_seed(seed)
     a, b = random_pairs(task.max_value, round(fraction * task.max_value ** 2), generator)
-    missing = torch.tensor(sorted(set(range(task.max_value)) - set(a.tolist()) - set(b.tolist())), dtype=torch.long)
+    missing = torch.tensor(sorted(set(range(task.max_value)) - set(a.tolist()) - set(b.tolist())), dtype=torch.long,
+                           device="cpu")
     return task.sequences(torch.cat([a, missing]), torch.cat([b, missing]))
 
 
 def ambiguous_set(task: ArithmeticTask, disambiguation: int, seed: int = 0) -> Int[Tensor, "example 4"]:
     """Section 4's T2 training data: (i, i) for every number i (the task is ambiguous between f and
     the computations that agree with it when a = b), plus ``disambiguation`` random pairs."""
-    every = torch.arange(task.max_value)
+    every = torch.arange(task.max_value, device="cpu")
     a, b = random_pairs(task.max_value, disambiguation, torch.Generator().manual_seed(seed))
     return task.sequences(torch.cat([every, a]), torch.cat([every, b]))
 

@@ -19,6 +19,7 @@ from torch import Tensor, nn
 from torch.func import functional_call, stack_module_state, vmap
 from tqdm.auto import tqdm
 
+from heurlens.devices import device_of
 from heurlens.errors import HeurlensError
 from heurlens.subtask.training import TrainingResult, answer_accuracy, batches_of, best_by_evaluation
 from heurlens.training_helpers import FrozenWeights
@@ -60,7 +61,7 @@ class StackedModels:
             parameters = {name: stack[index] for name, stack in self.parameters.items()}
             buffers = {name: stack[index] for name, stack in self.buffers.items()}
             accuracies.append(answer_accuracy(partial(functional_call, self.template, (parameters, buffers)),
-                                              sequences, batch_size))
+                                              sequences, batch_size, device_of(self.models[index])))
         return accuracies
 
     @torch.no_grad()
@@ -81,8 +82,8 @@ class StackedFrozenWeights:
         for name in sorted(names):
             reference = stacked.parameters[name]
             self.masks[name] = torch.stack([
-                weights.masks[name] if weights is not None and name in weights.masks
-                else torch.zeros(reference.shape[1:], dtype=torch.bool) for weights in frozen])
+                weights.masks[name].to(reference.device) if weights is not None and name in weights.masks
+                else torch.zeros(reference.shape[1:], dtype=torch.bool, device=reference.device) for weights in frozen])
         self.values = {name: stacked.parameters[name].detach().clone() for name in self.masks}
         self.parameters = stacked.parameters
 
@@ -116,6 +117,7 @@ def train_next_token_together(models: Sequence[nn.Module], trains: Sequence[Int[
         raise HeurlensError(f"models trained together need training sets of one size, got "
                             f"{sorted({len(train) for train in trains})} rows")
     stacked = StackedModels(models)
+    device = device_of(models[0])
     held = StackedFrozenWeights(stacked, frozen)
     optimizer = torch.optim.AdamW(stacked.parameters.values(), lr=lr, fused=True)
     generators = [torch.Generator().manual_seed(seed) for seed in seeds]
@@ -123,7 +125,7 @@ def train_next_token_together(models: Sequence[nn.Module], trains: Sequence[Int[
     histories: list[list[dict]] = [[] for _ in range(count)]
     for epoch in tqdm(range(epochs), desc=desc, unit="epoch", disable=not progress, leave=False):
         for step in zip(*(batches_of(train, batch_size, generator) for train, generator in zip(trains, generators))):
-            tokens = torch.stack(step)
+            tokens = torch.stack(step).to(device)
             logits = stacked.forward_each(stacked.parameters, stacked.buffers, tokens[:, :, :-1])
             losses = F.cross_entropy(logits.flatten(0, 2), tokens[:, :, 1:].flatten(), reduction="none")
             losses = losses.view(count, -1).mean(1)  # each model's next_token_loss

@@ -129,5 +129,5 @@ def discover_subnetwork(module: nn.Module, loss_fn: Callable[[Callable, Any], Te
                 bar.set_postfix(beta=f"{beta:.1f}", loss=f"{task_loss.item():.4f}", kept=f"{kept:.3f}")
 
     run_with_denormals_flushed(train_scores)
-    return WeightSubnetwork({name: (s > 0).detach().clone() for name, s in scores.items()}, description,
+    return WeightSubnetwork({name: (s > 0).detach().cpu() for name, s in scores.items()}, description,
                             config.to_dict() | {"seed": seed})

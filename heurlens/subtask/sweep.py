@@ -31,6 +31,7 @@ from safetensors.torch import load_file
 from torch import Tensor, nn
 
 from heurlens.cache import atomic_save_tensors, atomic_write_json, guard_run_settings, stored
+from heurlens.devices import device_of, resolve_device
 from heurlens.distributed import Workers, run_each
 from heurlens.errors import HeurlensError
 from heurlens.subtask.arithmetic import ArithmeticTask, ambiguous_set, evaluation_set, training_set
@@ -60,16 +61,18 @@ def most_accurate(candidates: Sequence[WeightSubnetwork]) -> WeightSubnetwork:
 
 
 def run_sweep(out: Path, settings: SweepSettings = SweepSettings(), progress: bool = True,
-              workers: Workers | None = None) -> pd.DataFrame:
+              workers: Workers | None = None, device: str | torch.device | None = None) -> pd.DataFrame:
     """Run (or resume) the experiment in ``out``; return one row per finished transfer run. With Ray
-    ``workers`` the sample counts train at once, each count's runs together in one task."""
+    ``workers`` the sample counts train at once, each count's runs together in one task. The models train on
+    ``device`` (``heurlens.devices.resolve_device``: default a GPU when there is one); data, subnetworks and
+    every file of the run folder stay on the CPU, so a folder started on one device is resumed on another."""
     out = Path(out)
     t1 = ArithmeticTask(settings.t1, settings.max_value, settings.modulus)  # each refuses a bad expression
     subtask = ArithmeticTask(settings.subtask, settings.max_value, settings.modulus)
     t2 = ArithmeticTask(settings.t2, settings.max_value, settings.modulus)
     guard_run_settings(out, settings.to_dict(), PER_RUN, "sweep")  # only once everything is known to be valid
 
-    trained = arithmetic_model(t1, settings.n_layers, 0)
+    trained = arithmetic_model(t1, settings.n_layers, 0, resolve_device(device))
     t1_path = out / "t1-model.safetensors"
 
     def train_t1() -> dict[str, torch.Tensor]:
@@ -160,7 +163,8 @@ def _train_at_count(job: _TransferJob, n: int) -> None:
 
     def prepared(runs: list[tuple[str, int]]) -> list[tuple[nn.Module, FrozenWeights | None]]:
         return [transfer_condition(condition, job.subnetwork, job.trained,
-                                   partial(arithmetic_model, job.t1, settings.n_layers), seed + 100, settings.filling)
+                                   partial(arithmetic_model, job.t1, settings.n_layers, device=device_of(job.trained)),
+                                   seed + 100, settings.filling)
                 for condition, seed in runs]
 
     results = train_together_with_lr_search(
@@ -199,14 +203,18 @@ def _discovered(job: _DiscoveryJob, l0_lambda: float) -> WeightSubnetwork:
     settings, subtask = job.settings, job.subtask
 
     def discover() -> WeightSubnetwork:
-        batches = batches_of(training_set(subtask, settings.subtask_fraction, 3), 128, torch.Generator().manual_seed(0))
+        device = device_of(job.trained)
+        batches = [batch.to(device) for batch in batches_of(training_set(subtask, settings.subtask_fraction, 3), 128,
+                                                             torch.Generator().manual_seed(0))]
         config = DiscoverySettings(epochs=settings.discovery_epochs, l0_lambda=l0_lambda, lr=settings.discovery_lr)
         subnetwork = discover_subnetwork(job.trained, last_token_loss, batches, config,
                                          description=f"{settings.subtask} subnetwork of a {settings.t1} model",
                                          progress=job.progress)
         binary = masked_forward(job.trained, {name: mask.float() for name, mask in subnetwork.masks.items()})
-        subnetwork.settings["subtask_accuracy"] = answer_accuracy(binary, evaluation_set(subtask, 1000, 1))
-        subnetwork.settings["t1_accuracy_of_subnetwork"] = answer_accuracy(binary, evaluation_set(job.t1, 1000, 1))
+        subnetwork.settings["subtask_accuracy"] = answer_accuracy(binary, evaluation_set(subtask, 1000, 1),
+                                                                  device=device)
+        subnetwork.settings["t1_accuracy_of_subnetwork"] = answer_accuracy(binary, evaluation_set(job.t1, 1000, 1),
+                                                                           device=device)
         return subnetwork
 
     return stored(stem.with_suffix(".json"), discover, lambda sub: sub.save(stem), lambda: WeightSubnetwork.load(stem))

@@ -13,18 +13,22 @@ from jaxtyping import Int
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
+from heurlens.devices import device_of
 from heurlens.errors import HeurlensError
 from heurlens.subtask.arithmetic import ArithmeticTask
 from heurlens.training_helpers import FrozenWeights, optimizer_step
 
 
-def arithmetic_model(task: ArithmeticTask, n_layers: int = 2, seed: int = 0) -> nn.Module:
-    """A fresh decoder for ``task`` (a TransformerLens bridge: ``model(tokens)`` gives logits)."""
+def arithmetic_model(task: ArithmeticTask, n_layers: int = 2, seed: int = 0,
+                     device: torch.device | str = "cpu") -> nn.Module:
+    """A fresh decoder for ``task`` on ``device`` (a TransformerLens bridge: ``model(tokens)`` gives logits);
+    its weights are drawn on the CPU, so a seed gives the same model on every device."""
     from heurlens.models.loading import load_native
 
     config = dict(n_layers=n_layers, d_model=128, n_heads=4, d_head=32, d_mlp=512, d_vocab=task.vocab_size,
                   n_ctx=4, act_fn="gelu", normalization_type="LN")
-    return load_native(config, seed=seed).bridge
+    with torch.device("cpu"):
+        return load_native(config, seed=seed).bridge.to(device)
 
 
 def next_token_loss(forward: Callable, sequences: Int[Tensor, "batch 4"]) -> Tensor:
@@ -40,17 +44,20 @@ def last_token_loss(forward: Callable, sequences: Int[Tensor, "batch 4"]) -> Ten
 
 @torch.no_grad()
 def answer_accuracy(model: Callable[[Tensor], Tensor], sequences: Int[Tensor, "example 4"],
-                    batch_size: int = 1024) -> float:
-    """Fraction of sequences whose answer token c is the model's top prediction after ``<sep>``."""
+                    batch_size: int = 1024, device: torch.device | None = None) -> float:
+    """Fraction of sequences whose answer token c is the model's top prediction after ``<sep>``; each chunk of
+    sequences runs on ``device`` (default: where ``model``'s weights are, when it is a module)."""
+    device = device or device_of(model)
     correct = 0
     for begin in range(0, len(sequences), batch_size):
-        chunk = sequences[begin:begin + batch_size]
+        chunk = sequences[begin:begin + batch_size].to(device)
         correct += int((model(chunk[:, :-1])[:, -1].argmax(-1) == chunk[:, -1]).sum())
     return correct / len(sequences)
 
 
 def batches_of(sequences: Tensor, batch_size: int, generator: torch.Generator) -> list[Tensor]:
-    order = torch.randperm(len(sequences), generator=generator)
+    """``sequences`` in random order (drawn by the CPU ``generator``), cut into batches; on the CPU."""
+    order = torch.randperm(len(sequences), generator=generator, device="cpu")
     return [sequences[order[i:i + batch_size]] for i in range(0, len(sequences), batch_size)]
 
 
@@ -75,11 +82,12 @@ def train_next_token(model: nn.Module, train: Tensor, evaluation: Tensor, test: 
     accuracy (HF's best checkpoint); the result then reports that epoch."""
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr, fused=True)
     generator = torch.Generator().manual_seed(seed)
+    device = device_of(model)
     best, history = (-1.0, 0.0), []
     strict_best, best_state, waited = -1.0, None, 0
     for epoch in tqdm(range(epochs), desc=desc, unit="epoch", disable=not progress, leave=False):
         for batch in batches_of(train, batch_size, generator):
-            loss = next_token_loss(model, batch)
+            loss = next_token_loss(model, batch.to(device))
             optimizer_step(optimizer, loss, frozen)
         scores = {"epoch": epoch, "loss": loss.item(), "eval": answer_accuracy(model, evaluation)}
         if patience is None and scores["eval"] >= best[0]:  # ties: the later epoch (the released script's >=)

@@ -35,7 +35,8 @@ def copy_subnetwork(subnetwork: WeightSubnetwork, source: nn.Module, target: nn.
     subnetwork.check_module(target)
     source_parameters, target_parameters = dict(source.named_parameters()), dict(target.named_parameters())
     for name, mask in subnetwork.masks.items():
-        target_parameters[name][mask] = source_parameters[name][mask]
+        mask = mask.to(target_parameters[name].device)
+        target_parameters[name][mask] = source_parameters[name].to(mask.device)[mask]
 
 
 @torch.no_grad()

@@ -56,12 +56,13 @@ class WeightSubnetwork:
         generator = torch.Generator().manual_seed(seed)
         masks = {}
         for name, mask in self.masks.items():
-            pool = (~mask).flatten().nonzero().flatten() if complement else torch.arange(mask.numel())
+            mask = mask.cpu()  # drawn on the CPU: the same control on every device
+            pool = (~mask).flatten().nonzero().flatten() if complement else torch.arange(mask.numel(), device="cpu")
             count = int(mask.sum())
             if count > len(pool):
                 raise HeurlensError(f"{name}: the complement has {len(pool)} weights, fewer than the {count} needed")
-            chosen = pool[torch.randperm(len(pool), generator=generator)[:count]]
-            new = torch.zeros(mask.numel(), dtype=torch.bool)
+            chosen = pool[torch.randperm(len(pool), generator=generator, device="cpu")[:count]]
+            new = torch.zeros(mask.numel(), dtype=torch.bool, device="cpu")
             new[chosen] = True
             masks[name] = new.view(mask.shape)
         kind = "random complement" if complement else "random"

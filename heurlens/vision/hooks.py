@@ -27,6 +27,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor, nn
 
+from heurlens.devices import device_of
 from heurlens.errors import HeurlensError
 from heurlens.mask_sites import MaskSite, SiteMeans, attached
 from heurlens.units import UnitLayout, parse_units
@@ -75,11 +76,12 @@ def masks_for(model: nn.Module, spec: str) -> dict[str, Float[Tensor, " unit"]]:
     ``layer2.1.C5`` (output channel 5 of that block); comma-separated.
     """
     sites = mask_sites(model)
-    masks = {name: torch.ones(site.n_units) for name, site in sites.items()}
+    device = device_of(model)
+    masks = {name: torch.ones(site.n_units, device=device) for name, site in sites.items()}
     if any(site.kind == "packed heads" for site in sites.values()):  # ViT units in the text models' layout
         n_layers, n_heads = vit_layers(model)
         block_prefix = next(name for name, site in sites.items() if site.kind == "packed heads").split(".")[0]
-        heads, mlps = UnitLayout(n_layers, n_heads).mask(parse_units(spec, n_layers, n_heads))
+        heads, mlps = UnitLayout(n_layers, n_heads).mask(parse_units(spec, n_layers, n_heads), device)
         for layer in range(n_layers):
             masks[f"{block_prefix}.{layer}.attn"] = heads[layer].clone()
             masks[f"{block_prefix}.{layer}.mlp"] = mlps[layer:layer + 1].clone()

@@ -31,6 +31,7 @@ import torch
 from safetensors.torch import load_file
 
 from heurlens.cache import atomic_save_tensors, atomic_write_json, guard_run_settings, stored
+from heurlens.devices import resolve_device
 from heurlens.distributed import Workers, run_each
 from heurlens.errors import HeurlensError
 from heurlens.subtask.masks import DiscoverySettings, discover_subnetwork, masked_forward
@@ -52,8 +53,12 @@ def classifier_name(model: torch.nn.Module) -> str:
 class ShapeBiasRun:
     """The data, models and results of one experiment, kept in ``out``."""
 
-    def __init__(self, settings: ShapeBiasSettings, out: Path, progress: bool = True):
+    def __init__(self, settings: ShapeBiasSettings, out: Path, progress: bool = True,
+                 device: str | torch.device | None = None):
+        """``device``: where the models train (``heurlens.devices.resolve_device``: default a GPU when there is
+        one); data, subnetworks and run files stay on the CPU, so a run resumes on another device."""
         self.settings, self.out, self.progress = settings, Path(out), progress
+        self.device = resolve_device(device)
         self._build_data()  # refuses sizes the data cannot hold before anything is written
         guard_run_settings(self.out, settings.to_dict(), RESUMABLE_SETTINGS, "shape-bias run")
 
@@ -64,7 +69,7 @@ class ShapeBiasRun:
         split: dict[str, torch.Tensor] = {}
         self.split = split
         for name, size in sizes.items():
-            split[name] = torch.arange(start, start + size)
+            split[name] = torch.arange(start, start + size, device="cpu")
             start += size
         if start > 60_000:
             raise HeurlensError(f"the sets need {start} training garments; Fashion-MNIST has 60,000")
@@ -73,7 +78,7 @@ class ShapeBiasRun:
         self.downstream = textured_set("train", split["downstream"], 1.0, s.seed + 1)
         self.validation = textured_set("train", split["validation"], 1.0, s.seed + 2)
         discovery = textured_set("train", split["discovery"], s.pretrain_agreement, s.seed + 3)
-        test_garments = torch.arange(s.test_size)
+        test_garments = torch.arange(s.test_size, device="cpu")
         self.test = textured_set("test", test_garments, 1.0, s.seed + 4)
         self.cue_conflict = textured_set("test", test_garments, 0.0, s.seed + 5)
         self.discovery_pooled = (mean_pool_images(discovery.images, Felzenszwalb(), progress=self.progress),
@@ -81,17 +86,21 @@ class ShapeBiasRun:
         self.test_pooled = mean_pool_images(self.test.images, Felzenszwalb(), progress=self.progress)
 
     def make_model(self, seed: int) -> torch.nn.Module:
-        return create_classifier(self.settings.arch, len(FASHION_CLASSES), in_chans=1, img_size=28, seed=seed)
+        """A fresh classifier on the run's device, its weights drawn on the CPU (the same on every device)."""
+        with torch.device("cpu"):
+            model = create_classifier(self.settings.arch, len(FASHION_CLASSES), in_chans=1, img_size=28, seed=seed)
+        return model.to(self.device)
 
     def evaluation_sets(self) -> dict:
         return {"validation": (self.validation.images, self.validation.shapes)}
 
     def scores(self, model) -> dict[str, float]:
         """Accuracy on textured and mean-pooled test garments, and the cue-conflict metrics."""
-        conflict = cue_conflict_scores(predict(model, self.cue_conflict.images), self.cue_conflict.shapes,
-                                       self.cue_conflict.textures)
-        return {"original": prediction_accuracy(predict(model, self.test.images), self.test.shapes),
-                "mean-pooled": prediction_accuracy(predict(model, self.test_pooled), self.test.shapes),
+        conflict = cue_conflict_scores(predict(model, self.cue_conflict.images, device=self.device),
+                                       self.cue_conflict.shapes, self.cue_conflict.textures)
+        return {"original": prediction_accuracy(predict(model, self.test.images, device=self.device), self.test.shapes),
+                "mean-pooled": prediction_accuracy(predict(model, self.test_pooled, device=self.device),
+                                                   self.test.shapes),
                 "cue-conflict accuracy": conflict["accuracy"], "cue-conflict robustness": conflict["robustness"],
                 "shape bias": conflict["shape_bias"]}
 
@@ -116,8 +125,8 @@ class ShapeBiasRun:
         def discover() -> WeightSubnetwork:
             s = self.settings
             config = DiscoverySettings(epochs=s.discovery_epochs, l0_lambda=s.l0_lambda, lr=s.discovery_lr)
-            batches = shuffled_batches(*self.discovery_pooled, batch_size=32,
-                                       generator=torch.Generator().manual_seed(s.seed))
+            batches = [(images.to(self.device), labels.to(self.device)) for images, labels in shuffled_batches(
+                *self.discovery_pooled, batch_size=32, generator=torch.Generator().manual_seed(s.seed))]
             base.eval()  # batch norm keeps the base model's statistics while masks train
             head = classifier_name(base) + "."
             # every layer's parameters (batch-norm scales and shifts included) but the classifier's

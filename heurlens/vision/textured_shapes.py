@@ -96,11 +96,11 @@ def paint(shapes: Float[Tensor, "n 28 28"], textures: Int[Tensor, " n"],
           generator: torch.Generator) -> Float[Tensor, "n 1 28 28"]:
     """Each garment, lifted to the background level, times a random 28x28 crop of its texture."""
     bank = texture_bank()
-    out = torch.empty(len(shapes), 1, 28, 28)
+    out = torch.empty(len(shapes), 1, 28, 28, device="cpu")  # data lives on the CPU
     for i, (shape, texture) in enumerate(zip(shapes, textures.tolist(), strict=True)):
         source = bank[texture]
-        top = int(torch.randint(source.shape[0] - 28, (), generator=generator))
-        left = int(torch.randint(source.shape[1] - 28, (), generator=generator))
+        top = int(torch.randint(source.shape[0] - 28, (), generator=generator, device="cpu"))
+        left = int(torch.randint(source.shape[1] - 28, (), generator=generator, device="cpu"))
         out[i, 0] = (BACKGROUND + (1 - BACKGROUND) * shape) * source[top:top + 28, left:left + 28]
     return out
 
@@ -125,7 +125,7 @@ def textured_set(split: str, indices: Int[Tensor, " n"], texture_agreement: floa
     garments, labels = load_fashion_mnist(split)
     generator = torch.Generator().manual_seed(seed)
     shapes = labels[indices]
-    other = (shapes + torch.randint(1, len(TEXTURES), shapes.shape, generator=generator)) % len(TEXTURES)
-    agree = torch.rand(shapes.shape, generator=generator) < texture_agreement
+    other = (shapes + torch.randint(1, len(TEXTURES), shapes.shape, generator=generator, device="cpu")) % len(TEXTURES)
+    agree = torch.rand(shapes.shape, generator=generator, device="cpu") < texture_agreement
     textures = torch.where(agree, shapes, other)
     return TexturedSet(paint(garments[indices], textures, generator), shapes, textures)

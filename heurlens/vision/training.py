@@ -16,6 +16,7 @@ from jaxtyping import Float, Int
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
+from heurlens.devices import device_of
 from heurlens.errors import HeurlensError
 from heurlens.training_helpers import FrozenWeights, optimizer_step
 from heurlens.vision.metrics import prediction_accuracy
@@ -25,13 +26,17 @@ Labels = Int[Tensor, " n"]
 
 
 @torch.no_grad()
-def predict(model: nn.Module | Callable, images: Images, batch_size: int = 512) -> Labels:
-    """Predicted class of every image (the model in eval mode while predicting)."""
+def predict(model: nn.Module | Callable, images: Images, batch_size: int = 512,
+            device: torch.device | None = None) -> Labels:
+    """Predicted class of every image, on the CPU (the model in eval mode while predicting); each chunk of
+    images runs on ``device`` (default: where ``model``'s weights are, when it is a module)."""
+    device = device or device_of(model)
     was_training = getattr(model, "training", False)
     if isinstance(model, nn.Module):
         model.eval()
     try:
-        return torch.cat([model(images[i:i + batch_size]).argmax(-1) for i in range(0, len(images), batch_size)])
+        return torch.cat([model(images[i:i + batch_size].to(device)).argmax(-1).cpu()
+                          for i in range(0, len(images), batch_size)])
     finally:
         if isinstance(model, nn.Module):
             model.train(was_training)
@@ -45,7 +50,7 @@ def classification_loss(forward: Callable, batch: tuple[Images, Labels]) -> Tens
 
 def shuffled_batches(images: Images, labels: Labels, batch_size: int,
                      generator: torch.Generator) -> list[tuple[Images, Labels]]:
-    order = torch.randperm(len(labels), generator=generator)
+    order = torch.randperm(len(labels), generator=generator, device="cpu")
     return [(images[order[i:i + batch_size]], labels[order[i:i + batch_size]])
             for i in range(0, len(labels), batch_size)]
 
@@ -77,11 +82,12 @@ def train_classifier(model: nn.Module, images: Images, labels: Labels, evaluatio
     optimizer = torch.optim.SGD(parameters, lr=lr, momentum=0.9, weight_decay=1e-4)
     schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, epochs)
     generator = torch.Generator().manual_seed(seed)
+    device = device_of(model)
     best_state, best, history = None, None, []
     for epoch in tqdm(range(epochs), desc=desc, unit="epoch", disable=not progress, leave=False):
         model.train(trainable is None)
-        for batch in shuffled_batches(images, labels, batch_size, generator):
-            loss = classification_loss(model, batch)
+        for batch_images, batch_labels in shuffled_batches(images, labels, batch_size, generator):
+            loss = classification_loss(model, (batch_images.to(device), batch_labels.to(device)))
             optimizer_step(optimizer, loss, frozen)
         schedule.step()
         scores = {name: prediction_accuracy(predict(model, x), y) for name, (x, y) in evaluation.items()}
