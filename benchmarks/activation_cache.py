@@ -14,13 +14,16 @@ Run: .venv/bin/python benchmarks/activation_cache.py [--before REV] [--rounds 3]
    before) and read from the cache; a 12-head scan of layer 4 both ways.
 3. Where the main command's import time goes (``python -X importtime``): the time of every module imported,
    summed per top-level package (each module's own time, without its imports).
-Rounds alternate the variants; medians are printed with their ratios, and the tables must be equal.
+Rounds alternate the variants; medians are printed with their ratios, and the tables must agree: "first" and
+"repeated" bit for bit, "before" in every accuracy (its KL may differ in the ninth decimal: it reads full-model
+logits computed by an earlier process, in the old cache folder).
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import json
 import os
 import statistics
 import subprocess
@@ -112,10 +115,15 @@ def main() -> None:
                     command_times[name].append(seconds)
         finally:
             subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(before_tree)], check=True)
-    tables = [pd.read_json(text) for text in outputs.values()]
     print(f"README main command `heurlens {' '.join(MAIN_COMMAND[2:-1])}`, wall time; before = {args.before}")
     report("1. the main command", command_times, "before (full logits cached)")
-    print("  same table all three ways:", all(t.equals(tables[0]) for t in tables[1:]))
+    before, first, repeated = (json.loads(text) for text in outputs.values())
+    print("  first and repeated: the same table:", first == repeated)
+    kl_gap = max(abs(old["kl"] - new["kl"]) for old, new in zip(before, repeated))
+    print("  before and repeated: the same accuracies:",
+          all(old["ablated_accuracy"] == new["ablated_accuracy"] for old, new in zip(before, repeated)),
+          f"largest KL difference {kl_gap:.1e} (before reads the full logits of its own older cache, which may",
+          "differ from a fresh computation in float rounding)", flush=True)
 
     # 2. the ablation alone, in process
     model = heurlens.load_model("default")
