@@ -22,11 +22,11 @@ from typing import Any
 
 import torch
 from jaxtyping import Float
-from safetensors import SafetensorError, safe_open
+from safetensors import safe_open
 from torch import Tensor
 from transformer_lens.model_bridge.exceptions import StopAtLayerException
 
-from heurlens.cache import atomic_save_tensors, cache_dir, stored
+from heurlens.cache import UNREADABLE, atomic_save_tensors, cache_dir, stored
 from heurlens.cache_contents import mark_used
 from heurlens.devices import device_of, to_device
 from heurlens.errors import HeurlensError
@@ -100,7 +100,7 @@ def residual_streams(model: HookedModel, data: Task, layers: Iterable[int], mode
         try:
             streams[layer] = _read(path, data, model)
             mark_used(path)
-        except (HeurlensError, OSError, ValueError, SafetensorError):
+        except UNREADABLE:
             pass  # missing, or cannot be read back whole: computed below
     missing = [layer for layer in wanted if layer not in streams]
     if missing:

@@ -17,6 +17,8 @@ from heurlens.errors import HeurlensError
 from heurlens.run_folders import check_writable_dir, refuse_foreign_dir
 
 CACHE_ENV_VAR = "HEURLENS_CACHE"
+# what reading back a damaged file of heurlens' own raises: such an entry is computed again, never trusted
+UNREADABLE = (HeurlensError, OSError, ValueError, SafetensorError)
 T = TypeVar("T")
 
 
@@ -133,7 +135,7 @@ def stored(path: Path, compute: Callable[[], T], save: Callable[[T], object], lo
     if path.exists():
         try:
             result = load()
-        except (HeurlensError, OSError, ValueError, SafetensorError):
+        except UNREADABLE:
             pass  # computed again below
         else:
             if cache_root_of(path) is not None:

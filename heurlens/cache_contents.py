@@ -55,16 +55,24 @@ def cache_limit() -> int:
     return int(gigabytes * 2**30)
 
 
-def entries(root: Path) -> list[CacheEntry]:
-    """Everything in the cache at ``root``: each file of a computed kind, each top-level item of other kinds."""
+def entries(root: Path, kinds: Iterable[str] | None = None) -> list[CacheEntry]:
+    """Everything in the cache at ``root`` (only ``kinds``, when given): each file of a computed kind, each
+    top-level item of other kinds."""
     found = []
-    for kind_dir in sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []:
+    for kind_dir in kind_folders(root):
+        if kinds is not None and kind_dir.name not in kinds:
+            continue
         if kind_dir.name in COMPUTED_KINDS:
             for path in sorted(kind_dir.rglob("*.safetensors")):
                 found.append(_entry(kind_dir.name, kind_dir, path))
         else:
             found += [_entry(kind_dir.name, kind_dir, path) for path in sorted(kind_dir.iterdir())]
     return [entry for entry in found if entry is not None]
+
+
+def kind_folders(root: Path) -> list[Path]:
+    """The cache's kind folders (activations, means, models...), by name."""
+    return sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
 
 
 def _entry(kind: str, kind_dir: Path, path: Path) -> CacheEntry | None:
@@ -86,7 +94,7 @@ def make_room(root: Path, path: Path, size: int) -> bool:
     limit = cache_limit()
     if size > limit:
         return False
-    computed = [e for e in entries(root) if e.evictable]
+    computed = entries(root, COMPUTED_KINDS)  # not the models' folders: this runs before every computed write
     target = path.resolve()
     others = [e for e in computed if (root / e.kind / e.name).resolve() != target]
     used = sum(e.size for e in others)

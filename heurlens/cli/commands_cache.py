@@ -57,13 +57,13 @@ def clear(kinds: tuple[str, ...], models: tuple[str, ...], unused_days: float | 
     """Remove cache entries: those matching every option given, or --all. Each is rebuilt when next needed."""
     from heurlens.cache import cache_dir
     from heurlens.cache_contents import clear as clear_entries
-    from heurlens.cache_contents import entries
+    from heurlens.cache_contents import kind_folders
 
     if not (kinds or models or unused_days is not None or everything):
         raise HeurlensError("say what to clear: --kind activations, --model FINGERPRINT, --unused-days N, or --all "
                             "(heurlens cache list shows what is stored)")
     root = cache_dir()
-    known = {e.kind for e in entries(root)}
+    known = {folder.name for folder in kind_folders(root)}
     unknown = sorted(set(kinds) - known)
     if unknown:
         raise HeurlensError(f"the cache holds no kind {', '.join(unknown)}; it holds "
