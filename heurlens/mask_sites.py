@@ -58,9 +58,15 @@ class MaskSite:
             return activation.movedim(1, -1)
         return activation
 
-    def mask_view(self, mask: Float[Tensor, " unit"]) -> Tensor:
-        """The mask shaped to broadcast against ``unit_view`` (a head's mask covers its d_head)."""
-        return mask[:, None] if self.kind in ("heads", "packed heads") else mask
+    def mask_view(self, mask: Float[Tensor, "*example unit"], activation_dims: int, per_example: bool = False
+                  ) -> Tensor:
+        """The mask shaped to broadcast against a ``unit_view`` of ``activation_dims`` axes (a head's mask covers its
+        d_head). ``per_example``: the mask has one more, leading axis, one row per example of the batch (several
+        pruning seeds stacked in one forward pass, each on its own examples)."""
+        m = mask[..., None] if self.kind in ("heads", "packed heads") else mask
+        if per_example:
+            m = m.view(m.shape[0], *([1] * (activation_dims - m.dim())), *m.shape[1:])
+        return m
 
     def from_unit_view(self, view: Tensor) -> Tensor:
         if self.kind == "packed heads":
@@ -69,11 +75,13 @@ class MaskSite:
             return view.movedim(-1, 1)
         return view
 
-    def masked(self, activation: Tensor, mask: Float[Tensor, " unit"], replacement: Tensor | None) -> Tensor:
+    def masked(self, activation: Tensor, mask: Float[Tensor, "*example unit"], replacement: Tensor | None,
+               per_example: bool = False) -> Tensor:
         """m * x + (1 - m) * c at this site; ``replacement`` (c) is shaped like one example's activation,
-        or like any suffix of it that broadcasts (a head's mean ``[head, d_head]``), or None for zero."""
+        or like any suffix of it that broadcasts (a head's mean ``[head, d_head]``), or None for zero.
+        ``per_example``: ``mask`` holds one row per example (``mask_view``)."""
         view = self.unit_view(activation)
-        m = self.mask_view(mask.to(activation.device, activation.dtype))
+        m = self.mask_view(mask.to(activation.device, activation.dtype), view.dim(), per_example)
         if replacement is None:
             return self.from_unit_view(view * m)
         c = self.unit_view(replacement.to(activation.device, activation.dtype)[None])

@@ -19,11 +19,13 @@ class UnitMaskHooks:
 
     Set ``heads`` ([n_layers, n_heads]) and ``mlps`` ([n_layers]) before each forward pass; the
     hooks (``self.hooks``) read them when they fire, so a training loop can resample masks per
-    step without re-registering anything.
+    step without re-registering anything. Masks with a leading example axis (heads [example, n_layers,
+    n_heads], mlps [example, n_layers]) give each example of the batch its own mask: several pruning seeds
+    in one forward pass.
     """
 
-    def __init__(self, replacement: UnitMeans, heads: Float[Tensor, "layer head"],
-                 mlps: Float[Tensor, " layer"]):
+    def __init__(self, replacement: UnitMeans, heads: Float[Tensor, "*example layer head"],
+                 mlps: Float[Tensor, "*example layer"]):
         self.replacement = replacement
         self.heads = heads
         self.mlps = mlps
@@ -31,7 +33,7 @@ class UnitMaskHooks:
     @property
     def edits(self) -> list[tuple[MaskSite, Edit]]:
         """``(site, edit)`` pairs: every layer's heads, then every layer's MLP."""
-        n_layers, n_heads = self.heads.shape
+        n_layers, n_heads = self.heads.shape[-2:]
         heads = [head_site(layer, n_heads) for layer in range(n_layers)]
         mlps = [mlp_site(layer) for layer in range(n_layers)]
         edits: list[tuple[MaskSite, Edit]] = [(site, partial(self._mask_heads, site, layer))
@@ -48,7 +50,7 @@ class UnitMaskHooks:
         return attached(model, self.edits)
 
     def _mask_heads(self, site: MaskSite, layer: int, z: Float[Tensor, "batch pos head d_head"]) -> Tensor:
-        return site.masked(z, self.heads[layer], self.replacement.heads[layer])
+        return site.masked(z, self.heads[..., layer, :], self.replacement.heads[layer], self.heads.dim() == 3)
 
     def _mask_mlp(self, site: MaskSite, layer: int, out: Float[Tensor, "batch pos d_model"]) -> Tensor:
-        return site.masked(out, self.mlps[layer], self.replacement.mlps[layer])
+        return site.masked(out, self.mlps[..., layer], self.replacement.mlps[layer], self.mlps.dim() == 2)

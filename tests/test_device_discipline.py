@@ -66,12 +66,15 @@ def test_pruning_evaluation_and_effective_size_keep_to_the_models_device(planted
     settings = heurlens.PruneSettings(total_steps=4)
     with meta_default(), pytest.warns(UserWarning):  # 4 steps miss the target: said, not a failure here
         subnetworks = heurlens.prune(model, data, 0.5, seeds=[0, 1], means=means, config=settings, progress=False)
+        stacked = heurlens.prune(model, data, 0.5, seeds=[0, 1], means=means, config=settings, progress=False,
+                                 stack_seeds=True)
         evaluation = heurlens.evaluate_subnetworks(model, subnetworks, [data], means, metrics=METRIC)
         from heurlens.analysis.effective_size import effective_size_of
 
         sizes, _ = effective_size_of(model, data, [data, ood], means, sparsities=[0.3, 0.6], seeds=[0],
                                      config=settings, progress=False, metrics=METRIC)
     assert len(subnetworks) == 2 and len(evaluation) == 3 and set(sizes) == {"in_domain", "ood", "mixed"}
+    assert [s.kept for s in stacked] == [s.kept for s in subnetworks]
 
 
 def test_means_of_texts_and_pattern_scores_keep_to_the_models_device(tiny_bert_dir):

@@ -134,16 +134,16 @@ def test_achieved_sparsity_near_target_and_same_seed_same_subnetwork(pruning_dat
 def test_run_resumes_after_an_interruption(pruning_data, tmp_path, monkeypatch):
     model, data = pruning_data
     config = PruneSettings(total_steps=4)
-    real_train = runs_module.train_unit_mask
+    real_train = runs_module.train_unit_masks
     calls = []
 
     def train_then_die(*args, **kwargs):
-        calls.append(args[5])  # the seed
+        calls.extend(args[5])  # the seeds (one at a time when not stacked)
         if len(calls) == 2:
             raise KeyboardInterrupt  # killed while training the second seed
         return real_train(*args, **kwargs)
 
-    monkeypatch.setattr(runs_module, "train_unit_mask", train_then_die)
+    monkeypatch.setattr(runs_module, "train_unit_masks", train_then_die)
     with pytest.raises(KeyboardInterrupt):
         prune(model, data, 0.5, [0, 1], out=tmp_path, config=config, progress=False)
     files = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file())
@@ -151,7 +151,7 @@ def test_run_resumes_after_an_interruption(pruning_data, tmp_path, monkeypatch):
                      "sparsity-0.50/seed-00.json", "sparsity-0.50/seed-00.safetensors", "unit-means.safetensors"]
 
     calls.clear()
-    monkeypatch.setattr(runs_module, "train_unit_mask", lambda *a, **k: calls.append(a[5]) or real_train(*a, **k))
+    monkeypatch.setattr(runs_module, "train_unit_masks", lambda *a, **k: calls.extend(a[5]) or real_train(*a, **k))
     found = prune(model, data, 0.5, [0, 1], out=tmp_path, config=config, progress=False)
     assert calls == [1]  # seed 0 was loaded, not retrained
     assert [s.seed for s in found] == [0, 1]

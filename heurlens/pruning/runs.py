@@ -25,6 +25,7 @@ from torch import Tensor
 from heurlens.ablation import ablate_groups
 from heurlens.activation_cache import data_fingerprint, full_model_logits
 from heurlens.cache import stored
+from heurlens.devices import device_of
 from heurlens.distributed import Workers, run_each
 from heurlens.errors import HeurlensError
 from heurlens.evaluate import accuracy_metric, tokenize_pairs
@@ -33,7 +34,7 @@ from heurlens.models.classifier import as_model
 from heurlens.protocols import HookedModel, Loss, Metrics, Task
 from heurlens.pruning.settings import PruneSettings
 from heurlens.pruning.subnetwork import Subnetwork, discretize
-from heurlens.pruning.train import prunable_units, train_unit_mask
+from heurlens.pruning.train import prunable_units, train_unit_masks
 from heurlens.run_folders import LOCK_FILE, check_writable_dir, exclusive, refuse_foreign_dir
 from heurlens.tasks import TaskLike, as_task
 from heurlens.units import UnitLayout
@@ -98,7 +99,8 @@ def subnetworks_by_sparsity(run_dirs: Iterable[str | Path], pooled: bool = False
 def prune(model: HookedModel, data: TaskLike | datasets.Dataset, sparsity: float | Iterable[float] = 0.5,
           seeds: Iterable[int] = range(3), out: str | Path | None = None, config: PruneSettings = PruneSettings(),
           means: UnitMeans | None = None, batch_size: int = 16, progress: bool = True,
-          workers: Workers | None = None, loss: Loss | None = None) -> list[Subnetwork]:
+          workers: Workers | None = None, loss: Loss | None = None, stack_seeds: bool | None = None
+          ) -> list[Subnetwork]:
     """Prune ``model`` once per (sparsity, seed) and return the subnetworks, in that order.
 
     ``data`` is the pruning (training) data: a task (``EvalSet``, ``PromptSet``, ``TokenSet``), a list of texts,
@@ -110,7 +112,10 @@ def prune(model: HookedModel, data: TaskLike | datasets.Dataset, sparsity: float
     (and loss), or if another process is writing to it. With ``workers`` the runs go to Ray workers
     (``heurlens.distributed``), each writing its subnetwork into ``out`` itself. A subnetwork whose achieved
     sparsity misses its target by more than ``SPARSITY_TOLERANCE`` raises a ``SparsityTargetMissed`` warning
-    and says so in its metrics (``missed_target``).
+    and says so in its metrics (``missed_target``). ``stack_seeds``: train a sparsity's seeds together, one
+    forward pass over every seed's batch (``train_unit_masks``: the same subnetworks to float rounding); None
+    stacks them when the model is on a CUDA GPU, where one small batch leaves it idle, and not on a CPU, where
+    it was measured not to pay.
     """
     model = as_model(model)
     if isinstance(data, datasets.Dataset):
@@ -132,12 +137,13 @@ def prune(model: HookedModel, data: TaskLike | datasets.Dataset, sparsity: float
         means.check_fits(model)
     if out is None:
         return _prune_each(model, data, sparsities, seeds, None, config,
-                           means if means is not None else compute_means(model, data), progress, workers, loss)
+                           means if means is not None else compute_means(model, data), progress, workers, loss,
+                           stack_seeds)
     out = check_run_dir(out)
     with exclusive(out, "run directory"):
         means = means if means is not None else compute_means(model, data)
         _check_run_folder(out, model, data, config, means, loss)
-        return _prune_each(model, data, sparsities, seeds, out, config, means, progress, workers, loss)
+        return _prune_each(model, data, sparsities, seeds, out, config, means, progress, workers, loss, stack_seeds)
 
 
 def check_run_dir(out: str | Path) -> Path:
@@ -208,14 +214,24 @@ class _PruneJob:
 
 def _prune_each(model: HookedModel, data: Task, sparsities: list[float], seeds: Iterable[int],
                 out: Path | None, config: PruneSettings, means: UnitMeans, progress: bool,
-                workers: Workers | None, loss: Loss | None = None) -> list[Subnetwork]:
-    """Train (or, from ``out``, load) one subnetwork per (sparsity, seed), here or on ``workers``."""
+                workers: Workers | None, loss: Loss | None = None, stack_seeds: bool | None = None
+                ) -> list[Subnetwork]:
+    """Train (or, from ``out``, load) one subnetwork per (sparsity, seed), here or on ``workers``: one run per
+    (sparsity, seed), or with ``stack_seeds`` one run per sparsity training its missing seeds together."""
+    seeds = list(seeds)
     runs = [(target, seed) for target in sparsities for seed in seeds]
     fingerprint = model.fingerprint()
     missing = out is None or any(not subnetwork_stem(out, *run).with_suffix(".json").exists() for run in runs)
     job = _PruneJob(model, data, out, config, means, full_model_logits(model, data, fingerprint) if missing else None,
                     _data_id(data), fingerprint, progress and workers is None, loss)
-    subnetworks = run_each(_subnetwork_of_run, job, runs, workers, "subnetworks", progress and workers is not None)
+    if stack_seeds is None:
+        stack_seeds = device_of(model).type == "cuda"
+    if stack_seeds and len(seeds) > 1:
+        groups = run_each(_subnetworks_of_sparsity, job, [(target, seeds) for target in sparsities], workers,
+                          "sparsities", progress and workers is not None)
+        subnetworks = [subnetwork for group in groups for subnetwork in group]
+    else:
+        subnetworks = run_each(_subnetwork_of_run, job, runs, workers, "subnetworks", progress and workers is not None)
     for subnetwork in subnetworks:
         if subnetwork.missed_target:
             warnings.warn(subnetwork.missed_target_message(), SparsityTargetMissed, stacklevel=3)
@@ -232,24 +248,52 @@ def _subnetwork_of_run(job: _PruneJob, run: tuple[float, int]) -> Subnetwork:
                   partial(Subnetwork.load, stem))
 
 
+def _subnetworks_of_sparsity(job: _PruneJob, group: tuple[float, list[int]]) -> list[Subnetwork]:
+    """Every seed of one sparsity: those on disk in ``job.out`` loaded, the others trained together
+    (``train_unit_masks``) and each saved as it would be alone."""
+    target, seeds = group
+    on_disk = {seed for seed in seeds
+               if job.out is not None and subnetwork_stem(job.out, target, seed).with_suffix(".json").exists()}
+    to_train = [seed for seed in seeds if seed not in on_disk]
+    trained = dict(zip(to_train, _trained_together(job, target, to_train))) if to_train else {}
+    if job.out is None:
+        return [trained[seed] for seed in seeds]
+    subnetworks = []
+    for seed in seeds:
+        stem = subnetwork_stem(job.out, target, seed)
+        compute = partial(trained.__getitem__, seed) if seed in trained else partial(_trained, job, target, seed)
+        subnetworks.append(stored(stem.with_suffix(".json"), compute, partial(Subnetwork.save, stem=stem),
+                                  partial(Subnetwork.load, stem)))
+    return subnetworks
+
+
 def _trained(job: _PruneJob, target: float, seed: int) -> Subnetwork:
+    return _trained_together(job, target, [seed])[0]
+
+
+def _trained_together(job: _PruneJob, target: float, seeds: list[int]) -> list[Subnetwork]:
+    """The subnetworks of ``seeds`` at ``target``, trained in one stacked run (one seed: the plain loop)."""
     model, config = job.model, job.config
     full_logits = job.full_logits if job.full_logits is not None else full_model_logits(model, job.data, job.fingerprint)
     start = time.time()
-    result = train_unit_mask(model, job.data, full_logits, job.means, target, seed, config, job.progress, job.loss)
+    results = train_unit_masks(model, job.data, full_logits, job.means, target, seeds, config, job.progress, job.loss)
+    seconds = round((time.time() - start) / len(seeds), 1)  # a stacked run's time shared out over its seeds
     prunable = prunable_units(UnitLayout(model.n_layers, model.n_heads), config.units)
-    kept, achieved, threshold = discretize(result.log_alpha_heads, result.log_alpha_mlps, target, config.discretization,
-                                           prunable)
     loss_metric = "final_train_kl" if job.loss is None else "final_train_loss"
-    return Subnetwork(
-        kept=kept, n_layers=model.n_layers, n_heads=model.n_heads, target_sparsity=target,
-        achieved_sparsity=achieved, threshold=threshold, seed=seed, model_id=model.model_id,
-        model_fingerprint=job.fingerprint, data_id=job.data_id,
-        hyperparameters=_hyperparameters(config, target, job.data, job.means, job.loss),
-        metrics={loss_metric: result.final_loss, "final_expected_sparsity": result.final_expected_sparsity,
-                 "train_seconds": round(time.time() - start, 1),
-                 **({"missed_target": True} if abs(achieved - target) > SPARSITY_TOLERANCE else {})},
-        log_alpha_heads=result.log_alpha_heads, log_alpha_mlps=result.log_alpha_mlps)
+    subnetworks = []
+    for seed, result in zip(seeds, results):
+        kept, achieved, threshold = discretize(result.log_alpha_heads, result.log_alpha_mlps, target,
+                                               config.discretization, prunable)
+        subnetworks.append(Subnetwork(
+            kept=kept, n_layers=model.n_layers, n_heads=model.n_heads, target_sparsity=target,
+            achieved_sparsity=achieved, threshold=threshold, seed=seed, model_id=model.model_id,
+            model_fingerprint=job.fingerprint, data_id=job.data_id,
+            hyperparameters=_hyperparameters(config, target, job.data, job.means, job.loss),
+            metrics={loss_metric: result.final_loss, "final_expected_sparsity": result.final_expected_sparsity,
+                     "train_seconds": seconds,
+                     **({"missed_target": True} if abs(achieved - target) > SPARSITY_TOLERANCE else {})},
+            log_alpha_heads=result.log_alpha_heads, log_alpha_mlps=result.log_alpha_mlps))
+    return subnetworks
 
 
 def evaluate_subnetworks(model: HookedModel, subnetworks: list[Subnetwork], eval_sets: Sequence[TaskLike],

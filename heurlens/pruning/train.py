@@ -21,7 +21,8 @@ Its settings are ``PruneSettings`` (``heurlens.pruning.settings``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
@@ -30,9 +31,10 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from heurlens.devices import device_of
+from heurlens.errors import HeurlensError
 from heurlens.masking import UnitMaskHooks
 from heurlens.means import UnitMeans
-from heurlens.protocols import HookedModel, Loss, Task
+from heurlens.protocols import Batch, HookedModel, Loss, Task
 from heurlens.pruning.hard_concrete import HardConcrete
 from heurlens.pruning.schedule import target_at
 from heurlens.pruning.settings import PruneSettings
@@ -89,6 +91,32 @@ def mask_optimizer(mask: HardConcrete, lambdas: Tensor, config: PruneSettings, t
     return optimizer, get_constant_schedule(optimizer)
 
 
+def stacked_batches(batches: Sequence[Batch], pad_token_id: int = 0) -> Batch:
+    """Right-padded batches as one: each tensor padded on the right to the longest (``input_ids`` with the
+    pad token, the attention mask and token types with 0) and concatenated along the examples. Padding is
+    masked out of attention, so every example's scores are its own batch's up to float rounding."""
+    length = max(batch["input_ids"].shape[1] for batch in batches)
+    return {key: torch.cat([F.pad(batch[key], (0, length - batch[key].shape[1]),
+                                  value=pad_token_id if key == "input_ids" else 0) for batch in batches])
+            for key in batches[0]}
+
+
+@dataclass
+class _SeedRun:
+    """One seed's own state in ``train_unit_masks``: its mask, multipliers, optimizer and random streams."""
+
+    seed: int
+    mask: HardConcrete
+    lambdas: Tensor
+    optimizer: torch.optim.Optimizer
+    schedule: torch.optim.lr_scheduler.LRScheduler
+    order_generator: torch.Generator  # the batches' order (CPU)
+    draws: torch.Generator  # the masks' draws: the order generator on the CPU, one of the model's device elsewhere
+    order: list[int] = field(default_factory=list)
+    fit: Tensor | None = None
+    model_sparsity: Tensor | None = None
+
+
 def train_unit_mask(model: HookedModel, data: Task, full_logits: Float[Tensor, "example label"],
                     means: UnitMeans, sparsity: float, seed: int, config: PruneSettings = PruneSettings(),
                     progress: bool = True, loss: Loss | None = None) -> MaskTrainingResult:
@@ -99,56 +127,111 @@ def train_unit_mask(model: HookedModel, data: Task, full_logits: Float[Tensor, "
     seeded random order, one pass over the data after another. ``loss(scores, full scores, example ids)``
     replaces the KL (``kl_loss``) when given; ``example ids`` are the batch's indices in ``data``.
     """
+    return train_unit_masks(model, data, full_logits, means, sparsity, [seed], config, progress, loss)[0]
+
+
+def train_unit_masks(model: HookedModel, data: Task, full_logits: Float[Tensor, "example label"],
+                     means: UnitMeans, sparsity: float, seeds: Sequence[int], config: PruneSettings = PruneSettings(),
+                     progress: bool = True, loss: Loss | None = None) -> list[MaskTrainingResult]:
+    """``train_unit_mask`` for several seeds at once: one forward pass per micro-batch over every seed's own
+    batch (``stacked_batches``), each example masked by its seed's draw (``UnitMaskHooks``' per-example masks).
+
+    Each seed keeps everything of its own (initial log_alpha, batch order, mask draws, multipliers, AdamW
+    state, gradient clipping), and a seed's mask changes only its own examples' scores, so the summed
+    objective gives each seed the gradient it gets alone: the same subnetworks as one seed after another, to
+    float rounding (padding to the longest batch). What it saves is passes: worth it where one small batch
+    leaves the hardware idle (a GPU); on a CPU the padding costs more than the stacking gains
+    (docs/pruning.md), so ``prune`` stacks only on CUDA unless told otherwise. With ``config.dropout`` the
+    dropout draws are shared, so the runs differ from the seeds alone.
+    """
+    if len(set(seeds)) != len(seeds) or not seeds:
+        raise HeurlensError(f"seeds {list(seeds)}: give at least one seed, each once")
     objective = loss or kl_loss
     device = device_of(model)
     means = means.to(device)
     layout = UnitLayout(model.n_layers, model.n_heads)
     prunable = prunable_units(layout, config.units, device)
-    torch.manual_seed(seed)
-    mask = HardConcrete(layout.n_units, config.log_alpha_init, config.log_alpha_init_std, device=device)
-    lambdas = torch.zeros(2, requires_grad=True, device=device)
     batch_size = data.batches[0]["input_ids"].shape[0]
     warmup, total = config.steps_for(sparsity, len(data), batch_size)
-    optimizer, schedule = mask_optimizer(mask, lambdas, config, total)
-    generator = torch.Generator(device="cpu").manual_seed(seed)  # the batches' order
-    # the masks' draws: the same generator on the CPU (as always), one of the model's device elsewhere
-    draws = generator if device.type == "cpu" else torch.Generator(device=device).manual_seed(seed)
+    runs = []
+    for seed in seeds:
+        torch.manual_seed(seed)  # log_alpha's initial draw, as for one seed alone
+        mask = HardConcrete(layout.n_units, config.log_alpha_init, config.log_alpha_init_std, device=device)
+        lambdas = torch.zeros(2, requires_grad=True, device=device)
+        optimizer, schedule = mask_optimizer(mask, lambdas, config, total)
+        order_generator = torch.Generator(device="cpu").manual_seed(seed)
+        draws = order_generator if device.type == "cpu" else torch.Generator(device=device).manual_seed(seed)
+        runs.append(_SeedRun(seed, mask, lambdas, optimizer, schedule, order_generator, draws))
     offsets = torch.tensor([0] + [b["input_ids"].shape[0] for b in data.batches], device="cpu").cumsum(0)
+    tokenizer = getattr(model, "tokenizer", None)
+    pad_token_id = getattr(tokenizer, "pad_token_id", None) or 0
 
     hooks = UnitMaskHooks(means, *layout.mask([], device))
-    bar = tqdm(total=total, desc=f"pruning seed {seed} to {sparsity:.0%}", unit="step", disable=not progress)
-    order: list[int] = []
-    fit = model_sparsity = torch.zeros((), device=device)
+    names = ",".join(map(str, seeds))
+    bar = tqdm(total=total, desc=f"pruning seed{'s' if len(seeds) > 1 else ''} {names} to {sparsity:.0%}",
+               unit="step", disable=not progress)
     try:
         model.train(config.dropout)
-        with frozen_parameters(model), hooks.attached(model):  # only the mask and the multipliers train
+        with frozen_parameters(model), hooks.attached(model):  # only the masks and the multipliers train
             for step in range(total):
                 target = target_at(step, warmup, sparsity)
-                optimizer.zero_grad()
+                for run in runs:
+                    run.optimizer.zero_grad()
                 for _ in range(config.grad_accumulation):
-                    if not order:
-                        order = torch.randperm(len(data.batches), generator=generator, device="cpu").tolist()
-                    index = order.pop()
-                    z = mask.sample(draws).where(prunable, 1.0)
-                    hooks.heads, hooks.mlps = layout.split(z)
-                    logits = model(**data.batches[index])
-                    reference = full_logits[offsets[index]:offsets[index + 1]].to(device)
-                    fit = objective(logits, reference,
-                                    torch.arange(int(offsets[index]), int(offsets[index + 1]), device="cpu"))
-                    model_sparsity = (sampled_sparsity(z, prunable) if config.sparsity_estimate == "sampled"
-                                      else expected_sparsity(mask, prunable))
-                    gap = model_sparsity - target
-                    lagrangian = fit + lambdas[0] * gap + lambdas[1] * gap ** 2
+                    indices, draws = [], []
+                    for run in runs:
+                        if not run.order:
+                            run.order = torch.randperm(len(data.batches), generator=run.order_generator,
+                                                       device="cpu").tolist()
+                        indices.append(run.order.pop())
+                        draws.append(run.mask.sample(run.draws).where(prunable, 1.0))
+                    if len(runs) == 1:
+                        hooks.heads, hooks.mlps = layout.split(draws[0])
+                        logits = model(**data.batches[indices[0]])
+                    else:
+                        rows = torch.tensor([int(offsets[i + 1] - offsets[i]) for i in indices], device=device)
+                        per_example = torch.stack(draws).repeat_interleave(rows, dim=0)
+                        hooks.heads, hooks.mlps = _split_rows(layout, per_example)
+                        logits = model(**stacked_batches([data.batches[i] for i in indices], pad_token_id))
+                    lagrangian = torch.zeros((), device=device)
+                    start = 0
+                    for run, index, z in zip(runs, indices, draws):
+                        rows_here = int(offsets[index + 1] - offsets[index])
+                        reference = full_logits[offsets[index]:offsets[index + 1]].to(device)
+                        run.fit = objective(logits[start:start + rows_here], reference,
+                                            torch.arange(int(offsets[index]), int(offsets[index + 1]), device="cpu"))
+                        start += rows_here
+                        run.model_sparsity = (sampled_sparsity(z, prunable) if config.sparsity_estimate == "sampled"
+                                              else expected_sparsity(run.mask, prunable))
+                        gap = run.model_sparsity - target
+                        lagrangian = lagrangian + run.fit + run.lambdas[0] * gap + run.lambdas[1] * gap ** 2
                     (lagrangian / config.grad_accumulation).backward()
-                if config.max_grad_norm is not None:
-                    torch.nn.utils.clip_grad_norm_([mask.log_alpha, lambdas], config.max_grad_norm)
-                optimizer.step()
-                schedule.step()
+                for run in runs:
+                    if config.max_grad_norm is not None:
+                        torch.nn.utils.clip_grad_norm_([run.mask.log_alpha, run.lambdas], config.max_grad_norm)
+                    run.optimizer.step()
+                    run.schedule.step()
                 bar.update(1)
-                bar.set_postfix(sparsity=f"{model_sparsity.item():.3f}", target=f"{target:.3f}", loss=f"{fit.item():.4f}")
+                first = runs[0]
+                bar.set_postfix(sparsity=f"{_item(first.model_sparsity):.3f}", target=f"{target:.3f}",
+                                loss=f"{_item(first.fit):.4f}")
     finally:
         bar.close()
         model.eval()
-    log_alpha_heads, log_alpha_mlps = layout.split(mask.log_alpha.detach().cpu())
-    return MaskTrainingResult(log_alpha_heads.clone(), log_alpha_mlps.clone(), fit.item(),
-                              expected_sparsity(mask, prunable).item(), total)
+    results = []
+    for run in runs:
+        log_alpha_heads, log_alpha_mlps = layout.split(run.mask.log_alpha.detach().cpu())
+        results.append(MaskTrainingResult(log_alpha_heads.clone(), log_alpha_mlps.clone(), _item(run.fit),
+                                          expected_sparsity(run.mask, prunable).item(), total))
+    return results
+
+
+def _split_rows(layout: UnitLayout, flat: Float[Tensor, "example unit"]
+                ) -> tuple[Float[Tensor, "example layer head"], Float[Tensor, "example layer"]]:
+    """``UnitLayout.split`` of each row: per-example (heads, MLPs) masks."""
+    per_layer = flat.view(flat.shape[0], layout.n_layers, layout.n_heads + 1)
+    return per_layer[..., :layout.n_heads], per_layer[..., layout.n_heads]
+
+
+def _item(value: Tensor | None) -> float:
+    return 0.0 if value is None else value.item()
