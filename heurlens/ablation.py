@@ -25,6 +25,7 @@ from heurlens.evaluate import accuracy_metric, mean_kl
 from heurlens.masking import UnitMaskHooks
 from heurlens.means import UnitMeans, zero_means
 from heurlens.models.classifier import as_model
+from heurlens.precision import Precision
 from heurlens.protocols import HookedModel, HookList, Metrics
 from heurlens.resumed_passes import ablated_logits
 from heurlens.tasks import TaskLike, as_task
@@ -74,7 +75,7 @@ def _unit_mask(model: HookedModel, units: UnitsLike, replacement: UnitMeans) -> 
 
 def ablate(model: HookedModel, units: UnitsLike, eval_sets: Sequence[TaskLike], method: Method = "mean",
            means: UnitMeans | None = None, full_logits: dict[str, Tensor] | None = None,
-           bf16: bool = False, metrics: Metrics | None = None) -> pd.DataFrame:
+           dtype: Precision = "float32", metrics: Metrics | None = None) -> pd.DataFrame:
     """Each metric of the full and the ablated model on each evaluation set, the change, and KL.
 
     Returns one row per evaluation set: eval_set, examples, then per metric ``full_{name}`` and
@@ -84,17 +85,17 @@ def ablate(model: HookedModel, units: UnitsLike, eval_sets: Sequence[TaskLike], 
     only).
     ``units``: ``"L4.H0,L2.*"``, ``Unit``s or a list of either; ``eval_sets``: tasks, lists of texts or token
     tensors. ``full_logits`` (by set name) reuses an earlier run of the full model; otherwise they come from
-    the activation cache (``heurlens.activation_cache``). ``bf16``: both models in bfloat16 matrix products
-    (``predict_logits``), about 2x faster on a CPU with AVX-512 BF16; the full logits passed in must then be
-    bf16 ones too.
+    the activation cache (``heurlens.activation_cache``). ``dtype``: both models' matrix products in bfloat16 or float16
+    (``heurlens.precision``; bfloat16 about 2x faster on a CPU with AVX-512 BF16); the full logits passed in must
+    then be ones in that precision too.
     """
-    return ablate_groups(model, [units], eval_sets, method, means, full_logits, bf16, metrics=metrics).drop(
+    return ablate_groups(model, [units], eval_sets, method, means, full_logits, dtype, metrics=metrics).drop(
         columns="ablated")
 
 
 def ablate_groups(model: HookedModel, groups: Sequence[UnitsLike], eval_sets: Sequence[TaskLike],
                   method: Method = "mean", means: UnitMeans | None = None,
-                  full_logits: dict[str, Tensor] | None = None, bf16: bool = False,
+                  full_logits: dict[str, Tensor] | None = None, dtype: Precision = "float32",
                   progress: bool = False, desc: str = "ablations", metrics: Metrics | None = None) -> pd.DataFrame:
     """``ablate`` for each group of units, the group named in a first column ``ablated``; rows group by group.
 
@@ -120,9 +121,9 @@ def ablate_groups(model: HookedModel, groups: Sequence[UnitsLike], eval_sets: Se
     for task in tasks:
         full = (full_logits or {}).get(task.name)
         if full is None:
-            full = full_model_logits(model, task, fingerprint, bf16)
+            full = full_model_logits(model, task, fingerprint, dtype)
         full_values = {name: metric(full, task) for name, metric in metrics.items()}
-        for group, group_rows, ablated in zip(unit_groups, rows, ablated_logits(model, ablations, task, bf16, bar,
+        for group, group_rows, ablated in zip(unit_groups, rows, ablated_logits(model, ablations, task, dtype, bar,
                                                                                 fingerprint)):
             group_rows.append({"ablated": format_units(group), "eval_set": task.name, "examples": len(task),
                                **_metric_columns(full_values, {name: metric(ablated, task)

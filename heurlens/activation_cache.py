@@ -6,10 +6,10 @@ model on the same data, and an ablation whose lowest unit sits in layer l change
 residual stream entering block l (the output of block l-1) is computed once per model fingerprint (weights
 and vocabulary), token fingerprint and layer, and every later ablated pass starts there
 (``heurlens.resumed_passes``). The final logits are the entry's last file. One entry is a folder
-``cache_dir()/activations/{model}-{tokens}[-bf16]/`` holding ``residual-{l}.safetensors`` (the real tokens
-only, padding dropped, float32) and ``logits.safetensors``; all are written atomically, within the cache's size
-cap (``heurlens.cache_contents``), and a file that cannot be read back whole, or does not fit the data, is
-computed again.
+``cache_dir()/activations/{model}-{tokens}[-bf16|-fp16]/`` (the suffix: the precision, ``heurlens.precision``)
+holding ``residual-{l}.safetensors`` (the real tokens only, padding dropped, float32) and
+``logits.safetensors``; all are written atomically, within the cache's size cap (``heurlens.cache_contents``),
+and a file that cannot be read back whole, or does not fit the data, is computed again.
 """
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ from heurlens.cache import UNREADABLE, atomic_save_tensors, cache_dir, stored
 from heurlens.cache_contents import mark_used
 from heurlens.devices import device_of, to_device
 from heurlens.errors import HeurlensError
-from heurlens.evaluate import matmul_precision, predict_logits
+from heurlens.evaluate import predict_logits
+from heurlens.precision import CACHE_SUFFIX, Precision, autocast, check_precision
 from heurlens.protocols import Batch, HookedModel, Task
 
 BlockInput = Float[Tensor, "batch pos d_model"]
@@ -61,18 +62,20 @@ def data_fingerprint(data: Task) -> str:
     return digest.hexdigest()[:16]
 
 
-def entry_dir(model_fingerprint: str, data: Task, bf16: bool = False) -> Path:
-    """The folder of the full model's activations on ``data`` (bf16 ones apart: see ``predict_logits``)."""
-    return cache_dir() / "activations" / (f"{model_fingerprint}-{data_fingerprint(data)}" + ("-bf16" if bf16 else ""))
+def entry_dir(model_fingerprint: str, data: Task, dtype: Precision = "float32") -> Path:
+    """The folder of the full model's activations on ``data``, one per precision (``heurlens.precision``)."""
+    return cache_dir() / "activations" / (f"{model_fingerprint}-{data_fingerprint(data)}"
+                                          + CACHE_SUFFIX[check_precision(dtype)])
 
 
 def full_model_logits(model: HookedModel, eval_set: Task,
-                      model_fingerprint: str | None = None, bf16: bool = False) -> Float[Tensor, "example label"]:
+                      model_fingerprint: str | None = None, dtype: Precision = "float32"
+                      ) -> Float[Tensor, "example label"]:
     """``predict_logits`` of the model without hooks, read from the activation cache or computed and kept
     there: evaluation sets do not change, so ablations, scans and subnetwork evaluations read the full model's
     logits instead of recomputing them. A caller looping over sets passes ``model.fingerprint()`` once (it
     hashes every weight)."""
-    path = entry_dir(model_fingerprint or model.fingerprint(), eval_set, bf16) / "logits.safetensors"
+    path = entry_dir(model_fingerprint or model.fingerprint(), eval_set, dtype) / "logits.safetensors"
 
     def load() -> Tensor:
         with safe_open(str(path), "pt") as handle:
@@ -81,19 +84,19 @@ def full_model_logits(model: HookedModel, eval_set: Task,
             raise HeurlensError(f"{path} holds logits of {logits.shape[0]} examples, not {len(eval_set)}")
         return logits
 
-    return stored(path, lambda: predict_logits(model, eval_set, bf16=bf16),
+    return stored(path, lambda: predict_logits(model, eval_set, dtype=dtype),
                   lambda logits: atomic_save_tensors(path, {"logits": logits}, _about(model, eval_set)), load)
 
 
 def residual_streams(model: HookedModel, data: Task, layers: Iterable[int], model_fingerprint: str | None = None,
-                     bf16: bool = False) -> dict[int, ResidualStream]:
+                     dtype: Precision = "float32") -> dict[int, ResidualStream]:
     """For each layer l in ``layers`` (1 <= l < n_layers), the full model's residual stream entering block l on
     each batch of ``data``. Layers the cache lacks are computed in one pass over the data that stops after the
     deepest of them, then stored."""
     wanted = sorted(set(layers))
     if any(not 1 <= layer < model.n_layers for layer in wanted):
         raise HeurlensError(f"residual streams enter blocks 1..{model.n_layers - 1}; asked for {wanted}")
-    folder = entry_dir(model_fingerprint or model.fingerprint(), data, bf16)
+    folder = entry_dir(model_fingerprint or model.fingerprint(), data, dtype)
     streams: dict[int, ResidualStream] = {}
     for layer in wanted:
         path = folder / f"residual-{layer}.safetensors"
@@ -104,7 +107,7 @@ def residual_streams(model: HookedModel, data: Task, layers: Iterable[int], mode
             pass  # missing, or cannot be read back whole: computed below
     missing = [layer for layer in wanted if layer not in streams]
     if missing:
-        computed = _compute(model, data, missing, bf16)
+        computed = _compute(model, data, missing, dtype)
         for layer in missing:
             atomic_save_tensors(folder / f"residual-{layer}.safetensors",
                                 {"residual": _unpadded(computed[layer].batches, data)},
@@ -119,11 +122,11 @@ def _about(model: HookedModel, data: Task) -> dict[str, str]:
     return {"model": str(getattr(model, "model_id", "")), "eval_set": data.name, "examples": str(len(data))}
 
 
-def _compute(model: HookedModel, data: Task, layers: list[int], bf16: bool) -> dict[int, ResidualStream]:
+def _compute(model: HookedModel, data: Task, layers: list[int], dtype: Precision) -> dict[int, ResidualStream]:
     """The full model's residual streams entering each of ``layers``, batch by batch, on the CPU."""
     batches: dict[int, list[BlockInput]] = {layer: [] for layer in layers}
     as_tuple = False
-    with torch.no_grad(), matmul_precision(bf16, device_of(model)):
+    with torch.no_grad(), autocast(dtype, device_of(model)):
         for batch in data.batches:
             outputs = full_block_outputs(model, to_device(batch, device_of(model)), {layer - 1 for layer in layers})
             for layer in layers:

@@ -38,25 +38,37 @@ TASK_RETRIES = 3  # Ray re-runs a task whose worker process died this many times
 class Workers:
     """How many runs at once on Ray, and where: ``address`` None starts Ray on this machine (or joins the
     cluster named by ``RAY_ADDRESS``); "auto" (the cluster this machine is a node of) or "HOST:PORT" (its head)
-    joins a running cluster."""
+    joins a running cluster. ``gpus_per_worker``: the GPUs each task asks Ray for (Ray then gives the task its
+    own ``CUDA_VISIBLE_DEVICES``, so "cuda" is that GPU); 0 for CPU work."""
 
     count: int
     address: str | None = None
+    gpus_per_worker: float = 0
 
     def __post_init__(self) -> None:
         if self.count < 1:
             raise HeurlensError(f"--workers must be at least 1 (got {self.count})")
+        if not 0 <= self.gpus_per_worker < float("inf"):
+            raise HeurlensError(f"--gpus-per-worker must be 0 or more (got {self.gpus_per_worker})")
 
 
-def workers_from_options(count: int | None, address: str | None) -> Workers | None:
-    """The CLI's ``--workers N`` and ``--ray-address A``: None (in process) when neither is given."""
+def workers_from_options(count: int | None, address: str | None, gpus_per_worker: float | None = None,
+                         device: str | None = None) -> Workers | None:
+    """The CLI's ``--workers N``, ``--ray-address A`` and ``--gpus-per-worker G``: None (in process) when no
+    --workers is given. G defaults to 1 when the command's ``device`` (``--device``, resolved as
+    ``heurlens.devices.resolve_device``) is CUDA, else 0."""
     if count is None:
-        if address is not None:
-            raise HeurlensError("--ray-address needs --workers N: say how many runs may go at once on the cluster")
+        for given, name in ((address, "--ray-address"), (gpus_per_worker, "--gpus-per-worker")):
+            if given is not None:
+                raise HeurlensError(f"{name} needs --workers N: say how many runs may go at once")
         return None
     if address is not None:
         check_cluster_address(address)
-    return Workers(count, address)
+    if gpus_per_worker is None:
+        from heurlens.devices import resolve_device
+
+        gpus_per_worker = 1 if resolve_device(device).type == "cuda" else 0
+    return Workers(count, address, gpus_per_worker)
 
 
 CONNECT_SECONDS = 3.0
@@ -103,6 +115,14 @@ def threads_per_worker(count: int, cluster_cpus: float, smallest_node_cpus: floa
     return max(1, min(int(cluster_cpus // count), int(smallest_node_cpus)))
 
 
+def check_gpus(gpus_per_worker: float, node_gpus: Sequence[float]) -> None:
+    """Refuse GPU workers that no node of the cluster can hold (Ray would wait for them forever)."""
+    if gpus_per_worker and max(node_gpus, default=0) < gpus_per_worker:
+        raise HeurlensError(f"--gpus-per-worker {gpus_per_worker:g}: no node of the Ray cluster has that many GPUs "
+                            f"(GPUs per node: {', '.join(f'{g:g}' for g in node_gpus) or 'none'}); use "
+                            "--gpus-per-worker 0 (and --device cpu), or a cluster with GPUs")
+
+
 def run_each(work: Callable[[Shared, Item], Result], shared: Shared, items: Sequence[Item],
              workers: Workers | None = None, desc: str = "runs", progress: bool = True) -> list[Result]:
     """``[work(shared, item) for item in items]``, here or as Ray tasks (see the module docstring).
@@ -115,9 +135,12 @@ def run_each(work: Callable[[Shared, Item], Result], shared: Shared, items: Sequ
     if not ray.is_initialized():
         ray.init(address=workers.address, num_cpus=None if workers.address or os.environ.get("RAY_ADDRESS")
                  else os.cpu_count(), include_dashboard=False, log_to_driver=progress, configure_logging=False)
-    nodes = [node["Resources"].get("CPU", 0) for node in ray.nodes() if node["Alive"]]
+    alive = [node["Resources"] for node in ray.nodes() if node["Alive"]]
+    nodes = [resources.get("CPU", 0) for resources in alive]
     threads = threads_per_worker(workers.count, sum(nodes), min(nodes))
-    remote = ray.remote(num_cpus=threads, max_retries=TASK_RETRIES)(_run_with_threads)
+    check_gpus(workers.gpus_per_worker, [resources.get("GPU", 0) for resources in alive])
+    remote = ray.remote(num_cpus=threads, num_gpus=workers.gpus_per_worker,
+                        max_retries=TASK_RETRIES)(_run_with_threads)
     shared_ref = ray.put(shared)
     waiting = list(range(len(items)))
     running: dict[Any, int] = {}

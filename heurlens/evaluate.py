@@ -7,7 +7,6 @@ same tokens serve the full model and every ablated variant, with a label per exa
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass
 
 import datasets
@@ -18,6 +17,7 @@ from torch import Tensor
 
 from heurlens.devices import device_of
 from heurlens.errors import HeurlensError
+from heurlens.precision import Precision, autocast
 from heurlens.protocols import Batch, HookedModel, HookList, Metric, Task
 
 
@@ -70,22 +70,16 @@ def tokenize_pairs(name: str, data: datasets.Dataset, tokenizer, batch_size: int
 
 @torch.no_grad()
 def predict_logits(model: HookedModel, eval_set: Task, fwd_hooks: HookList | None = None,
-                   bf16: bool = False) -> Float[Tensor, "example label"]:
+                   dtype: Precision = "float32") -> Float[Tensor, "example label"]:
     """The model's logits on every example (float32, on the CPU), with optional hooks ([(hook name, fn)])
-    active. ``bf16``
-    runs the matrix products in bfloat16 (``torch.autocast``; on this project's CPU about 2x faster, and the
-    predicted label of about 0.2% of pairs changes: ``benchmarks/bf16_evaluation.py``)."""
+    active. ``dtype`` "bfloat16" or "float16" runs the matrix products in that precision (``heurlens.precision``;
+    bfloat16 on this project's CPU: about 2x faster, and the predicted label of about 0.2% of pairs changes:
+    ``benchmarks/bf16_evaluation.py``)."""
     outputs = []
-    with model.hooks(fwd_hooks or []), matmul_precision(bf16, device_of(model)):
+    with model.hooks(fwd_hooks or []), autocast(dtype, device_of(model)):
         for batch in eval_set.batches:
             outputs.append(model(**batch).float().cpu())
     return torch.cat(outputs)
-
-
-def matmul_precision(bf16: bool, device: torch.device | str = "cpu") -> contextlib.AbstractContextManager:
-    """bfloat16 matrix products on ``device`` (``torch.autocast``) with ``bf16``, float32 (nothing changed)
-    without."""
-    return torch.autocast(torch.device(device).type, dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
 
 
 def label_map(model_labels: tuple[str, ...] | None, data_labels: tuple[str, ...]) -> Int[Tensor, " model_label"]:

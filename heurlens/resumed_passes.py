@@ -23,7 +23,7 @@ from tqdm.auto import tqdm
 
 from heurlens.activation_cache import residual_streams
 from heurlens.devices import device_of, to_device
-from heurlens.evaluate import matmul_precision
+from heurlens.precision import Precision, autocast
 from heurlens.protocols import HookedModel, HookList, Task
 
 Ablation = tuple[int, HookList]  # (first ablated layer, hooks [(hook name, fn)]) of one ablated model
@@ -46,19 +46,20 @@ def lower_blocks_replaced(model: HookedModel, layer: int, block_output: Any) -> 
 
 
 @torch.no_grad()
-def ablated_logits(model: HookedModel, ablations: Sequence[Ablation], eval_set: Task, bf16: bool = False,
-                   bar: tqdm | None = None, model_fingerprint: str | None = None) -> list[Float[Tensor, "example label"]]:
+def ablated_logits(model: HookedModel, ablations: Sequence[Ablation], eval_set: Task,
+                   dtype: Precision = "float32", bar: tqdm | None = None, model_fingerprint: str | None = None
+                   ) -> list[Float[Tensor, "example label"]]:
     """For each (first ablated layer L, hooks) in ``ablations``, what ``predict_logits(model, eval_set, hooks,
-    bf16)`` returns, the hooks firing only in blocks L and up, which start from the full model's residual stream
+    dtype)`` returns, the hooks firing only in blocks L and up, which start from the full model's residual stream
     entering L (from the activation cache; ``model_fingerprint``: ``model.fingerprint()``, when the caller has
     it). ``L`` must not exceed the lowest layer the hooks change (0 is always right). ``bar`` (a progress bar)
     advances by one per ablated pass over a batch."""
     layers = {layer for layer, _ in ablations if layer > 0}
-    streams = residual_streams(model, eval_set, layers, model_fingerprint, bf16) if layers else {}
+    streams = residual_streams(model, eval_set, layers, model_fingerprint, dtype) if layers else {}
     device = device_of(model)
     dtypes = {layer: next(model.bridge.blocks[layer].parameters()).dtype for layer in layers}
     logits: list[list[Tensor]] = [[] for _ in ablations]
-    with matmul_precision(bf16, device):
+    with autocast(dtype, device):
         for index, batch in enumerate(eval_set.batches):
             batch = to_device(batch, device)  # once per batch, for every ablation
             starts = {layer: stream.block_output(index, device, dtypes[layer]) for layer, stream in streams.items()}

@@ -180,25 +180,37 @@ def test_full_model_logits_are_kept_per_model_and_data(tiny_bert_dir, tmp_path, 
     assert torch.equal(full_model_logits(model, data), changed) and passes  # a damaged entry is computed again
 
 
-def test_bf16_evaluation_is_close_to_float32_and_cached_apart(tiny_bert_dir, tmp_path, monkeypatch):
-    """bf16 runs the matrix products in bfloat16: logits within bf16 rounding of float32's but not equal to
-    them (so the cast happened), float32 out, and the cache keeps them apart from float32 logits."""
+@pytest.mark.parametrize("dtype, significant_bits", [("bfloat16", 8), ("float16", 11)])
+def test_half_precision_evaluation_is_close_to_float32_and_cached_apart(tiny_bert_dir, tmp_path, monkeypatch, dtype,
+                                                                         significant_bits):
+    """dtype runs the matrix products in bfloat16 or float16: logits within that rounding of float32's but not
+    equal to them (so the cast happened), float32 out, and the cache keeps them apart from float32 logits."""
     from heurlens.activation_cache import full_model_logits
     from heurlens.data.hans import generate_hans
 
     monkeypatch.setenv("HEURLENS_CACHE", str(tmp_path))
     model = load_model(tiny_bert_dir)
     data = tokenize_pairs("SO-Swap", generate_hans(24, ["SO-Swap"], seed=0), model.tokenizer)
-    exact, low = predict_logits(model, data), predict_logits(model, data, bf16=True)
+    exact, low = predict_logits(model, data), predict_logits(model, data, dtype=dtype)
     assert low.dtype == torch.float32 and not torch.equal(low, exact)
-    # bf16 keeps 8 significant bits: each product's relative error is at most 2^-8
-    assert torch.allclose(low, exact, rtol=0.05, atol=0.05 * float(exact.abs().max()))
+    # each product's relative error is at most 2^-bits (bfloat16 keeps 8 significant bits, float16 11)
+    tolerance = 12.5 * 2 ** -significant_bits
+    assert torch.allclose(low, exact, rtol=tolerance, atol=tolerance * float(exact.abs().max()))
     assert torch.equal(full_model_logits(model, data), exact)
-    assert torch.equal(full_model_logits(model, data, bf16=True), low)  # not the float32 entry
+    assert torch.equal(full_model_logits(model, data, dtype=dtype), low)  # not the float32 entry
     assert len(list((tmp_path / "activations").glob("*/logits.safetensors"))) == 2
-    table = ablate(model, [Unit(0, 0)], [data], "zero", bf16=True)
+    table = ablate(model, [Unit(0, 0)], [data], "zero", dtype=dtype)
     assert table["kl"][0] == pytest.approx(mean_kl(low, predict_logits(model, data, ablation_hooks(
-        model, [Unit(0, 0)], "zero"), bf16=True)), abs=1e-7)
+        model, [Unit(0, 0)], "zero"), dtype=dtype)), abs=1e-7)
+
+
+def test_an_unknown_precision_is_refused_naming_the_choices(tiny_bert_dir):
+    model = load_model(tiny_bert_dir)
+    from heurlens.data.hans import generate_hans
+
+    data = tokenize_pairs("SO-Swap", generate_hans(4, ["SO-Swap"], seed=0), model.tokenizer)
+    with pytest.raises(HeurlensError, match="unknown precision 'bf16': choose float32, bfloat16, float16"):
+        predict_logits(model, data, dtype="bf16")
 
 
 def test_generic_label_names_map_by_position():

@@ -9,7 +9,14 @@ import time
 import pytest
 import torch
 
-from heurlens.distributed import Workers, import_ray, run_each, threads_per_worker, workers_from_options
+from heurlens.distributed import (
+    Workers,
+    check_gpus,
+    import_ray,
+    run_each,
+    threads_per_worker,
+    workers_from_options,
+)
 from heurlens.errors import HeurlensError
 
 
@@ -32,6 +39,13 @@ def test_options_and_missing_ray_are_answered_clearly(monkeypatch):
         assert workers_from_options(2, address) == Workers(2, address)
     with pytest.raises(HeurlensError, match="--ray-address needs --workers"):
         workers_from_options(None, "auto")
+    with pytest.raises(HeurlensError, match="--gpus-per-worker needs --workers"):
+        workers_from_options(None, None, 1)
+    # GPUs per task: 1 by default when the command runs on CUDA, 0 on the CPU, or as given
+    assert workers_from_options(2, None, None, "cpu").gpus_per_worker == 0
+    assert workers_from_options(2, None, 0.5, "cpu").gpus_per_worker == 0.5
+    with pytest.raises(HeurlensError, match="0 or more"):
+        Workers(2, gpus_per_worker=-1)
     with pytest.raises(HeurlensError, match="at least 1"):
         Workers(0)
     monkeypatch.setitem(sys.modules, "ray", None)  # as if Ray were not installed
@@ -52,6 +66,15 @@ def local_ray():
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import this test module
     yield ray
     ray.shutdown()
+
+
+def test_gpu_workers_a_cluster_cannot_hold_are_refused_before_anything_waits(local_ray):
+    with pytest.raises(HeurlensError, match="--gpus-per-worker 1: no node of the Ray cluster has that many GPUs "
+                                           r"\(GPUs per node: 0\)"):
+        run_each(pow, 2, [3], Workers(1, gpus_per_worker=1), progress=False)
+    check_gpus(0.5, [0, 1])  # half a GPU each: a node with one GPU holds two such tasks
+    with pytest.raises(HeurlensError, match="GPUs per node: 1, 1"):
+        check_gpus(2, [1, 1])
 
 
 def test_a_task_error_reaches_the_caller_as_itself(local_ray):

@@ -33,22 +33,22 @@ def random_set(vocab: int, token_types: bool, seed: int = 0) -> EvalSet:
                    ("entailment", "neutral", "contradiction"))
 
 
-def check_same_bits(model, groups: list[list[Unit]], data: EvalSet, bf16: bool = False) -> None:
+def check_same_bits(model, groups: list[list[Unit]], data: EvalSet, dtype: str = "float32") -> None:
     """Resumed logits equal whole-pass logits bit for bit, and every group's ablation changes them."""
     hooks = [ablation_hooks(model, group, "zero") for group in groups]
     resumed = ablated_logits(model, [(min(u.layer for u in group), h) for group, h in zip(groups, hooks)], data,
-                             bf16)
-    full = predict_logits(model, data, bf16=bf16)
+                             dtype)
+    full = predict_logits(model, data, dtype=dtype)
     for group, group_hooks, logits in zip(groups, hooks, resumed):
-        assert torch.equal(logits, predict_logits(model, data, group_hooks, bf16)), group
+        assert torch.equal(logits, predict_logits(model, data, group_hooks, dtype)), group
         assert not torch.equal(logits, full), group  # the hooks fired in the resumed blocks
 
 
-@pytest.mark.parametrize("bf16", [False, True])
-def test_resumed_passes_equal_whole_passes_on_bert(three_layer_bert, bf16):
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_resumed_passes_equal_whole_passes_on_bert(three_layer_bert, dtype):
     """In float32, and with bfloat16 matrix products (the lower blocks kept from a bf16 pass too)."""
     groups = [[Unit(0, 1)], [Unit(1, 2)], [Unit(2, 0)], [Unit(2)], [Unit(1, 0), Unit(2, 3)], [Unit(1), Unit(2, 1)]]
-    check_same_bits(three_layer_bert, groups, random_set(30522, token_types=True), bf16)
+    check_same_bits(three_layer_bert, groups, random_set(30522, token_types=True), dtype)
 
 
 @pytest.mark.parametrize("family", ["gpt2", "llama", "qwen2", "gpt_neox"])

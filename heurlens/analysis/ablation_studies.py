@@ -22,6 +22,7 @@ from heurlens.activation_cache import full_model_logits
 from heurlens.distributed import Workers, run_each
 from heurlens.means import UnitMeans
 from heurlens.models.classifier import as_model
+from heurlens.precision import Precision
 from heurlens.protocols import HookedModel, Metrics, Task
 from heurlens.tasks import TaskLike, as_task
 from heurlens.units import Unit, UnitsLike, as_units, format_units
@@ -29,9 +30,9 @@ from heurlens.units import Unit, UnitsLike, as_units, format_units
 CHUNKS_PER_WORKER = 4  # Ray tasks per worker in a scan: enough to even out heads of different depths
 
 
-def _full_logits(model: HookedModel, eval_sets: Sequence[Task], bf16: bool) -> dict[str, Tensor]:
+def _full_logits(model: HookedModel, eval_sets: Sequence[Task], dtype: Precision) -> dict[str, Tensor]:
     fingerprint = model.fingerprint()
-    return {s.name: full_model_logits(model, s, fingerprint, bf16) for s in eval_sets}
+    return {s.name: full_model_logits(model, s, fingerprint, dtype) for s in eval_sets}
 
 
 @dataclass(frozen=True)
@@ -43,15 +44,15 @@ class _AblationJob:
     method: Method
     means: UnitMeans | None
     full_logits: dict[str, Tensor]
-    bf16: bool
+    dtype: Precision
     metrics: Metrics | None = None
 
 
 def _job(model: HookedModel, eval_sets: Sequence[TaskLike], method: Method, means: UnitMeans | None,
-         full_logits: dict[str, Tensor] | None, bf16: bool, metrics: Metrics | None) -> _AblationJob:
+         full_logits: dict[str, Tensor] | None, dtype: Precision, metrics: Metrics | None) -> _AblationJob:
     model = as_model(model)
     tasks = [as_task(model, data) for data in eval_sets]
-    return _AblationJob(model, tasks, method, means, full_logits or _full_logits(model, tasks, bf16), bf16, metrics)
+    return _AblationJob(model, tasks, method, means, full_logits or _full_logits(model, tasks, dtype), dtype, metrics)
 
 
 def _drops(job: _AblationJob, groups: list[list[Unit]], progress: bool, desc: str,
@@ -72,7 +73,7 @@ def _drops(job: _AblationJob, groups: list[list[Unit]], progress: bool, desc: st
 def _drop_table(job: _AblationJob, groups: list[list[Unit]], progress: bool = False, desc: str = "") -> pd.DataFrame:
     """ablated, eval_set, then per metric ``full_{name}`` and ``{name}`` (the ablated model's), ``drop`` (full -
     ablated of the first metric), kl."""
-    table = ablate_groups(job.model, groups, job.eval_sets, job.method, job.means, job.full_logits, job.bf16,
+    table = ablate_groups(job.model, groups, job.eval_sets, job.method, job.means, job.full_logits, job.dtype,
                           progress, desc, job.metrics)
     names = metric_names(job.metrics)
     for name in names:
@@ -84,12 +85,12 @@ def _drop_table(job: _AblationJob, groups: list[list[Unit]], progress: bool = Fa
 
 def single_unit_scan(model: HookedModel, units: UnitsLike, eval_sets: Sequence[TaskLike],
                      means: UnitMeans | None, method: Method = "mean", full_logits: dict[str, Tensor] | None = None,
-                     progress: bool = True, workers: Workers | None = None, bf16: bool = False,
+                     progress: bool = True, workers: Workers | None = None, dtype: Precision = "float32",
                      metrics: Metrics | None = None) -> pd.DataFrame:
-    """Ablate each unit alone (one after another, or on Ray ``workers``; in bfloat16 with ``bf16``, see
+    """Ablate each unit alone (one after another, or on Ray ``workers``; matrix products in ``dtype``, see
     ``ablate``); long table with columns ablated, eval_set, full_accuracy, accuracy, drop, kl (with ``metrics``,
     ``full_{name}`` and ``{name}`` per metric, ``drop`` of the first)."""
-    job = _job(model, eval_sets, method, means, full_logits, bf16, metrics)
+    job = _job(model, eval_sets, method, means, full_logits, dtype, metrics)
     units = as_units(units, job.model.n_layers, job.model.n_heads)
     return _drops(job, [[u] for u in units], progress, "single-unit ablation", workers)
 
@@ -118,15 +119,15 @@ def group_superadditivity(model: HookedModel, group: UnitsLike, eval_sets: Seque
                           means: UnitMeans | None, method: Method = "mean", pairs: bool = True,
                           full_logits: dict[str, Tensor] | None = None,
                           progress: bool = True, workers: Workers | None = None,
-                          bf16: bool = False, metrics: Metrics | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+                          dtype: Precision = "float32", metrics: Metrics | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Ablate ``group`` together and each member alone (and each pair, with ``pairs``).
 
     Returns (summary, interactions). summary: per eval set, the group's drop, the sum of single
     drops, their difference (excess) and whether the group is super-additive. interactions: per
     pair and eval set, drop(pair) - drop(i) - drop(j). The single and pair ablations may run on Ray ``workers``;
-    ``bf16`` and ``metrics`` as for ``ablate`` (drops are of the first metric).
+    ``dtype`` and ``metrics`` as for ``ablate`` (drops are of the first metric).
     """
-    job = _job(model, eval_sets, method, means, full_logits, bf16, metrics)
+    job = _job(model, eval_sets, method, means, full_logits, dtype, metrics)
     group = as_units(group, job.model.n_layers, job.model.n_heads)
     singles = _drops(job, [[u] for u in group], progress, "single ablations", workers)
     together = _drops(job, [group], progress, "group ablation")

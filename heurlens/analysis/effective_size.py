@@ -115,14 +115,15 @@ def effective_size_of(model: HookedModel, train: Task, eval_sets: list[Task], me
         if sparsity not in evaluated:
             subnetworks = prune(model, train, sparsity, seeds, out, config, means, progress=progress, workers=workers,
                                 loss=loss)
-            evaluated[sparsity] = evaluate_subnetworks(model, subnetworks, eval_sets, means, metrics)
+            evaluated[sparsity] = evaluate_subnetworks(model, subnetworks, eval_sets, means, metrics, config.dtype)
         return evaluated[sparsity]
 
     if search == "grid":
         found = prune(model, train, grid, seeds, out, config, means, progress=progress, workers=workers, loss=loss)
         for sparsity in grid:
             evaluated[sparsity] = evaluate_subnetworks(
-                model, [sub for sub in found if sub.target_sparsity == sparsity], eval_sets, means, metrics)
+                model, [sub for sub in found if sub.target_sparsity == sparsity], eval_sets, means, metrics,
+                config.dtype)
     elif search == "bisect":
         for kind in DATA_KINDS:
             for seed in seeds:

@@ -12,7 +12,9 @@ from heurlens.cli.group import cli
 from heurlens.cli.options import (
     FOCUS,
     device_option,
+    dtype_option,
     eval_options,
+    model_label,
     model_option,
     nli_data,
     print_table,
@@ -30,6 +32,7 @@ from heurlens.nli import PRUNING_BATCH, PRUNING_PAIRS, REFERENCE_PAIRS
 
 if TYPE_CHECKING:
     from heurlens.distributed import Workers
+    from heurlens.precision import Precision
 
 
 @cli.command()
@@ -44,9 +47,7 @@ if TYPE_CHECKING:
               help="Ablate --heads together, alone and in pairs: group drop vs sum of single drops.")
 @model_option
 @click.option("--method", type=click.Choice(["mean", "zero"]), default="mean", show_default=True)
-@click.option("--bf16", is_flag=True,
-              help="Evaluate in bfloat16 (matrix products): about 2x faster on a CPU with AVX-512 BF16; the "
-                   "predicted label of about 0.2% of pairs changes (docs/cli.md). Default: float32.")
+@dtype_option
 @click.option("--reference-examples", type=click.IntRange(min=1), default=REFERENCE_PAIRS, show_default=True,
               help="SNLI training pairs (sample seed 0) the unit means are taken over (mean ablation); the default "
                    "is the reference set prune and the analyses use too.")
@@ -54,7 +55,7 @@ if TYPE_CHECKING:
 @workers_options
 @eval_options(default_subcases=None)
 def ablate(heads: str | None, scan: bool, core: str | None, superadditivity: bool, model: str, device: str | None,
-           method: Literal["mean", "zero"], bf16: bool, reference_examples: int, task: str | None, task_examples: int,
+           method: Literal["mean", "zero"], dtype: Precision, reference_examples: int, task: str | None, task_examples: int,
            workers: Workers | None, data: str, in_domain_examples: int, per_subcase: int, subcases: str | None, seed: int,
            as_json: bool, as_csv: bool) -> None:
     """Ablate heads/MLPs; print accuracy of full vs ablated model per evaluation set, and the KL."""
@@ -80,11 +81,11 @@ def ablate(heads: str | None, scan: bool, core: str | None, superadditivity: boo
     eval_sets = chosen.eval_sets(hooked)
     means = chosen.means(hooked) if method == "mean" else zero_means(hooked)
     if scan:
-        _print_scan(hooked, units, core_units, eval_sets, method, means, workers, bf16, as_json, as_csv)
+        _print_scan(hooked, units, core_units, eval_sets, method, means, workers, dtype, as_json, as_csv)
     elif superadditivity:
-        _print_superadditivity(hooked, units, eval_sets, method, means, workers, bf16, as_json, as_csv)
+        _print_superadditivity(hooked, units, eval_sets, method, means, workers, dtype, as_json, as_csv)
     else:
-        _print_ablation(hooked, units, eval_sets, method, means, bf16, as_json, as_csv)
+        _print_ablation(hooked, units, eval_sets, method, means, dtype, as_json, as_csv)
 
 
 def _core_units(core: str, hooked):
@@ -97,10 +98,10 @@ def _core_units(core: str, hooked):
     return units
 
 
-def _print_ablation(hooked, units, eval_sets, method, means, bf16, as_json, as_csv) -> None:
+def _print_ablation(hooked, units, eval_sets, method, means, dtype, as_json, as_csv) -> None:
     import heurlens
 
-    table = heurlens.ablate(hooked, units, eval_sets, method, means, bf16=bf16)
+    table = heurlens.ablate(hooked, units, eval_sets, method, means, dtype=dtype)
     table.insert(0, "ablated", heurlens.format_units(units, hooked.n_heads))
 
     def pretty(table):
@@ -108,42 +109,38 @@ def _print_ablation(hooked, units, eval_sets, method, means, bf16, as_json, as_c
         for column in ("full_accuracy", "ablated_accuracy", "delta"):
             shown[column] = (100 * shown[column]).map("{:.1f}".format)
         shown["kl"] = shown["kl"].map("{:.4f}".format)
-        return (f"model {_model_name(hooked, bf16)}, {method}-ablated {table['ablated'][0]} (accuracy in %; "
+        return (f"model {model_label(hooked.model_id, dtype)}, {method}-ablated {table['ablated'][0]} (accuracy in %; "
                 f"replaced by {_replacement(means)})\n" + shown.to_string(index=False))
 
     print_table(table, as_json, as_csv, pretty)
-
-
-def _model_name(hooked, bf16: bool) -> str:
-    return f"{hooked.model_id} (bfloat16)" if bf16 else hooked.model_id
 
 
 def _replacement(means) -> str:
     return "zero" if means.source == "zeros" else f"the unit means over {means.source}"
 
 
-def _print_scan(hooked, units, core_units, eval_sets, method, means, workers, bf16, as_json, as_csv) -> None:
+def _print_scan(hooked, units, core_units, eval_sets, method, means, workers, dtype, as_json, as_csv) -> None:
     import heurlens
     from heurlens.analysis.ablation_studies import scan_table, single_unit_scan
 
     units = units or heurlens.all_units(hooked.n_layers, hooked.n_heads, include_mlps=False)
-    scan = single_unit_scan(hooked, units, eval_sets, means, method=method, workers=workers, bf16=bf16)
+    scan = single_unit_scan(hooked, units, eval_sets, means, method=method, workers=workers, dtype=dtype)
 
     def pretty(scan):
-        return (f"model {_model_name(hooked, bf16)}, each unit {method}-ablated alone (accuracy in %; replaced by "
+        return (f"model {model_label(hooked.model_id, dtype)}, each unit {method}-ablated alone (accuracy in %; replaced by "
                 f"{_replacement(means)})\n"
                 + scan_table(scan, core_units).to_string(index=False))
 
     print_table(scan, as_json, as_csv, pretty)
 
 
-def _print_superadditivity(hooked, units, eval_sets, method, means, workers, bf16, as_json, as_csv) -> None:
+def _print_superadditivity(hooked, units, eval_sets, method, means, workers, dtype, as_json, as_csv) -> None:
     import pandas as pd
 
     from heurlens.analysis.ablation_studies import group_superadditivity
 
     summary, interactions = group_superadditivity(hooked, units, eval_sets, means, method=method, workers=workers,
-                                                  bf16=bf16)
+                                                  dtype=dtype)
     if as_json or as_csv:  # both tables in one, told apart by the "table" column
         both = pd.concat([summary.assign(table="group"), interactions.assign(table="pairwise")], ignore_index=True)
         print_table(both[["table", *both.columns.drop("table")]], as_json, as_csv, str)
@@ -170,14 +167,17 @@ def _print_superadditivity(hooked, units, eval_sets, method, means, workers, bf1
               help="SNLI training pairs (sample seed 0) to prune on; pruned units are replaced by their means over "
                    f"the reference set ({REFERENCE_PAIRS:,} SNLI training pairs, sample seed 0).")
 @click.option("--batch-size", type=click.IntRange(min=1), default=PRUNING_BATCH, show_default=True)
+@click.option("--stack-seeds/--no-stack-seeds", default=None,
+              help="Train a sparsity's seeds together, one forward pass over every seed's batch (the same "
+                   "subnetworks to float rounding). Default: on a CUDA GPU yes, on a CPU no (it does not pay there).")
 @pruning_settings_options
 @task_options
 @workers_options
 @eval_options(default_subcases=FOCUS)
 def prune(sparsity: tuple[float, ...], seeds: int, out: str, model: str, device: str | None, train_examples: int,
-          batch_size: int, recipe: str, task: str | None, task_examples: int, data: str, in_domain_examples: int,
-          per_subcase: int, subcases: str | None, seed: int, workers: Workers | None, as_json: bool, as_csv: bool,
-          **settings: Any) -> None:
+          batch_size: int, stack_seeds: bool | None, recipe: str, task: str | None, task_examples: int, data: str,
+          in_domain_examples: int, per_subcase: int, subcases: str | None, seed: int, workers: Workers | None,
+          as_json: bool, as_csv: bool, **settings: Any) -> None:
     """Prune heads and MLPs with hard-concrete masks, for several seeds; print the evaluation table."""
     import heurlens
     from heurlens.pruning import prune as prune_model
@@ -192,17 +192,19 @@ def prune(sparsity: tuple[float, ...], seeds: int, out: str, model: str, device:
                           train_examples=train_examples)
         train, means, eval_sets = chosen.train(hooked), chosen.means(hooked), chosen.eval_sets(hooked)
         subnetworks = prune_model(hooked, train, sorted(set(sparsity)), range(seeds), Path(out), config, means,
-                                  workers=workers)
-    _report(hooked, subnetworks, means, eval_sets, as_json, as_csv)
+                                  workers=workers, stack_seeds=stack_seeds)
+    _report(hooked, subnetworks, means, eval_sets, as_json, as_csv, config.dtype)
 
 
 @cli.command()
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
 @click.option("--model", default=None, help="Model to evaluate on (default: the one the subnetworks were pruned from).")
 @device_option
+@dtype_option
 @eval_options(default_subcases=FOCUS)
-def evaluate(run_dir: str, model: str | None, device: str | None, data: str, in_domain_examples: int, per_subcase: int,
-             subcases: str | None, seed: int, as_json: bool, as_csv: bool) -> None:
+def evaluate(run_dir: str, model: str | None, device: str | None, dtype: Precision, data: str,
+             in_domain_examples: int, per_subcase: int, subcases: str | None, seed: int, as_json: bool,
+             as_csv: bool) -> None:
     """Evaluate the subnetworks of a run directory next to the full model."""
     import heurlens
     from heurlens.pruning import Subnetwork
@@ -215,18 +217,18 @@ def evaluate(run_dir: str, model: str | None, device: str | None, data: str, in_
     hooked = heurlens.load_model(model or subnetworks[0].model_id, device=device)
     means = load_run_means(Path(run_dir), hooked)
     eval_sets = nli_data(data, in_domain_examples, per_subcase, subcases, seed).eval_sets(hooked)
-    _report(hooked, subnetworks, means, eval_sets, as_json, as_csv)
+    _report(hooked, subnetworks, means, eval_sets, as_json, as_csv, dtype)
 
 
-def _report(hooked, subnetworks, means, eval_sets, as_json, as_csv):
+def _report(hooked, subnetworks, means, eval_sets, as_json, as_csv, dtype: Precision = "float32"):
     from heurlens.pruning import accuracy_table, evaluate_subnetworks
 
-    evaluation = evaluate_subnetworks(hooked, subnetworks, eval_sets, means)
+    evaluation = evaluate_subnetworks(hooked, subnetworks, eval_sets, means, dtype=dtype)
 
     def pretty(evaluation):
         wide = accuracy_table(evaluation)
         wide["achieved_sparsity"] = wide["achieved_sparsity"].map("{:.2f}".format)
-        return (f"accuracy (%) of model {hooked.model_id} and its subnetworks (pruned units replaced by "
+        return (f"accuracy (%) of model {model_label(hooked.model_id, dtype)} and its subnetworks (pruned units replaced by "
                 f"{_replacement(means)})\n" + wide.to_string(index=False))
 
     print_table(evaluation, as_json, as_csv, pretty)

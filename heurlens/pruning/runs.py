@@ -31,6 +31,7 @@ from heurlens.errors import HeurlensError
 from heurlens.evaluate import accuracy_metric, tokenize_pairs
 from heurlens.means import UnitMeans, compute_means
 from heurlens.models.classifier import as_model
+from heurlens.precision import Precision
 from heurlens.protocols import HookedModel, Loss, Metrics, Task
 from heurlens.pruning.settings import PruneSettings
 from heurlens.pruning.subnetwork import Subnetwork, discretize
@@ -222,7 +223,8 @@ def _prune_each(model: HookedModel, data: Task, sparsities: list[float], seeds: 
     runs = [(target, seed) for target in sparsities for seed in seeds]
     fingerprint = model.fingerprint()
     missing = out is None or any(not subnetwork_stem(out, *run).with_suffix(".json").exists() for run in runs)
-    job = _PruneJob(model, data, out, config, means, full_model_logits(model, data, fingerprint) if missing else None,
+    job = _PruneJob(model, data, out, config, means,
+                    full_model_logits(model, data, fingerprint, config.dtype) if missing else None,
                     _data_id(data), fingerprint, progress and workers is None, loss)
     if stack_seeds is None:
         stack_seeds = device_of(model).type == "cuda"
@@ -274,7 +276,8 @@ def _trained(job: _PruneJob, target: float, seed: int) -> Subnetwork:
 def _trained_together(job: _PruneJob, target: float, seeds: list[int]) -> list[Subnetwork]:
     """The subnetworks of ``seeds`` at ``target``, trained in one stacked run (one seed: the plain loop)."""
     model, config = job.model, job.config
-    full_logits = job.full_logits if job.full_logits is not None else full_model_logits(model, job.data, job.fingerprint)
+    full_logits = (job.full_logits if job.full_logits is not None
+                   else full_model_logits(model, job.data, job.fingerprint, config.dtype))
     start = time.time()
     results = train_unit_masks(model, job.data, full_logits, job.means, target, seeds, config, job.progress, job.loss)
     seconds = round((time.time() - start) / len(seeds), 1)  # a stacked run's time shared out over its seeds
@@ -297,18 +300,19 @@ def _trained_together(job: _PruneJob, target: float, seeds: list[int]) -> list[S
 
 
 def evaluate_subnetworks(model: HookedModel, subnetworks: list[Subnetwork], eval_sets: Sequence[TaskLike],
-                         means: UnitMeans, metrics: Metrics | None = None) -> pd.DataFrame:
+                         means: UnitMeans, metrics: Metrics | None = None, dtype: Precision = "float32"
+                         ) -> pd.DataFrame:
     """Each metric (default: accuracy) and the KL to the full model of the full model and each subnetwork on
     each set.
 
     Long format: one row per (subnetwork, eval set) with columns subnetwork, target_sparsity,
     achieved_sparsity, seed, eval_set, examples, one column per metric (``accuracy``), kl. The full model's
-    rows come first.
+    rows come first. ``dtype``: the matrix products' precision (``heurlens.precision``), the full model's too.
     """
     model = as_model(model)
     tasks = [as_task(model, data) for data in eval_sets]
     fingerprint = model.fingerprint()
-    full_logits = {s.name: full_model_logits(model, s, fingerprint) for s in tasks}
+    full_logits = {s.name: full_model_logits(model, s, fingerprint, dtype) for s in tasks}
     chosen = {"accuracy": accuracy_metric(model)} if metrics is None else dict(metrics)
     rows = [{"subnetwork": "full model", "target_sparsity": 0.0, "achieved_sparsity": 0.0, "seed": None,
              "eval_set": s.name, "examples": len(s),
@@ -316,7 +320,7 @@ def evaluate_subnetworks(model: HookedModel, subnetworks: list[Subnetwork], eval
     known = model.known_fingerprints()
     for sub in subnetworks:
         sub.check_model(model, known)
-    table = ablate_groups(model, [sub.pruned for sub in subnetworks], tasks, "mean", means, full_logits,
+    table = ablate_groups(model, [sub.pruned for sub in subnetworks], tasks, "mean", means, full_logits, dtype,
                           metrics=chosen)
     for sub, (_, row) in zip([sub for sub in subnetworks for _ in tasks], table.iterrows()):
         rows.append({"subnetwork": sub.label + (" (missed its target)" if sub.missed_target else ""),

@@ -57,6 +57,10 @@ class PruneSettings:
     units: Literal["all", "heads", "mlps"] = field(default="all", metadata={
         "help": "Which units pruning may drop: all (heads and MLPs), heads or mlps; the others are always kept, and "
                 "the sparsity counts the prunable ones."})
+    dtype: Literal["float32", "bfloat16", "float16"] = field(default="float32", metadata={
+        "help": "Precision of the model's matrix products while the masks train and in the evaluation "
+                "(torch.autocast; log_alpha, the multipliers and the KL stay float32): bfloat16 or float16 on a "
+                "GPU."})
 
     def __post_init__(self) -> None:
         """Refuse NaN and infinite values and values outside each field's range up front."""
@@ -84,9 +88,10 @@ class PruneSettings:
         return min(self.warmup_steps or warmup, total), total
 
     def to_dict(self) -> dict:
-        """The settings as recorded in each subnetwork; ``units`` only when not the default, so run folders
-        written before it existed still match their own settings."""
+        """The settings as recorded in each subnetwork; ``units`` and ``dtype`` only when not the default, so run
+        folders written before they existed still match their own settings."""
         settings = asdict(self)
-        if settings["units"] == "all":
-            del settings["units"]
+        for name, default in (("units", "all"), ("dtype", "float32")):
+            if settings[name] == default:
+                del settings[name]
         return settings

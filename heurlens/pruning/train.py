@@ -34,6 +34,7 @@ from heurlens.devices import device_of
 from heurlens.errors import HeurlensError
 from heurlens.masking import UnitMaskHooks
 from heurlens.means import UnitMeans
+from heurlens.precision import autocast
 from heurlens.protocols import Batch, HookedModel, Loss, Task
 from heurlens.pruning.hard_concrete import HardConcrete
 from heurlens.pruning.schedule import target_at
@@ -160,8 +161,8 @@ def train_unit_masks(model: HookedModel, data: Task, full_logits: Float[Tensor, 
         lambdas = torch.zeros(2, requires_grad=True, device=device)
         optimizer, schedule = mask_optimizer(mask, lambdas, config, total)
         order_generator = torch.Generator(device="cpu").manual_seed(seed)
-        draws = order_generator if device.type == "cpu" else torch.Generator(device=device).manual_seed(seed)
-        runs.append(_SeedRun(seed, mask, lambdas, optimizer, schedule, order_generator, draws))
+        mask_draws = order_generator if device.type == "cpu" else torch.Generator(device=device).manual_seed(seed)
+        runs.append(_SeedRun(seed, mask, lambdas, optimizer, schedule, order_generator, mask_draws))
     offsets = torch.tensor([0] + [b["input_ids"].shape[0] for b in data.batches], device="cpu").cumsum(0)
     tokenizer = getattr(model, "tokenizer", None)
     pad_token_id = getattr(tokenizer, "pad_token_id", None) or 0
@@ -187,12 +188,14 @@ def train_unit_masks(model: HookedModel, data: Task, full_logits: Float[Tensor, 
                         draws.append(run.mask.sample(run.draws).where(prunable, 1.0))
                     if len(runs) == 1:
                         hooks.heads, hooks.mlps = layout.split(draws[0])
-                        logits = model(**data.batches[indices[0]])
+                        with autocast(config.dtype, device):
+                            logits = model(**data.batches[indices[0]]).float()
                     else:
                         rows = torch.tensor([int(offsets[i + 1] - offsets[i]) for i in indices], device=device)
                         per_example = torch.stack(draws).repeat_interleave(rows, dim=0)
                         hooks.heads, hooks.mlps = _split_rows(layout, per_example)
-                        logits = model(**stacked_batches([data.batches[i] for i in indices], pad_token_id))
+                        with autocast(config.dtype, device):
+                            logits = model(**stacked_batches([data.batches[i] for i in indices], pad_token_id)).float()
                     lagrangian = torch.zeros((), device=device)
                     start = 0
                     for run, index, z in zip(runs, indices, draws):
