@@ -1,14 +1,14 @@
-"""The same work on the CPU and on a GPU, side by side in one run: the README main command's evaluation, a 3-seed
-prune of the default model at 50%, and 16 Subtask Induction transfer runs stacked against one by one.
+"""The same work on the CPU and on a GPU, side by side in one run: the README main command's evaluation (float32
+and bfloat16), a 3-seed prune of the default model at 50%, 12 pruning seeds stacked against one by one, and 16
+Subtask Induction transfer runs stacked against one by one.
 
 Run: .venv/bin/python benchmarks/gpu.py [--quick] [--gpu cuda]
 
 Prints "no CUDA device" and exits 0 where torch sees no GPU. Each part runs first on the CPU, then on ``--gpu``;
 the ratio CPU / GPU is printed with the GPU's peak memory, and the results must agree (the ablation table to
-1e-4; the pruned subnetworks' sparsities; the transfer runs' test accuracies). ``--quick``: fewer pruning steps
-and transfer epochs (a check that everything runs, not a measurement). Not measured yet: no GPU was lent to the
-sessions that wrote this (see README, "On a GPU"). Stacked pruning seeds are not built yet (issue 27); the prune
-part times today's seed loop.
+1e-4; the pruned subnetworks; the transfer runs' test accuracies). ``--quick``: fewer pruning steps and transfer
+epochs (a check that everything runs, not a measurement). Not measured yet: no GPU was lent to the sessions that
+wrote this (see README, "On a GPU").
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def timed(run: Callable[[], object]) -> tuple[float, object]:
     return time.perf_counter() - start, result
 
 
-def main_command_evaluation(device: str):
+def main_command_evaluation(device: str, dtype: str = "float32"):
     """``heurlens ablate --heads L4.H0``'s table on ``device`` (the activation cache filled first: the ablation)."""
     import heurlens
     from heurlens.run_data import NliData
@@ -39,26 +39,23 @@ def main_command_evaluation(device: str):
     model = heurlens.load_model("default", device=device)
     data = NliData()
     eval_sets, means = data.eval_sets(model), data.means(model)
-    heurlens.ablate(model, "L4.H0", eval_sets, "mean", means)  # fills the caches
-    return lambda: heurlens.ablate(model, "L4.H0", eval_sets, "mean", means)
+    heurlens.ablate(model, "L4.H0", eval_sets, "mean", means, dtype=dtype)  # fills the caches
+    return lambda: heurlens.ablate(model, "L4.H0", eval_sets, "mean", means, dtype=dtype)
 
 
-def prune_three_seeds(device: str, steps: int | None):
-    import tempfile
-
+def prune_seeds(device: str, seeds: int, steps: int | None, stacked: bool):
+    """The default model pruned to 50% with ``seeds`` seeds, one after another or ``stacked``: the kept units."""
     import heurlens
     from heurlens.run_data import NliData
 
     model = heurlens.load_model("default", device=device)
     data = NliData()
     train, means = data.train(model), data.means(model)
-    config = heurlens.PruneSettings() if steps is None else heurlens.PruneSettings(total_steps=steps,
-                                                                                  warmup_steps=steps // 3)
+    config = heurlens.PruneSettings() if steps is None else heurlens.PruneSettings(total_steps=steps)
 
     def run():
-        with tempfile.TemporaryDirectory() as out:
-            return [s.achieved_sparsity for s in heurlens.prune(model, train, 0.5, seeds=range(3), out=out,
-                                                                config=config, means=means, progress=False)]
+        return [[str(unit) for unit in s.kept] for s in heurlens.prune(
+            model, train, 0.5, seeds=range(seeds), config=config, means=means, progress=False, stack_seeds=stacked)]
     return run
 
 
@@ -112,9 +109,13 @@ def main() -> None:
     if args.gpu.startswith("cuda"):
         print(f"GPU: {torch.cuda.get_device_name(args.gpu)}; CPU threads: {torch.get_num_threads()}")
     epochs = 1 if args.quick else 10
+    steps = 30 if args.quick else None
     compare("README main command's evaluation (L4.H0, 8,000 pairs)", main_command_evaluation, args.gpu)
-    compare("prune the default model at 50%, 3 seeds", lambda d: prune_three_seeds(d, 30 if args.quick else None),
-            args.gpu)
+    compare("the same in bfloat16", lambda d: main_command_evaluation(d, "bfloat16"), args.gpu)
+    compare("prune the default model at 50%, 3 seeds", lambda d: prune_seeds(d, 3, steps, False), args.gpu)
+    short = 300 if not args.quick else steps  # 12 seeds of the full 1,516 steps would take hours on the CPU
+    compare(f"12 pruning seeds one by one ({short} steps)", lambda d: prune_seeds(d, 12, short, False), args.gpu)
+    compare(f"12 pruning seeds stacked ({short} steps)", lambda d: prune_seeds(d, 12, short, True), args.gpu)
     compare(f"16 transfer runs one by one ({epochs} epochs)", lambda d: sixteen_transfers(d, epochs, False), args.gpu)
     compare(f"16 transfer runs stacked ({epochs} epochs)", lambda d: sixteen_transfers(d, epochs, True), args.gpu)
 

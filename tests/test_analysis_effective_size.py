@@ -77,7 +77,7 @@ def test_bisection_prunes_fewer_sparsities_and_agrees_with_the_grid(monkeypatch)
         pruned.extend(sparsities)
         return [SimpleNamespace(target_sparsity=s) for s in sparsities]
 
-    def fake_evaluate(model, subnetworks, eval_sets, means, metrics):
+    def fake_evaluate(model, subnetworks, eval_sets, means, metrics, dtype="float32"):
         s = subnetworks[0].target_sparsity
         return evaluation([("full model", 0.0, 0.8, [0.5]),
                            (f"{s}", s, 0.8 if s <= 0.6 else 0.5, [0.5 if s <= 0.3 else 0.1])])

@@ -11,6 +11,13 @@ from heurlens.resumed_passes import ablated_logits
 from heurlens.units import Unit
 
 
+@pytest.fixture(autouse=True)
+def own_activation_cache(tmp_path, monkeypatch):
+    """Each test its own activation cache: these compare bits, and a residual stream stored by another process
+    (another torch thread count, so another summation order) may differ from this one's in the last bit."""
+    monkeypatch.setenv("HEURLENS_CACHE", str(tmp_path / "cache"))
+
+
 @pytest.fixture(scope="module")
 def three_layer_bert(random_bert_dir):
     """A random 3-layer, 4-head BERT NLI classifier (one layer more than the shared tiny BERT, so that

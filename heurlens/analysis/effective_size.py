@@ -115,7 +115,8 @@ def effective_size_of(model: HookedModel, train: Task, eval_sets: list[Task], me
         if sparsity not in evaluated:
             subnetworks = prune(model, train, sparsity, seeds, out, config, means, progress=progress, workers=workers,
                                 loss=loss)
-            evaluated[sparsity] = evaluate_subnetworks(model, subnetworks, eval_sets, means, metrics, config.dtype)
+            evaluated[sparsity] = evaluate_subnetworks(model, subnetworks, eval_sets, means, metrics,
+                                                       dtype=config.dtype)
         return evaluated[sparsity]
 
     if search == "grid":
@@ -123,7 +124,7 @@ def effective_size_of(model: HookedModel, train: Task, eval_sets: list[Task], me
         for sparsity in grid:
             evaluated[sparsity] = evaluate_subnetworks(
                 model, [sub for sub in found if sub.target_sparsity == sparsity], eval_sets, means, metrics,
-                config.dtype)
+                dtype=config.dtype)
     elif search == "bisect":
         for kind in DATA_KINDS:
             for seed in seeds:
