@@ -40,6 +40,21 @@ def test_pruning_on_cuda_keeps_exactly_the_planted_units(planted_data):
         assert {str(unit) for unit in subnetwork.kept} == set(PLANTED)
 
 
+def test_stacked_seeds_on_cuda_match_the_seeds_one_by_one_there(random_bert_dir):
+    """Stacking is the default on CUDA; forced off, the same seeds one by one on the same GPU give the same
+    log_alphas to float rounding."""
+    from heurlens.data.snli import load_snli
+
+    model = heurlens.load_model(random_bert_dir(4, 8), device="cuda")
+    data = heurlens.tokenize_pairs("snli-train", load_snli("train", limit=256, seed=0), model.tokenizer, 16,
+                                   sort_by_length=True)
+    config = heurlens.PruneSettings(total_steps=40, warmup_steps=20, log_alpha_init=1.0, lr_log_alpha=0.3)
+    stacked = heurlens.prune(model, data, 0.5, seeds=range(3), config=config, progress=False)
+    alone = heurlens.prune(model, data, 0.5, seeds=range(3), config=config, progress=False, stack_seeds=False)
+    for together, single in zip(stacked, alone):
+        assert torch.allclose(together.log_alpha_heads, single.log_alpha_heads, atol=1e-3)
+
+
 def test_a_transfer_epoch_has_the_same_losses_on_cpu_and_cuda():
     """One epoch of next-token training of the same arithmetic model (weights drawn on the CPU) on each device:
     the loss after the epoch and the evaluation accuracy agree."""
