@@ -12,8 +12,8 @@ from heurlens.settings_checks import check_settings
 
 TRANSFER_CONDITIONS = ("subtask induction", "subtask induction (unfrozen)", "random subnetwork",
                        "random subnetwork (unfrozen)", "random complement", "full model", "random init")
-FILLINGS = ("fresh", "inherited")
-Filling = Literal["fresh", "inherited"]
+FILLINGS = ("fresh", "inherited", "released")
+Filling = Literal["fresh", "inherited", "released"]
 FIGURE3_CONDITIONS = ("subtask induction", "random subnetwork", "full model", "random init")
 
 
@@ -55,8 +55,10 @@ class SweepSettings:
     conditions: tuple[str, ...] = FIGURE3_CONDITIONS
     filling: Filling = field(default="fresh", metadata={
         "help": "Weights outside the transferred subnetwork: fresh (the paper's prose: everything else "
-                "re-initialised) or inherited (the released script: only the masked-out entries of the masked "
-                "matrices re-initialised, embeddings and LayerNorms from T1)."})
+                "re-initialised), inherited (the released script: only the masked-out entries of the masked "
+                "matrices re-initialised, as a fresh model of this architecture draws them; embeddings, LayerNorms "
+                "and biases from T1) or released (as inherited, the masked-out entries drawn from N(0, 0.02) as "
+                "NeuroSurgeon's init_subnet_transfer does)."})
     seeds: int = field(default=1, metadata={"help": "Transfer runs per condition and sample count.", "min": 1})
     transfer_epochs: int = field(default=40, metadata={"help": "Epochs on T2 (the paper: 100).", "min": 1})
     transfer_lrs: tuple[float, ...] = field(default=(1e-3,), metadata={

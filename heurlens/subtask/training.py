@@ -71,24 +71,30 @@ class TrainingResult:
 
 def train_next_token(model: nn.Module, train: Tensor, evaluation: Tensor, test: Tensor, epochs: int,
                      lr: float = 5e-4, batch_size: int = 128, frozen: FrozenWeights | None = None, seed: int = 0,
-                     progress: bool = True, desc: str = "training", patience: int | None = None) -> TrainingResult:
-    """AdamW on next-token loss; after each epoch, accuracy on ``evaluation``, and on ``test`` when the
-    evaluation accuracy is at least the best so far; reports the test accuracy of the last epoch with the
-    best evaluation accuracy (the released transfer script's model selection). ``frozen`` weights never move.
+                     progress: bool = True, desc: str = "training", patience: int | None = None,
+                     weight_decay: float = 0.01) -> TrainingResult:
+    """AdamW (torch's default decay 0.01; 0: plain Adam) on next-token loss, the model in train mode (dropout on,
+    where it has any, as the released scripts' ``model.train()``); after each epoch, in eval mode, accuracy on
+    ``evaluation``, and on ``test`` when the evaluation accuracy is at least the best so far; reports the test
+    accuracy of the last epoch with the best evaluation accuracy (the released transfer script's model
+    selection). ``frozen`` weights never move. The model is left in eval mode.
 
     With ``patience`` (the released T1 script: the HF Trainer's ``EarlyStoppingCallback(early_stopping_patience=10)``
     with the best model loaded at the end), training stops once the evaluation accuracy has not risen strictly for
     ``patience`` epochs, and the model is left with the weights of the first epoch with the highest evaluation
     accuracy (HF's best checkpoint); the result then reports that epoch."""
-    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr, fused=True)
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr,
+                                  weight_decay=weight_decay, fused=True)
     generator = torch.Generator().manual_seed(seed)
     device = device_of(model)
     best, history = (-1.0, 0.0), []
     strict_best, best_state, waited = -1.0, None, 0
     for epoch in tqdm(range(epochs), desc=desc, unit="epoch", disable=not progress, leave=False):
+        model.train()
         for batch in batches_of(train, batch_size, generator):
             loss = next_token_loss(model, batch.to(device))
             optimizer_step(optimizer, loss, frozen)
+        model.eval()
         scores = {"epoch": epoch, "loss": loss.item(), "eval": answer_accuracy(model, evaluation)}
         if patience is None and scores["eval"] >= best[0]:  # ties: the later epoch (the released script's >=)
             scores["test"] = answer_accuracy(model, test)

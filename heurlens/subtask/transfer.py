@@ -12,7 +12,11 @@ subnetwork (``FILLINGS``):
   embeddings, LayerNorms, biases and unembedding included;
 - ``inherited`` (the released transfer script, which starts from the trained model and re-initialises
   only the unselected entries of the masked matrices): every parameter the subnetwork does not mask
-  is copied from the trained model; only the masked-out entries of the masked matrices are fresh.
+  is copied from the trained model; only the masked-out entries of the masked matrices are fresh, as a
+  new model of this architecture draws them;
+- ``released``: as ``inherited``, with the masked-out entries drawn as the release's copy of NeuroSurgeon
+  does (``contsparse_layer.py``, ``_init_subnet_transfer``: ``nn.init.normal_(weight, std=0.02)`` for every
+  masked matrix, residual projections included, no 1/sqrt(2 n_layer)), from a generator seeded by the run.
 """
 
 from __future__ import annotations
@@ -49,6 +53,20 @@ def inherit_unmasked(subnetwork: WeightSubnetwork, source: nn.Module, target: nn
             parameter.copy_(source_parameters[name])
 
 
+RELEASED_FILL_STD = 0.02  # NeuroSurgeon's init_subnet_transfer: nn.init.normal_(self.weight, std=0.02)
+
+
+@torch.no_grad()
+def draw_masked_matrices(subnetwork: WeightSubnetwork, model: nn.Module, seed: int) -> None:
+    """Every matrix the subnetwork masks re-drawn from N(0, 0.02) (drawn on the CPU from ``seed``, the same on
+    every device): what the release leaves in the masked-out entries."""
+    parameters = dict(model.named_parameters())
+    generator = torch.Generator(device="cpu").manual_seed(seed)
+    for name in subnetwork.masks:
+        parameter = parameters[name]
+        parameter.copy_(torch.normal(0.0, RELEASED_FILL_STD, parameter.shape, generator=generator, device="cpu"))
+
+
 def transfer_condition(condition: str, subnetwork: WeightSubnetwork, trained: nn.Module,
                        make_model: Callable[[int], nn.Module], seed: int, filling: Filling = "fresh"
                        ) -> tuple[nn.Module, FrozenWeights | None]:
@@ -69,7 +87,9 @@ def transfer_condition(condition: str, subnetwork: WeightSubnetwork, trained: nn
         chosen = subnetwork
     else:
         chosen = subnetwork.random_like(seed, complement=condition == "random complement")
+    if filling == "released":
+        draw_masked_matrices(chosen, model, seed)
     copy_subnetwork(chosen, trained, model)
-    if filling == "inherited":
+    if filling in ("inherited", "released"):
         inherit_unmasked(chosen, trained, model)
     return model, None if condition.endswith("(unfrozen)") else FrozenWeights(model, chosen.masks)

@@ -1,0 +1,94 @@
+"""The release's model for Subtask Induction's arithmetic (HF GPT-2, ``heurlens.subtask.released_model``): it
+learns a hand-checkable task, its dropout is on while training and off while evaluating, and the ``released``
+filling puts N(0, 0.02) draws exactly in the masked-out entries."""
+
+import torch
+from torch import nn
+
+from heurlens.subtask import ArithmeticTask, WeightSubnetwork, select_weights, transfer_condition
+from heurlens.subtask.released_model import released_arithmetic_model
+from heurlens.subtask.training import answer_accuracy, train_next_token
+
+
+def every_pair(task: ArithmeticTask) -> torch.Tensor:
+    a, b = torch.arange(task.max_value).repeat_interleave(task.max_value), torch.arange(task.max_value).repeat(
+        task.max_value)
+    return task.sequences(a, b)
+
+
+def test_a_trained_gpt2_computes_a_plus_b_mod_7():
+    """Numbers 0..9, a + b mod 7 on all 100 pairs: after training (the weights of its best epoch kept, as the
+    release's T1 keeps its best checkpoint), 3 5 <sep> gives 1 (8 mod 7) and 6 6 gives 5 (12 mod 7), worked out
+    by hand, and every pair is right."""
+    task = ArithmeticTask("a+b", max_value=10, modulus=7)
+    model = released_arithmetic_model(task, n_layers=2, seed=0, dropout=0.0)
+    pairs = every_pair(task)
+    train_next_token(model, pairs, pairs, pairs, epochs=100, lr=1e-3, batch_size=10, progress=False, patience=30)
+    with torch.no_grad():
+        answers = model(task.sequences(torch.tensor([3, 6]), torch.tensor([5, 6]))[:, :-1])[:, -1].argmax(-1)
+    assert answers.tolist() == [1, 5]
+    assert answer_accuracy(model, pairs) == 1.0
+
+
+def test_the_release_model_has_its_sizes_tied_embeddings_and_scaled_residual_init():
+    task = ArithmeticTask("a+b", max_value=1000)
+    model = released_arithmetic_model(task, n_layers=2, seed=3)
+    gpt2 = model.model
+    assert (gpt2.config.n_embd, gpt2.config.n_head, gpt2.transformer.h[0].mlp.c_fc.weight.shape[1],
+            gpt2.config.vocab_size) == (128, 4, 512, 1001)
+    assert gpt2.lm_head.weight is gpt2.transformer.wte.weight
+    assert not released_arithmetic_model(task, 2, 3, tie_embeddings=False).model.lm_head.weight.data_ptr() == (
+        gpt2.transformer.wte.weight.data_ptr())
+    stds = [float(gpt2.transformer.h[0].mlp.c_fc.weight.detach().std()),
+            float(gpt2.transformer.h[0].mlp.c_proj.weight.detach().std())]
+    assert abs(stds[0] - 0.02) < 0.001 and abs(stds[1] - 0.02 / 2) < 0.001  # c_proj: 0.02 / sqrt(2 n_layer)
+    assert all(torch.equal(p, q) for p, q in zip(model.parameters(), released_arithmetic_model(task, 2, 3).parameters()))
+    assert len(select_weights(model)) == 8  # c_attn, c_proj, c_fc, mlp c_proj per layer: the release's Conv1Ds
+
+
+def test_dropout_is_on_in_training_and_off_in_evaluation():
+    task = ArithmeticTask("a+b", max_value=10)
+    model = released_arithmetic_model(task, n_layers=1, seed=0, dropout=0.1)
+    modes: list[bool] = []
+    dropout = next(module for module in model.modules() if isinstance(module, nn.Dropout))
+    dropout.register_forward_pre_hook(lambda module, args: modes.append(module.training))
+    pairs = every_pair(task)
+    train_next_token(model, pairs, pairs[:10], pairs[:10], epochs=2, batch_size=50, progress=False)
+    # per epoch: 2 training batches in train mode, then the evaluation (and test) passes in eval mode
+    assert modes[:2] == [True, True] and modes[2] is False and True in modes[3:] and modes[-1] is False
+    assert not model.training  # left in eval mode
+    tokens = pairs[:5, :-1]
+    with torch.no_grad():
+        assert torch.equal(model(tokens), model(tokens))  # eval: no dropout
+        model.train()
+        assert not torch.equal(model(tokens), model(tokens))  # train: dropout draws differ
+
+
+def test_the_released_filling_draws_the_masked_out_entries_from_n_0_002():
+    """A hand-set mask keeping the first row of every masked matrix: those entries are T1's; every other entry
+    of those matrices is a N(0, 0.02) draw (seeded: the same twice); every unmasked parameter is T1's."""
+    task = ArithmeticTask("a+ab", max_value=50)
+    trained = released_arithmetic_model(task, 2, seed=0)
+    parameters = dict(trained.named_parameters())
+    masks = {}
+    for name in select_weights(trained):
+        mask = torch.zeros_like(parameters[name], dtype=torch.bool)
+        mask[0] = True
+        masks[name] = mask
+    sub = WeightSubnetwork(masks, "first rows")
+    make = lambda seed: released_arithmetic_model(task, 2, seed)  # noqa: E731
+    model, frozen = transfer_condition("subtask induction", sub, trained, make, 7, filling="released")
+    again, _ = transfer_condition("subtask induction", sub, trained, make, 7, filling="released")
+    outside = []
+    for name, p in model.named_parameters():
+        if name in masks:
+            assert torch.equal(p[masks[name]], parameters[name][masks[name]])
+            outside.append(p[~masks[name]])
+        else:
+            assert torch.equal(p, parameters[name]), name
+    drawn = torch.cat(outside).detach()
+    assert abs(float(drawn.mean())) < 1e-3 and abs(float(drawn.std()) - 0.02) < 2e-4  # 400k draws
+    c_proj = model.model.transformer.h[1].mlp.c_proj.weight.detach()[~masks["model.transformer.h.1.mlp.c_proj.weight"]]
+    assert abs(float(c_proj.std()) - 0.02) < 1e-3  # no residual scaling, unlike a fresh GPT-2's 0.01
+    assert all(torch.equal(p, q) for p, q in zip(model.parameters(), again.parameters()))
+    assert frozen is not None and set(frozen.masks) == set(masks)
