@@ -2,9 +2,11 @@
 learns a hand-checkable task, its dropout is on while training and off while evaluating, and the ``released``
 filling puts N(0, 0.02) draws exactly in the masked-out entries."""
 
+import pytest
 import torch
 from torch import nn
 
+from heurlens.errors import HeurlensError
 from heurlens.subtask import ArithmeticTask, WeightSubnetwork, select_weights, transfer_condition
 from heurlens.subtask.released_model import released_arithmetic_model
 from heurlens.subtask.training import answer_accuracy, train_next_token
@@ -92,3 +94,54 @@ def test_the_released_filling_draws_the_masked_out_entries_from_n_0_002():
     assert abs(float(c_proj.std()) - 0.02) < 1e-3  # no residual scaling, unlike a fresh GPT-2's 0.01
     assert all(torch.equal(p, q) for p, q in zip(model.parameters(), again.parameters()))
     assert frozen is not None and set(frozen.masks) == set(masks)
+
+
+def test_gpt2s_with_tied_embeddings_trained_together_end_where_each_ends_alone():
+    """Stacked training (``train_next_token_together``) keeps the tie of input and output embeddings (a copy
+    moved to the meta device loses it unless retied): without dropout, the same losses and outputs as alone.
+    With dropout each stacked model draws its own masks and still trains."""
+    from heurlens.subtask import ambiguous_set, evaluation_set
+    from heurlens.subtask.batched_training import train_next_token_together
+
+    task = ArithmeticTask("a^2+ab", 30, 7)
+    evaluation, test = evaluation_set(task, 200, 11), evaluation_set(task, 200, 12)
+    trains = [ambiguous_set(task, 40, seed) for seed in range(2)]
+    alone = [released_arithmetic_model(task, 2, 100 + seed, dropout=0.0) for seed in range(2)]
+    results_alone = [train_next_token(model, train, evaluation, test, 3, 1e-3, 16, seed=seed, progress=False)
+                     for seed, (model, train) in enumerate(zip(alone, trains))]
+    together = [released_arithmetic_model(task, 2, 100 + seed, dropout=0.0) for seed in range(2)]
+    results = train_next_token_together(together, trains, evaluation, test, 3, 1e-3, 16, seeds=[0, 1],
+                                        progress=False)
+    probe = evaluation[:50, :-1]
+    for model, model_alone, result, result_alone in zip(together, alone, results, results_alone):
+        assert [h["loss"] for h in result.history] == pytest.approx([h["loss"] for h in result_alone.history],
+                                                                    abs=1e-5)
+        with torch.no_grad():
+            torch.testing.assert_close(model(probe), model_alone(probe), atol=1e-4, rtol=1e-4)
+        assert model.model.lm_head.weight is model.model.transformer.wte.weight
+    with_dropout = [released_arithmetic_model(task, 2, 100, dropout=0.1) for _ in range(2)]
+    losses = [r.history[-1]["loss"] for r in train_next_token_together(
+        with_dropout, [trains[0], trains[0]], evaluation, test, 2, 1e-3, 16, seeds=[0, 0], progress=False)]
+    assert losses[0] != losses[1]  # same model, data and order: only the dropout draws differ
+
+
+def test_a_tiny_sweep_on_the_released_architecture_transfers_its_subnetwork(tmp_path):
+    """T1, discovery and transfer on HF GPT-2 (``--architecture released``) with the released filling: it runs,
+    masks the release's Conv1D weights, resumes from its folder (the tied T1 model stored once and loaded back),
+    refuses the native architecture there, and records the architecture while a native sweep's settings stay as
+    they were written before the option existed."""
+    from heurlens.subtask import WeightSubnetwork
+    from heurlens.subtask.settings import SweepSettings
+    from heurlens.subtask.sweep import run_sweep
+
+    settings = SweepSettings(max_value=12, t1_epochs=2, discovery_epochs=2, disambiguation=(5,),
+                             conditions=("subtask induction", "random init"), transfer_epochs=2,
+                             architecture="released", filling="released")
+    results = run_sweep(tmp_path, settings, progress=False)
+    assert len(results) == 2 and results["test_accuracy"].between(0, 1).all()
+    subnetwork = WeightSubnetwork.load(tmp_path / "subnetwork")
+    assert all(name.startswith("model.transformer.h.") for name in subnetwork.masks)
+    assert settings.to_dict()["architecture"] == "released" and "architecture" not in SweepSettings().to_dict()
+    assert run_sweep(tmp_path, settings, progress=False).equals(results)
+    with pytest.raises(HeurlensError, match="other settings"):
+        run_sweep(tmp_path, SweepSettings(**{**settings.__dict__, "architecture": "native"}), progress=False)

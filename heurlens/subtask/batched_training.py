@@ -4,7 +4,9 @@ leading model dimension (``torch.func.stack_module_state``), one forward serves 
 (``torch.func.vmap`` over ``functional_call``) and one AdamW steps the stacks. AdamW is elementwise and the
 summed loss sum_i L_i has gradient dL_i/dtheta_i for model i, so each model follows the path
 ``train_next_token`` would take it on alone, with its own data order, frozen entries and best-evaluation
-epoch, up to the float rounding of batched matrix products."""
+epoch, up to the float rounding of batched matrix products. Models with dropout train in train mode, each
+model drawing its own dropout masks (``vmap(randomness="different")``), and are evaluated in eval mode, as
+``train_next_token`` does; their dropout draws are not those of the model trained alone."""
 
 from __future__ import annotations
 
@@ -43,11 +45,13 @@ class StackedModels:
         self.models = list(models)
         self.parameters, self.buffers = stack_module_state(modules)
         self.template = copy.deepcopy(modules[0]).to("meta")
+        retie(self.template, modules[0])
 
         def forward_one(parameters: dict, buffers: dict, tokens: Tensor) -> Tensor:
             return functional_call(self.template, (parameters, buffers), (tokens,))
 
-        self.forward_each = vmap(forward_one)  # tokens [model, batch, position], one batch per model
+        # tokens [model, batch, position], one batch per model; each model its own dropout draws
+        self.forward_each = vmap(forward_one, randomness="different")
 
     def __len__(self) -> int:
         return len(self.models)
@@ -57,6 +61,7 @@ class StackedModels:
         """Per model, the fraction of sequences whose answer c is its top prediction after ``<sep>``. (Model by
         model: on shared inputs vmap's broadcast forward measured slower than a loop.)"""
         accuracies = []
+        self.template.eval()
         for index in range(len(self)):
             parameters = {name: stack[index] for name, stack in self.parameters.items()}
             buffers = {name: stack[index] for name, stack in self.buffers.items()}
@@ -70,6 +75,19 @@ class StackedModels:
         for index, model in enumerate(self.models):
             for name, parameter in native_module(model).named_parameters():
                 parameter.copy_(self.parameters[name][index])
+
+
+def retie(template: nn.Module, original: nn.Module) -> None:
+    """Give ``template`` the parameter sharing of ``original`` (tied input and output embeddings), which moving
+    a copy to the meta device loses; ``functional_call`` then fills every tied name from one stacked tensor."""
+    first: dict[int, str] = {}
+    for name, parameter in original.named_parameters(remove_duplicate=False):
+        if id(parameter) not in first:
+            first[id(parameter)] = name
+            continue
+        path, _, leaf = name.rpartition(".")
+        owner = template.get_submodule(path) if path else template
+        owner._parameters[leaf] = template.get_parameter(first[id(parameter)])
 
 
 class StackedFrozenWeights:
@@ -124,6 +142,7 @@ def train_next_token_together(models: Sequence[nn.Module], trains: Sequence[Int[
     best = [(-1.0, 0.0)] * count
     histories: list[list[dict]] = [[] for _ in range(count)]
     for epoch in tqdm(range(epochs), desc=desc, unit="epoch", disable=not progress, leave=False):
+        stacked.template.train()
         for step in zip(*(batches_of(train, batch_size, generator) for train, generator in zip(trains, generators))):
             tokens = torch.stack(step).to(device)
             logits = stacked.forward_each(stacked.parameters, stacked.buffers, tokens[:, :, :-1])

@@ -4,7 +4,9 @@ build its options without importing torch."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from typing import Any, Literal
 
 from heurlens.errors import HeurlensError
@@ -35,6 +37,10 @@ class SweepSettings:
     modulus: int = field(default=7, metadata={"help": "Answers are taken mod this.", "min": 2})
     n_layers: int = field(default=2, metadata={"help": "Decoder layers (the paper: 2 to 12).", "option": "--layers",
                                                "min": 1})
+    architecture: Literal["native", "released"] = field(default="native", metadata={
+        "help": "native: heurlens' TransformerLens-native decoder (no dropout, separate unembedding); released: the "
+                "release's HF GPT-2 (dropout 0.1, tied embeddings, gelu_new, HF initialisation; "
+                "heurlens.subtask.released_model)."})
     t1_fraction: float = field(default=0.2, metadata={"help": "Share of all pairs T1 is trained on.", "min_open": True,
                                                       "max": 1.0})
     t1_epochs: int = field(default=40, metadata={"help": "Epochs on T1 (with --t1-patience: at most).", "min": 1})
@@ -88,6 +94,20 @@ class SweepSettings:
         return cls(**(settings | changes))
 
     def to_dict(self) -> dict:
+        """The settings as a run folder records them; ``architecture`` only when not native, so folders written
+        before it existed still match their own settings."""
         record = asdict(self)
+        if record["architecture"] == "native":
+            del record["architecture"]
         return record | {name: list(getattr(self, name))
                          for name in ("l0_lambdas", "disambiguation", "conditions", "transfer_lrs")}
+
+    def model_factory(self, task: Any) -> Callable[..., Any]:
+        """``make(seed=..., device=...)``: a fresh decoder of this architecture and depth for ``task``."""
+        if self.architecture == "released":
+            from heurlens.subtask.released_model import released_arithmetic_model
+
+            return partial(released_arithmetic_model, task, self.n_layers)
+        from heurlens.subtask.training import arithmetic_model
+
+        return partial(arithmetic_model, task, self.n_layers)

@@ -40,7 +40,6 @@ from heurlens.subtask.masks import DiscoverySettings, discover_subnetwork, maske
 from heurlens.subtask.settings import SweepSettings
 from heurlens.subtask.training import (
     answer_accuracy,
-    arithmetic_model,
     batches_of,
     last_token_loss,
     train_next_token,
@@ -72,7 +71,7 @@ def run_sweep(out: Path, settings: SweepSettings = SweepSettings(), progress: bo
     t2 = ArithmeticTask(settings.t2, settings.max_value, settings.modulus)
     guard_run_settings(out, settings.to_dict(), PER_RUN, "sweep")  # only once everything is known to be valid
 
-    trained = arithmetic_model(t1, settings.n_layers, 0, resolve_device(device))
+    trained = settings.model_factory(t1)(seed=0, device=resolve_device(device))
     t1_path = out / "t1-model.safetensors"
 
     def train_t1() -> dict[str, torch.Tensor]:
@@ -83,10 +82,10 @@ def run_sweep(out: Path, settings: SweepSettings = SweepSettings(), progress: bo
         atomic_write_json(out / "t1-training.json", {"best_eval_accuracy": result.best_eval_accuracy,
                                                      "test_accuracy": result.test_accuracy,
                                                      "epochs": len(result.history)})
-        return trained.state_dict()
+        return state_without_ties(trained)
 
-    trained.load_state_dict(stored(t1_path, train_t1, partial(atomic_save_tensors, t1_path),
-                                   lambda: load_file(str(t1_path))))
+    load_tied_state(trained, stored(t1_path, train_t1, partial(atomic_save_tensors, t1_path),
+                                    lambda: load_file(str(t1_path))))
 
     def chosen_subnetwork() -> WeightSubnetwork:
         discovery = _DiscoveryJob(trained, t1, subtask, settings, out, progress and workers is None)
@@ -109,6 +108,28 @@ def run_sweep(out: Path, settings: SweepSettings = SweepSettings(), progress: bo
     return pd.DataFrame([_read_result(result_path(out, condition, n, seed))
                          for n in settings.disambiguation for condition in settings.conditions
                          for seed in range(settings.seeds)])
+
+
+def state_without_ties(model: nn.Module) -> dict[str, Tensor]:
+    """The model's state with each shared tensor once (safetensors stores no shared memory: GPT-2's tied input and
+    output embeddings are one tensor under two names)."""
+    seen: set[int] = set()
+    state = {}
+    for name, tensor in model.state_dict().items():
+        if tensor.data_ptr() not in seen:
+            seen.add(tensor.data_ptr())
+            state[name] = tensor
+    return state
+
+
+def load_tied_state(model: nn.Module, state: dict[str, Tensor]) -> None:
+    """Load ``state_without_ties``' output: a name left out must be one that shares its tensor with another."""
+    own = model.state_dict()
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    shared = {name for name in own if sum(t.data_ptr() == own[name].data_ptr() for t in own.values()) > 1}
+    if unexpected or set(missing) - shared:
+        raise HeurlensError(f"the stored T1 model does not fit this architecture (missing {sorted(set(missing) - shared)}"
+                            f", unexpected {sorted(unexpected)}); use another --out or the settings it was made with")
 
 
 RESULT_FIELDS = ("condition", "disambiguation", "seed", "best_eval_accuracy", "test_accuracy")
@@ -163,7 +184,7 @@ def _train_at_count(job: _TransferJob, n: int) -> None:
 
     def prepared(runs: list[tuple[str, int]]) -> list[tuple[nn.Module, FrozenWeights | None]]:
         return [transfer_condition(condition, job.subnetwork, job.trained,
-                                   partial(arithmetic_model, job.t1, settings.n_layers, device=device_of(job.trained)),
+                                   partial(settings.model_factory(job.t1), device=device_of(job.trained)),
                                    seed + 100, settings.filling)
                 for condition, seed in runs]
 
