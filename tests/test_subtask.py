@@ -181,7 +181,8 @@ def test_paper_preset_is_appendix_b1():
     paper = SweepSettings.paper()
     expected = dict(t1="a+ab", subtask="ab", t2="a^2+ab", max_value=1000, modulus=7, n_layers=2, t1_fraction=0.2,
                     t1_lr=5e-4, t1_test_examples=20_000, t1_patience=10, subtask_fraction=0.05, discovery_epochs=50,
-                    discovery_lr=1e-3, l0_lambdas=(1e-7, 5e-7, 1e-8), filling="fresh", seeds=5, transfer_epochs=100,
+                    discovery_lr=1e-3, l0_lambdas=(1e-7, 5e-7, 1e-8), architecture="released", filling="released",
+                    seeds=5, transfer_epochs=100,
                     transfer_lrs=(2e-4,),
                     disambiguation=(10, 16, 25, 40, 63, 100, 158, 251, 398, 631, 1000, 1585, 2512, 3981, 6310, 10000))
     assert {k: getattr(paper, k) for k in expected} == expected
