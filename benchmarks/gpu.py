@@ -7,8 +7,9 @@ Run: .venv/bin/python benchmarks/gpu.py [--quick] [--gpu cuda]
 Prints "no CUDA device" and exits 0 where torch sees no GPU. Each part runs first on the CPU, then on ``--gpu``;
 the ratio CPU / GPU is printed with the GPU's peak memory, and the results must agree (the ablation table to
 1e-4; the pruned subnetworks; the transfer runs' test accuracies). ``--quick``: fewer pruning steps and transfer
-epochs (a check that everything runs, not a measurement). Not measured yet: no GPU was lent to the sessions that
-wrote this (see README, "On a GPU").
+epochs (a check that everything runs, not a measurement); ``--gpu cpu --quick`` checks the script without a GPU
+(it ran end to end on 2026-11-25: every part "same results: True"). Not measured yet: no GPU was lent to the
+sessions that wrote this (see README, "On a GPU").
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+import warnings
 from collections.abc import Callable
 
 import torch
@@ -103,6 +105,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--gpu", default="cuda", help="The GPU to compare with (cpu only to check this script).")
     args = parser.parse_args()
+    warnings.simplefilter("ignore")  # shortened prunes miss their targets: recorded in each subnetwork, not timed
     if args.gpu.startswith("cuda") and not torch.cuda.is_available():
         print("no CUDA device")
         sys.exit(0)
