@@ -79,10 +79,11 @@ class UnitLayout:
                 units.append(Unit(layer))
         return units
 
-    def split(self, flat: Float[Tensor, " unit"]) -> tuple[Float[Tensor, "layer head"], Float[Tensor, " layer"]]:
-        """(heads, MLPs) of a flat vector in the layout's order."""
-        per_layer = flat.view(self.n_layers, self.n_heads + 1)
-        return per_layer[:, :self.n_heads], per_layer[:, self.n_heads]
+    def split(self, flat: Float[Tensor, "*row unit"]
+              ) -> tuple[Float[Tensor, "*row layer head"], Float[Tensor, "*row layer"]]:
+        """(heads, MLPs) of a flat vector in the layout's order (of each row, for a stack of vectors)."""
+        per_layer = flat.view(*flat.shape[:-1], self.n_layers, self.n_heads + 1)
+        return per_layer[..., :self.n_heads], per_layer[..., self.n_heads]
 
     def join(self, heads: Float[Tensor, "layer head"], mlps: Float[Tensor, " layer"]) -> Float[Tensor, " unit"]:
         """The flat vector of (heads, MLPs), in the layout's order."""

@@ -37,8 +37,7 @@ def test_a_per_example_mask_masks_each_example_as_its_own_mask_would(random_bert
         hooks = UnitMaskHooks(means, *layout.split(mask))
         with hooks.attached(model), torch.no_grad():
             alone.append(model(**{key: value[row] for key, value in batch.items()}))
-    per_example = masks.repeat_interleave(3, dim=0).view(6, layout.n_layers, layout.n_heads + 1)
-    hooks = UnitMaskHooks(means, per_example[..., :layout.n_heads], per_example[..., layout.n_heads])
+    hooks = UnitMaskHooks(means, *layout.split(masks.repeat_interleave(3, dim=0)))  # per example: [6, layer, ...]
     with hooks.attached(model), torch.no_grad():
         together = model(**batch)
     assert torch.allclose(together, torch.cat(alone), atol=1e-5)

@@ -106,7 +106,6 @@ def stacked_batches(batches: Sequence[Batch], pad_token_id: int = 0) -> Batch:
 class _SeedRun:
     """One seed's own state in ``train_unit_masks``: its mask, multipliers, optimizer and random streams."""
 
-    seed: int
     mask: HardConcrete
     lambdas: Tensor
     optimizer: torch.optim.Optimizer
@@ -162,7 +161,7 @@ def train_unit_masks(model: HookedModel, data: Task, full_logits: Float[Tensor, 
         optimizer, schedule = mask_optimizer(mask, lambdas, config, total)
         order_generator = torch.Generator(device="cpu").manual_seed(seed)
         mask_draws = order_generator if device.type == "cpu" else torch.Generator(device=device).manual_seed(seed)
-        runs.append(_SeedRun(seed, mask, lambdas, optimizer, schedule, order_generator, mask_draws))
+        runs.append(_SeedRun(mask, lambdas, optimizer, schedule, order_generator, mask_draws))
     offsets = torch.tensor([0] + [b["input_ids"].shape[0] for b in data.batches], device="cpu").cumsum(0)
     tokenizer = getattr(model, "tokenizer", None)
     pad_token_id = getattr(tokenizer, "pad_token_id", None) or 0
@@ -193,7 +192,7 @@ def train_unit_masks(model: HookedModel, data: Task, full_logits: Float[Tensor, 
                     else:
                         rows = torch.tensor([int(offsets[i + 1] - offsets[i]) for i in indices], device=device)
                         per_example = torch.stack(draws).repeat_interleave(rows, dim=0)
-                        hooks.heads, hooks.mlps = _split_rows(layout, per_example)
+                        hooks.heads, hooks.mlps = layout.split(per_example)
                         with autocast(config.dtype, device):
                             logits = model(**stacked_batches([data.batches[i] for i in indices], pad_token_id)).float()
                     lagrangian = torch.zeros((), device=device)
@@ -227,13 +226,6 @@ def train_unit_masks(model: HookedModel, data: Task, full_logits: Float[Tensor, 
         results.append(MaskTrainingResult(log_alpha_heads.clone(), log_alpha_mlps.clone(), _item(run.fit),
                                           expected_sparsity(run.mask, prunable).item(), total))
     return results
-
-
-def _split_rows(layout: UnitLayout, flat: Float[Tensor, "example unit"]
-                ) -> tuple[Float[Tensor, "example layer head"], Float[Tensor, "example layer"]]:
-    """``UnitLayout.split`` of each row: per-example (heads, MLPs) masks."""
-    per_layer = flat.view(flat.shape[0], layout.n_layers, layout.n_heads + 1)
-    return per_layer[..., :layout.n_heads], per_layer[..., layout.n_heads]
 
 
 def _item(value: Tensor | None) -> float:
