@@ -10,11 +10,12 @@ faster (``benchmarks/bf16_evaluation.py``) and the predicted label of about 0.2%
 from __future__ import annotations
 
 import contextlib
-from typing import Literal, get_args
-
-import torch
+from typing import TYPE_CHECKING, Literal, get_args
 
 from heurlens.errors import HeurlensError
+
+if TYPE_CHECKING:
+    import torch
 
 Precision = Literal["float32", "bfloat16", "float16"]
 PRECISIONS: tuple[str, ...] = get_args(Precision)
@@ -30,6 +31,8 @@ def check_precision(dtype: str) -> Precision:
 
 def autocast(dtype: Precision, device: torch.device | str = "cpu") -> contextlib.AbstractContextManager:
     """Matrix products in ``dtype`` on ``device`` (``torch.autocast``); float32: nothing changed."""
+    import torch  # here, so that the CLI can read PRECISIONS without importing torch
+
     if check_precision(dtype) == "float32":
         return contextlib.nullcontext()
     return torch.autocast(torch.device(device).type, dtype=getattr(torch, dtype))

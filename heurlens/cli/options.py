@@ -8,6 +8,7 @@ import click
 
 from heurlens.cli.settings_options import FiniteFloatRange
 from heurlens.errors import HeurlensError
+from heurlens.precision import PRECISIONS
 
 FOCUS = "SO-Swap,Prep,Embed-If,Embed-Verb"
 
@@ -46,7 +47,7 @@ def dtype_option(function):
     with_dtype = click.option(
         "--bf16", is_flag=True, help="Shorthand for --dtype bfloat16.")(with_dtype)
     return click.option(
-        "--dtype", type=click.Choice(["float32", "bfloat16", "float16"]), default=None,
+        "--dtype", type=click.Choice(PRECISIONS), default=None,
         help="Precision of the matrix products (torch.autocast; masks, KL and stored logits stay float32): "
              "bfloat16 is about 2x faster on a CPU with AVX-512 BF16 and the predicted label of about 0.2% of "
              "pairs changes (docs/cli.md); on a GPU bfloat16 or float16. Default: float32.")(with_dtype)

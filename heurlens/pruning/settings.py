@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 from typing import Literal
 
+from heurlens.precision import Precision
 from heurlens.pruning.schedule import paper_steps, scaled_steps
 from heurlens.settings_checks import check_settings
 
@@ -57,7 +58,7 @@ class PruneSettings:
     units: Literal["all", "heads", "mlps"] = field(default="all", metadata={
         "help": "Which units pruning may drop: all (heads and MLPs), heads or mlps; the others are always kept, and "
                 "the sparsity counts the prunable ones."})
-    dtype: Literal["float32", "bfloat16", "float16"] = field(default="float32", metadata={
+    dtype: Precision = field(default="float32", metadata={
         "help": "Precision of the model's matrix products while the masks train and in the evaluation "
                 "(torch.autocast; log_alpha, the multipliers and the KL stay float32): bfloat16 or float16 on a "
                 "GPU."})
