@@ -105,3 +105,16 @@ def tiny_decoder_dirs(tmp_path_factory):
         word_level_tokenizer().save_pretrained(out)
         dirs[family] = out
     return dirs
+
+
+@pytest.fixture(scope="module")
+def pairs_file(tmp_path_factory):
+    """Three labelled NLI pairs in a .jsonl file (labels by name and by index), for --data."""
+    import json
+
+    path = tmp_path_factory.mktemp("data") / "pairs.jsonl"
+    rows = [{"premise": "A man is playing a guitar.", "hypothesis": "A man plays music.", "label": "entailment"},
+            {"premise": "A dog runs in the park.", "hypothesis": "A cat sleeps.", "label": "contradiction"},
+            {"premise": "Two women talk.", "hypothesis": "Two women talk about work.", "label": 1}]
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    return path

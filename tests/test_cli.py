@@ -7,16 +7,6 @@ import pytest
 from cli_run import assert_one_line_error, heurlens
 
 
-@pytest.fixture(scope="module")
-def pairs_file(tmp_path_factory):
-    path = tmp_path_factory.mktemp("data") / "pairs.jsonl"
-    rows = [{"premise": "A man is playing a guitar.", "hypothesis": "A man plays music.", "label": "entailment"},
-            {"premise": "A dog runs in the park.", "hypothesis": "A cat sleeps.", "label": "contradiction"},
-            {"premise": "Two women talk.", "hypothesis": "Two women talk about work.", "label": 1}]
-    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-    return path
-
-
 def test_help_lists_every_command():
     result = heurlens("--help")
     assert result.returncode == 0

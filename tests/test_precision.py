@@ -5,7 +5,6 @@ the precision it was found in."""
 import json
 from dataclasses import replace
 
-import pytest
 import torch
 from cli_run import assert_refused, heurlens_in_process
 from planted import PLANTED, build_planted_model
@@ -49,12 +48,3 @@ def test_dtype_options_and_the_bf16_shorthand(tiny_bert_dir, pairs_file, capsys,
                                                  "--subcases", "SO-Swap")
     assert status == 0 and evaluated == pruned, err
 
-
-@pytest.fixture
-def pairs_file(tmp_path):
-    path = tmp_path / "pairs.jsonl"
-    rows = [{"premise": "A man is sleeping.", "hypothesis": "A person rests.", "label": 0},
-            {"premise": "A dog runs.", "hypothesis": "A cat sleeps.", "label": 2},
-            {"premise": "Kids play outside.", "hypothesis": "Children are outdoors.", "label": 0}]
-    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    return path
