@@ -161,3 +161,10 @@ def test_shape_bias_keeps_to_the_models_device(tmp_path, monkeypatch):
         with unit_masks(resnet, masks_for(resnet, "layer1.0,layer2.1.C5")):
             resnet(images)
     assert table1["condition"].tolist() == ["subtask induction", "linear probe"]
+
+
+@pytest.mark.parametrize("command", [["prune"], ["transfer"], ["shape-bias"], ["ablate", "--scan"]])
+def test_gpus_per_worker_without_workers_is_refused_before_loading(capsys, command):
+    from cli_run import assert_refused
+
+    assert_refused(capsys, "--gpus-per-worker needs --workers N", *command, "--gpus-per-worker", "1")
