@@ -1,16 +1,21 @@
-"""Subtask Induction on modular arithmetic (Subtask Induction paper, Section 4, Figure 3).
+"""Subtask Induction on modular arithmetic (Subtask Induction paper, Section 4, Figure 3), one sweep per depth.
 
-Trains on T1 = a + ab (mod 7), finds the ab subnetwork, transfers it into fresh models trained on
-T2 = a^2 + ab from the ambiguous a = b set plus disambiguation samples, beside the controls, and
-writes the table and the subnetwork's size to docs/. Resumable (the run directory keeps every
-finished part). With --inherited-out, the conditions whose models depend on what fills the weights
-outside the subnetwork run a second time with the inherited filling (the released transfer script's),
-from the same T1 model and subnetwork (copied there), and appear as extra columns.
+For each ``--depth LAYERS FOLDER``: train on T1 = a + ab (mod 7), find the ab subnetwork, transfer it into fresh
+models trained on T2 = a^2 + ab from the ambiguous a = b set plus disambiguation samples, beside the controls
+(``heurlens.subtask.sweep.run_sweep``, resumable). With ``--also-filling F``, the conditions whose models depend on
+what fills the weights outside the subnetwork run a second time with filling F in ``FOLDER-F``, from the same T1
+model and subnetwork (copied there). With ``--report-only`` nothing is trained: the page is written from the runs
+finished so far (``finished_results``), each cell saying how many of its seeds have finished, so a sweep can be
+reported while it runs in the background.
 
-Run: .venv/bin/python analyses/subtask_induction_figure3_arithmetic.py [--out runs/transfer] [--seeds 3]
-     .venv/bin/python analyses/subtask_induction_figure3_arithmetic.py --preset paper --seeds 3 \\
-         --disambiguation 10 100 1000 --out runs/transfer-paper --inherited-out runs/transfer-paper-inherited \\
-         --docs docs/results/subtask-induction-arithmetic-paper.md
+The page (``--docs``) holds, per depth, T1's accuracy, the subnetwork's size beside the paper's Table 3, the
+candidates, the accuracy table, the data each condition needs to reach 99% beside the paper's statements, and one
+plotly figure per depth.
+
+Run: .venv/bin/python analyses/subtask_induction_figure3_arithmetic.py [--depth 2 runs/transfer] [--seeds 3]
+     .venv/bin/python analyses/subtask_induction_figure3_arithmetic.py --preset paper --l0-lambda 1e-7 --seeds 3 \\
+         --depth 2 runs/transfer-gpt2-released --depth 4 runs/transfer-gpt2-4layers --also-filling fresh \\
+         --docs docs/results/subtask-induction-figure3.md [--report-only]
 """
 
 from __future__ import annotations
@@ -25,81 +30,153 @@ from pathlib import Path
 import pandas as pd
 
 from heurlens.distributed import Workers
-from heurlens.subtask.sweep import SweepSettings, figure3, run_sweep
+from heurlens.subtask.settings import FIGURE3_CONDITIONS, FILLINGS
+from heurlens.subtask.sweep import SweepSettings, figure3, finished_results, run_sweep
 from heurlens.subtask.weight_subnetwork import WeightSubnetwork
 
-CONDITIONS = ("subtask induction", "random subnetwork", "random complement", "full model", "random init")
 FILLING_DEPENDENT = ("subtask induction", "random subnetwork", "random complement")
 SHARED_PARTS = ("t1-model.safetensors", "t1-training.json", "candidates", "subnetwork.json", "subnetwork.safetensors")
+PAPER_TABLE3 = {2: 7.68, 4: 7.00, 6: 4.70, 8: 3.55, 10: 3.56, 12: 3.20}  # % of masked weights transferred
+PERFECT = 0.99  # "perfect generalization accuracy", read as a mean test accuracy of at least 99%
 
 
-def inherited_run(out: Path, inherited_out: Path, settings: SweepSettings) -> tuple[Path, SweepSettings]:
-    """The inherited-filling sweep's folder and settings, its T1 model and subnetwork copied from ``out``."""
-    inherited = dataclasses.replace(settings, filling="inherited",
-                                    conditions=tuple(c for c in settings.conditions if c in FILLING_DEPENDENT))
-    inherited_out.mkdir(parents=True, exist_ok=True)
+def second_filling_run(out: Path, filling: str, settings: SweepSettings) -> tuple[Path, SweepSettings]:
+    """The folder ``OUT-<filling>`` and settings of the sweep with another filling, its T1 model and subnetwork
+    copied from ``out`` (so both fillings start from the very same T1 model and subnetwork)."""
+    second = Path(f"{out}-{filling}")
+    changed = dataclasses.replace(settings, filling=filling,
+                                  conditions=tuple(c for c in settings.conditions if c in FILLING_DEPENDENT))
+    second.mkdir(parents=True, exist_ok=True)
     for part in SHARED_PARTS:
-        if not (inherited_out / part).exists():
+        if not (second / part).exists():
             copy = shutil.copytree if (out / part).is_dir() else shutil.copy2
-            copy(out / part, inherited_out / part)
-    return inherited_out, inherited
+            copy(out / part, second / part)
+    return second, changed
+
+
+def labelled(results: pd.DataFrame, filling: str, main_filling: str) -> pd.DataFrame:
+    """Results whose condition names say the filling when it is not the main sweep's."""
+    if filling != main_filling:
+        results = results.assign(condition=results["condition"] + f" ({filling} filling)")
+    return results
+
+
+def cell(accuracies: pd.Series, seeds: int) -> str:
+    """'mean ± std' in %, with how many seeds when fewer than asked have finished."""
+    text = f"{100 * accuracies.mean():.1f} ± {100 * accuracies.std(ddof=1) if len(accuracies) > 1 else 0:.1f}"
+    return text if len(accuracies) == seeds else f"{text} ({len(accuracies)} of {seeds} seeds)"
+
+
+def accuracy_table(results: pd.DataFrame, counts: list[int], seeds: int) -> pd.DataFrame:
+    """Rows: every planned sample count; columns: conditions; 'not run yet' where no seed has finished."""
+    conditions = list(dict.fromkeys(results["condition"]))
+    return pd.DataFrame({condition: [cell(group["test_accuracy"], seeds) if len(group) else "not run yet"
+                                     for n in counts
+                                     for group in [results[(results["condition"] == condition)
+                                                           & (results["disambiguation"] == n)]]]
+                         for condition in conditions}, index=pd.Index(counts, name="disambiguation"))
+
+
+def samples_to_perfect(results: pd.DataFrame, counts: list[int], seeds: int) -> dict[str, str]:
+    """Per condition, the smallest count whose mean (all seeds finished) reaches ``PERFECT``, or the largest count
+    finished when none does."""
+    reached = {}
+    for condition, group in results.groupby("condition", sort=False):
+        complete = [n for n in counts if (group["disambiguation"] == n).sum() == seeds]
+        hits = [n for n in complete if group[group["disambiguation"] == n]["test_accuracy"].mean() >= PERFECT]
+        if hits:
+            unrun_below = any(n < hits[0] and n not in complete for n in counts)
+            reached[condition] = f"{hits[0]} or fewer (smaller counts not all run yet)" if unrun_below else str(hits[0])
+        else:
+            reached[condition] = f"not reached up to {max(complete)}" if complete else "not run yet"
+    return reached
+
+
+def depth_section(layers: int, out: Path, also_filling: str | None) -> tuple[list[str], pd.DataFrame]:
+    """The page's section for one depth, and its results (both fillings)."""
+    settings = json.loads((out / "settings.json").read_text())
+    counts, seeds = sorted(settings["disambiguation"]), settings["seeds"]
+    results = labelled(finished_results(out), settings["filling"], settings["filling"])
+    second = Path(f"{out}-{also_filling}")
+    if also_filling and (second / "settings.json").exists():
+        results = pd.concat([results, labelled(finished_results(second), also_filling, settings["filling"])],
+                            ignore_index=True)
+    lines = [f"## {layers} layers\n", f"Folder `{out}`; settings: `{json.dumps(settings)}`.\n"]
+    t1_path = out / "t1-training.json"
+    if t1_path.exists():
+        t1 = json.loads(t1_path.read_text())
+        lines.append(f"T1 ({settings['t1']} mod {settings['modulus']}) model: test accuracy "
+                     f"{100 * t1['test_accuracy']:.1f}% after {t1['epochs']} epochs (early stopping, patience "
+                     f"{settings['t1_patience']}).")
+    if (out / "subnetwork.json").exists():
+        subnetwork = WeightSubnetwork.load(out / "subnetwork")
+        paper = f"; the paper's Table 3: {PAPER_TABLE3[layers]}%" if layers in PAPER_TABLE3 else ""
+        lines.append(f"The {settings['subtask']} subnetwork keeps {subnetwork.kept} of {subnetwork.total} masked "
+                     f"weights ({100 * subnetwork.fraction_kept:.2f}%{paper}); alone it scores "
+                     f"{100 * subnetwork.settings['subtask_accuracy']:.1f}% on {settings['subtask']} and "
+                     f"{100 * subnetwork.settings['t1_accuracy_of_subnetwork']:.1f}% on {settings['t1']}.\n")
+        candidates = pd.DataFrame(subnetwork.settings.get("candidates", []))
+        if len(candidates) > 1:
+            lines += ["Candidates (one per L0 lambda; the most accurate is transferred):\n",
+                      candidates.to_markdown(index=False), ""]
+    if results.empty:
+        return lines + ["No transfer run has finished yet.\n"], results
+    lines += [f"Test accuracy (%) on T2 = {settings['t2']} after training on the ambiguous set plus n disambiguation "
+              f"samples, mean ± standard deviation over {seeds} seeds ({settings['filling']} filling unless the "
+              f"column says otherwise):\n", accuracy_table(results, counts, seeds).to_markdown(), "",
+              f"Fewest disambiguation samples whose mean test accuracy reaches {100 * PERFECT:.0f}% (the paper: "
+              "Subtask Induction near-perfect with 1,000 at every depth, a random subnetwork needs about 6 times as "
+              "much data, training from scratch never reaches perfect accuracy up to 10^4):\n",
+              pd.Series(samples_to_perfect(results, counts, seeds), name="samples").to_markdown(), ""]
+    return lines, results
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--preset", choices=["small", "paper"], default="small")
-    parser.add_argument("--out", type=Path, default=Path("runs/transfer"))
-    parser.add_argument("--inherited-out", type=Path, default=None)
+    parser.add_argument("--depth", nargs=2, action="append", metavar=("LAYERS", "FOLDER"),
+                        help="a depth and its run folder; repeat for several (default: 2 runs/transfer)")
+    parser.add_argument("--also-filling", choices=FILLINGS, default=None)
+    parser.add_argument("--architecture", choices=["native", "released"], default=None)
+    parser.add_argument("--filling", choices=FILLINGS, default=None)
+    parser.add_argument("--l0-lambda", type=float, nargs="+", default=None)
+    parser.add_argument("--conditions", nargs="+", default=list(FIGURE3_CONDITIONS))
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--disambiguation", type=int, nargs="+", default=None)
     parser.add_argument("--workers", type=int, default=None, help="Ray workers (heurlens.distributed)")
+    parser.add_argument("--report-only", action="store_true", help="train nothing; report the finished runs")
     parser.add_argument("--docs", type=Path, default=Path("docs/results/subtask-induction-arithmetic.md"))
     args = parser.parse_args()
     start = time.time()
-    changes: dict = {"seeds": args.seeds}
-    if args.disambiguation:
-        changes["disambiguation"] = tuple(args.disambiguation)
-    if args.preset == "paper":
-        settings = SweepSettings.paper(conditions=CONDITIONS, **changes)
-    else:
-        settings = SweepSettings(**changes)
+    depths = [(int(layers), Path(folder)) for layers, folder in (args.depth or [("2", "runs/transfer")])]
+    changes: dict = {"seeds": args.seeds, "conditions": tuple(args.conditions)}
+    for name, value in (("disambiguation", args.disambiguation), ("l0_lambdas", args.l0_lambda),
+                        ("architecture", args.architecture), ("filling", args.filling)):
+        if value is not None:
+            changes[name] = tuple(value) if isinstance(value, list) else value
     workers = Workers(args.workers) if args.workers else None
-    results = run_sweep(args.out, settings, workers=workers)
-    if args.inherited_out is not None:
-        inherited = run_sweep(*inherited_run(args.out, args.inherited_out, settings), workers=workers)
-        inherited["condition"] = inherited["condition"] + " (inherited)"
-        results = pd.concat([results, inherited], ignore_index=True)
-    figure = figure3(results)
-    figure.write_html(args.out / "figure3.html")  # plotly.js embedded: works offline
-    figure_doc = args.docs.with_name(args.docs.stem + "-figure3.html")
-    figure.write_html(figure_doc, include_plotlyjs="cdn")  # small enough to commit; loads plotly.js online
-    subnetwork = WeightSubnetwork.load(args.out / "subnetwork")
-    t1 = json.loads((args.out / "t1-training.json").read_text()) if (args.out / "t1-training.json").exists() else {}
-    per_layer = subnetwork.sizes()
-    stats = results.groupby(["disambiguation", "condition"], sort=False)["test_accuracy"].agg(["mean", "std"])
-    spread = (100 * stats["mean"]).round(1).astype(str) + " ± " + (100 * stats["std"].fillna(0)).round(1).astype(str)
-    table = spread.unstack("condition")[list(dict.fromkeys(results["condition"]))]
-    candidates = pd.DataFrame(subnetwork.settings.get("candidates", []))
+    sections: list[str] = []
+    for layers, out in depths:
+        if not args.report_only:
+            preset = SweepSettings.paper if args.preset == "paper" else SweepSettings
+            settings = preset(**changes, n_layers=layers)
+            run_sweep(out, settings, workers=workers)
+            if args.also_filling:
+                run_sweep(*second_filling_run(out, args.also_filling, settings), workers=workers)
+        section, results = depth_section(layers, out, args.also_filling)
+        if not results.empty:
+            figure = figure3(results).update_layout(title=f"Figure 3, {layers} layers")
+            figure.write_html(out / "figure3.html")  # plotly.js embedded: works offline
+            figure_doc = args.docs.with_name(f"{args.docs.stem}-{layers}-layers.html")
+            figure.write_html(figure_doc, include_plotlyjs="cdn")  # small enough to commit; loads plotly.js online
+            section.append(f"Figure: [{figure_doc.name}]({figure_doc.name}) (offline copy `{out}/figure3.html`).\n")
+        sections += section
     scale = "paper-scale" if args.preset == "paper" else "small CPU version"
-    lines = [f"# Subtask Induction on modular arithmetic ({scale})\n",
-             f"Produced by `analyses/subtask_induction_figure3_arithmetic.py --preset {args.preset}` on this project's "
-             f"2-core CPU; this call took {(time.time() - start) / 60:.1f} min (parts already on disk are not "
-             f"recomputed). Settings: `{json.dumps(settings.to_dict())}`.\n",
-             f"T1 ({settings.t1} mod {settings.modulus}) model: test accuracy "
-             f"{100 * t1.get('test_accuracy', float('nan')):.1f}% after {t1.get('epochs', '?')} epochs.",
-             f"The {settings.subtask} subnetwork keeps {subnetwork.kept} of {subnetwork.total} masked weights "
-             f"({100 * subnetwork.fraction_kept:.2f}%); alone it scores "
-             f"{100 * subnetwork.settings['subtask_accuracy']:.1f}% on {settings.subtask} and "
-             f"{100 * subnetwork.settings['t1_accuracy_of_subnetwork']:.1f}% on {settings.t1}.\n"]
-    if len(candidates) > 1:
-        lines += ["Candidates (one per L0 lambda; the most accurate is transferred):\n",
-                  candidates.to_markdown(index=False), ""]
-    lines += [f"Test accuracy (%) on T2 = {settings.t2} after training on the ambiguous set plus n "
-              f"disambiguation samples, mean ± standard deviation over {args.seeds} seed(s); conditions marked "
-              f"(inherited) keep T1's weights outside the masked matrices, the others the prose's fresh filling "
-              f"(figure: [{figure_doc.name}]({figure_doc.name}), offline copy `{args.out}/figure3.html`):\n",
-              table.to_markdown(), "",
-              "Kept fraction per masked tensor:\n", per_layer.round(4).to_markdown(index=False), ""]
+    lines = [f"# Subtask Induction on modular arithmetic, Figure 3 ({scale})\n",
+             f"Produced by `analyses/subtask_induction_figure3_arithmetic.py --preset {args.preset}"
+             f"{' --report-only' if args.report_only else ''}` on this project's 2-core CPU "
+             f"({(time.time() - start) / 60:.1f} min for this call; parts already on disk are not recomputed).\n",
+             *sections]
     args.docs.parent.mkdir(parents=True, exist_ok=True)
     args.docs.write_text("\n".join(lines))
     print("\n".join(lines))

@@ -27,7 +27,14 @@ from heurlens.subtask import (
 )
 from heurlens.subtask.arithmetic import COMPUTATIONS
 from heurlens.subtask.batched_training import train_next_token_together, train_together_with_lr_search
-from heurlens.subtask.sweep import SweepSettings, most_accurate, run_sweep, summary_table
+from heurlens.subtask.sweep import (
+    SweepSettings,
+    finished_results,
+    most_accurate,
+    result_path,
+    run_sweep,
+    summary_table,
+)
 from heurlens.subtask.training import (
     TrainingResult,
     arithmetic_model,
@@ -323,6 +330,21 @@ def test_tiny_sweep_resumes(tmp_path):
         run_sweep(tmp_path, SweepSettings(max_value=13), progress=False)
     more = run_sweep(tmp_path, SweepSettings(**{**settings.__dict__, "seeds": 2}), progress=False)  # adds seed 1
     assert len(more) == 8 and more[more["seed"] == 0].reset_index(drop=True).equals(results)
+
+
+def test_finished_results_read_a_sweep_cut_short_without_training(tmp_path):
+    settings = SweepSettings(max_value=12, t1_epochs=2, discovery_epochs=2, disambiguation=(0, 5),
+                             conditions=("subtask induction", "random init"), transfer_epochs=2)
+    results = run_sweep(tmp_path, settings, progress=False)
+    assert finished_results(tmp_path).equals(results)
+    result_path(tmp_path, "random init", 0, 0).unlink()  # as if cut short before that run ended
+    stamps = {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*")}
+    partial = finished_results(tmp_path)
+    assert {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*")} == stamps  # nothing trained or written
+    expected = results[~((results["condition"] == "random init") & (results["disambiguation"] == 0))]
+    assert partial.equals(expected.reset_index(drop=True))
+    with pytest.raises(HeurlensError, match="holds no transfer sweep"):
+        finished_results(tmp_path / "elsewhere")
 
 
 def test_tiny_sweep_with_lambda_and_lr_search(tmp_path):

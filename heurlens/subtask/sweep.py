@@ -13,6 +13,7 @@ Files in OUT: ``t1-model.safetensors``, ``candidates/lambda-*.{json,safetensors}
 ``subnetwork.{json,safetensors}`` (the one transferred) and one
 ``results/<condition>-n<samples>-s<seed>.json`` per run, each written atomically once finished;
 a repeated call skips whatever is on disk. ``settings.json`` guards against mixing settings.
+``finished_results(out)`` reads the runs finished so far, while a sweep runs or after it was cut short.
 """
 
 from __future__ import annotations
@@ -105,9 +106,27 @@ def run_sweep(out: Path, settings: SweepSettings = SweepSettings(), progress: bo
                        evaluation_set(t2, 1000, 12), progress and workers is None)
     counts = [n for n in settings.disambiguation if _pending(job, n)]
     run_each(_train_at_count, job, counts, workers, "disambiguation counts", progress)
-    return pd.DataFrame([_read_result(result_path(out, condition, n, seed))
-                         for n in settings.disambiguation for condition in settings.conditions
-                         for seed in range(settings.seeds)])
+    return finished_results(out)
+
+
+def finished_results(out: Path) -> pd.DataFrame:
+    """One row per finished transfer run of the sweep in ``out`` (the runs its ``settings.json`` asks for, in its
+    order of sample counts, conditions and seeds), reading files only: a sweep still running or cut short can be
+    tabled and plotted (``summary_table``, ``figure3``) without training anything or waiting for it."""
+    path = Path(out) / "settings.json"
+    try:
+        settings = json.loads(path.read_text())
+        planned = [(n, condition, seed) for n in settings["disambiguation"] for condition in settings["conditions"]
+                   for seed in range(settings["seeds"])]
+    except FileNotFoundError as error:
+        raise HeurlensError(f"{out} holds no transfer sweep (no settings.json); start one with heurlens transfer "
+                            f"--out {out}") from error
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise HeurlensError(f"{path} cannot be read ({type(error).__name__}); it records the sweep's settings: "
+                            "restore it, or run the sweep again with the same options") from error
+    rows = [_read_result(result_path(Path(out), condition, n, seed)) for n, condition, seed in planned
+            if result_path(Path(out), condition, n, seed).exists()]
+    return pd.DataFrame(rows, columns=[*RESULT_FIELDS, "lr"])
 
 
 def state_without_ties(model: nn.Module) -> dict[str, Tensor]:
