@@ -57,12 +57,14 @@ class StackedModels:
         return len(self.models)
 
     @torch.no_grad()
-    def answer_accuracies(self, sequences: Int[Tensor, "example 4"], batch_size: int = 1024) -> list[float]:
-        """Per model, the fraction of sequences whose answer c is its top prediction after ``<sep>``. (Model by
-        model: on shared inputs vmap's broadcast forward measured slower than a loop.)"""
+    def answer_accuracies(self, sequences: Int[Tensor, "example 4"], models: Sequence[int] | None = None,
+                          batch_size: int = 1024) -> list[float]:
+        """Per model (all, or those at the indices ``models``), the fraction of sequences whose answer c is its top
+        prediction after ``<sep>``. (Model by model: on shared inputs vmap's broadcast forward measured slower than
+        a loop.)"""
         accuracies = []
         self.template.eval()
-        for index in range(len(self)):
+        for index in range(len(self)) if models is None else models:
             parameters = {name: stack[index] for name, stack in self.parameters.items()}
             buffers = {name: stack[index] for name, stack in self.buffers.items()}
             accuracies.append(answer_accuracy(partial(functional_call, self.template, (parameters, buffers)),
@@ -155,10 +157,10 @@ def train_next_token_together(models: Sequence[nn.Module], trains: Sequence[Int[
             held.restore()
         evaluations = stacked.answer_accuracies(evaluation)
         improved = [index for index in range(count) if evaluations[index] >= best[index][0]]
-        tests = stacked.answer_accuracies(test) if improved else []
+        tests = dict(zip(improved, stacked.answer_accuracies(test, improved)))  # only where it will be kept
         for index in range(count):
             scores = {"epoch": epoch, "loss": losses[index].item(), "eval": evaluations[index]}
-            if index in improved:
+            if index in tests:
                 scores["test"] = tests[index]
                 best[index] = (evaluations[index], tests[index])
             histories[index].append(scores)
