@@ -63,7 +63,7 @@ def labelled(results: pd.DataFrame, filling: str, main_filling: str) -> pd.DataF
 
 def cell(accuracies: pd.Series, seeds: int) -> str:
     """'mean ± std' in %, with how many seeds when fewer than asked have finished."""
-    text = f"{100 * accuracies.mean():.1f} ± {100 * accuracies.std(ddof=1) if len(accuracies) > 1 else 0:.1f}"
+    text = f"{100 * accuracies.mean():.1f}" + (f" ± {100 * accuracies.std(ddof=1):.1f}" if len(accuracies) > 1 else "")
     return text if len(accuracies) == seeds else f"{text} ({len(accuracies)} of {seeds} seeds)"
 
 
@@ -106,8 +106,8 @@ def depth_section(layers: int, out: Path, also_filling: str | None) -> tuple[lis
     if t1_path.exists():
         t1 = json.loads(t1_path.read_text())
         lines.append(f"T1 ({settings['t1']} mod {settings['modulus']}) model: test accuracy "
-                     f"{100 * t1['test_accuracy']:.1f}% after {t1['epochs']} epochs (early stopping, patience "
-                     f"{settings['t1_patience']}).")
+                     f"{100 * t1['test_accuracy']:.1f}% after {t1['epochs']} epochs"
+                     + (f" (early stopping, patience {settings['t1_patience']})." if settings["t1_patience"] else "."))
     if (out / "subnetwork.json").exists():
         subnetwork = WeightSubnetwork.load(out / "subnetwork")
         paper = f"; the paper's Table 3: {PAPER_TABLE3[layers]}%" if layers in PAPER_TABLE3 else ""
@@ -155,6 +155,7 @@ def main() -> None:
         if value is not None:
             changes[name] = tuple(value) if isinstance(value, list) else value
     workers = Workers(args.workers) if args.workers else None
+    args.docs.parent.mkdir(parents=True, exist_ok=True)
     sections: list[str] = []
     for layers, out in depths:
         if not args.report_only:
@@ -177,7 +178,6 @@ def main() -> None:
              f"{' --report-only' if args.report_only else ''}` on this project's 2-core CPU "
              f"({(time.time() - start) / 60:.1f} min for this call; parts already on disk are not recomputed).\n",
              *sections]
-    args.docs.parent.mkdir(parents=True, exist_ok=True)
     args.docs.write_text("\n".join(lines))
     print("\n".join(lines))
 
