@@ -38,6 +38,13 @@ FILLING_DEPENDENT = ("subtask induction", "random subnetwork", "random complemen
 SHARED_PARTS = ("t1-model.safetensors", "t1-training.json", "candidates", "subnetwork.json", "subnetwork.safetensors")
 PAPER_TABLE3 = {2: 7.68, 4: 7.00, 6: 4.70, 8: 3.55, 10: 3.56, 12: 3.20}  # % of masked weights transferred
 PERFECT = 0.99  # "perfect generalization accuracy", read as a mean test accuracy of at least 99%
+PAPER_AT_1000 = {  # Section 4.2 on Figure 3, at 1,000 disambiguation samples
+    "subtask induction": "near-perfect at every depth",
+    "random subnetwork": "better than random init, below Subtask Induction (needs ~6x the data to reach 100%)",
+    "random complement": "like the random subnetwork (Appendix B)",
+    "full model": "comparable to Subtask Induction, often below it",
+    "random init": "50.6% (mean over 2 to 12 layers); never perfect up to 10^4 samples",
+}
 
 
 def second_filling_run(out: Path, filling: str, settings: SweepSettings) -> tuple[Path, SweepSettings]:
@@ -92,6 +99,16 @@ def samples_to_perfect(results: pd.DataFrame, counts: list[int], seeds: int) -> 
     return reached
 
 
+def beside_the_paper(results: pd.DataFrame, seeds: int, n: int = 1000) -> pd.DataFrame:
+    """Each condition at ``n`` samples next to what the paper says of it there."""
+    rows = []
+    for condition, group in results.groupby("condition", sort=False):
+        at_n = group[group["disambiguation"] == n]["test_accuracy"]
+        rows.append({"condition": condition, f"heurlens at {n:,} (%)": cell(at_n, seeds) if len(at_n) else "not run yet",
+                     "the paper": PAPER_AT_1000.get(condition.split(" (")[0], "")})
+    return pd.DataFrame(rows)
+
+
 def depth_section(layers: int, out: Path, also_filling: str | None) -> tuple[list[str], pd.DataFrame]:
     """The page's section for one depth, and its results (both fillings)."""
     settings = json.loads((out / "settings.json").read_text())
@@ -124,6 +141,8 @@ def depth_section(layers: int, out: Path, also_filling: str | None) -> tuple[lis
     lines += [f"Test accuracy (%) on T2 = {settings['t2']} after training on the ambiguous set plus n disambiguation "
               f"samples, mean ± standard deviation over {seeds} seeds ({settings['filling']} filling unless the "
               f"column says otherwise):\n", accuracy_table(results, counts, seeds).to_markdown(), "",
+              "At 1,000 samples, beside the paper (Section 4.2):\n",
+              beside_the_paper(results, seeds).to_markdown(index=False), "",
               f"Fewest disambiguation samples whose mean test accuracy reaches {100 * PERFECT:.0f}% (the paper: "
               "Subtask Induction near-perfect with 1,000 at every depth, a random subnetwork needs about 6 times as "
               "much data, training from scratch never reaches perfect accuracy up to 10^4):\n",
