@@ -259,7 +259,8 @@ def test_lr_search_keeps_the_best_on_evaluation(monkeypatch):
         train_together_with_lr_search(prepare, [], [], None, None, 1)
 
 
-def test_training_together_follows_each_model_alone():
+@pytest.mark.parametrize("weight_decay", [0.01, 1.0])  # 1.0: large enough that ignoring it shows in the weights
+def test_training_together_follows_each_model_alone(weight_decay):
     """Three decoders (two with frozen entries, own data and seeds) trained in one stack end where each
     ends alone: same losses, accuracies and outputs, and the same weights except the attention key biases,
     whose gradient is zero in exact arithmetic (softmax ignores a score added to every key) so Adam turns
@@ -281,12 +282,12 @@ def test_training_together_follows_each_model_alone():
     for (seed, freeze), train in zip(runs, trains):
         model, frozen = prepared(seed, freeze)
         alone.append((model, training.train_next_token(model, train, evaluation, test, 4, 1e-3, 16, frozen, seed,
-                                                       progress=False)))
+                                                       progress=False, weight_decay=weight_decay)))
     together = [prepared(seed, freeze) for seed, freeze in runs]
     initial = [{name: p.detach().clone() for name, p in model.named_parameters()} for model, _ in together]
     results = train_next_token_together([model for model, _ in together], trains, evaluation, test, 4, 1e-3, 16,
                                         [frozen for _, frozen in together], [seed for seed, _ in runs],
-                                        progress=False)
+                                        progress=False, weight_decay=weight_decay)
     probe = evaluation[:50, :-1]
     for (model_alone, result_alone), (model, frozen), result, start in zip(alone, together, results, initial):
         assert [h["loss"] for h in result.history] == pytest.approx([h["loss"] for h in result_alone.history],

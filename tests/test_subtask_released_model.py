@@ -96,6 +96,22 @@ def test_the_released_filling_draws_the_masked_out_entries_from_n_0_002():
     assert frozen is not None and set(frozen.masks) == set(masks)
 
 
+def test_a_tied_t1_fills_both_embeddings_of_an_untied_transfer_model():
+    """Inherited filling from a tied T1 into an untied GPT-2: the input and the output embedding both start as
+    T1's one matrix, as two tensors that then train apart."""
+    task = ArithmeticTask("a+ab", max_value=20)
+    trained = released_arithmetic_model(task, 1, seed=0)
+    sub = WeightSubnetwork({name: torch.rand(p.shape, generator=torch.Generator().manual_seed(1)) < 0.1
+                            for name, p in trained.named_parameters() if name in set(select_weights(trained))})
+    model, _ = transfer_condition("subtask induction", sub, trained,
+                                  lambda seed: released_arithmetic_model(task, 1, seed, tie_embeddings=False), 3,
+                                  filling="inherited")
+    tied = trained.model.transformer.wte.weight
+    embedding, unembedding = model.model.transformer.wte.weight, model.model.lm_head.weight
+    assert torch.equal(embedding, tied) and torch.equal(unembedding, tied)
+    assert embedding.data_ptr() != unembedding.data_ptr()
+
+
 def test_gpt2s_with_tied_embeddings_trained_together_end_where_each_ends_alone():
     """Stacked training (``train_next_token_together``) keeps the tie of input and output embeddings (a copy
     moved to the meta device loses it unless retied): without dropout, the same losses and outputs as alone.

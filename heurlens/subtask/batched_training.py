@@ -122,9 +122,11 @@ class StackedFrozenWeights:
 def train_next_token_together(models: Sequence[nn.Module], trains: Sequence[Int[Tensor, "example 4"]],
                               evaluation: Tensor, test: Tensor, epochs: int, lr: float = 5e-4, batch_size: int = 128,
                               frozen: Sequence[FrozenWeights | None] | None = None, seeds: Sequence[int] | None = None,
-                              progress: bool = True, desc: str = "training together") -> list[TrainingResult]:
+                              progress: bool = True, desc: str = "training together",
+                              weight_decay: float = 0.01) -> list[TrainingResult]:
     """``train_next_token`` for each model at once: model i trains on ``trains[i]`` in the order drawn from
-    ``seeds[i]`` with ``frozen[i]`` held; one AdamW (lr, default decay) over the stacks. Every training set
+    ``seeds[i]`` with ``frozen[i]`` held; one AdamW (lr, ``weight_decay``: torch's default 0.01; 0 is plain Adam)
+    over the stacks. Every training set
     must have the same number of rows (then every step has the same batch size for all models). The models
     hold their final weights afterwards; the results are in the order of ``models``."""
     count = len(models)
@@ -139,7 +141,7 @@ def train_next_token_together(models: Sequence[nn.Module], trains: Sequence[Int[
     stacked = StackedModels(models)
     device = device_of(models[0])
     held = StackedFrozenWeights(stacked, frozen)
-    optimizer = torch.optim.AdamW(stacked.parameters.values(), lr=lr, fused=True)
+    optimizer = torch.optim.AdamW(stacked.parameters.values(), lr=lr, weight_decay=weight_decay, fused=True)
     generators = [torch.Generator().manual_seed(seed) for seed in seeds]
     best = [(-1.0, 0.0)] * count
     histories: list[list[dict]] = [[] for _ in range(count)]
@@ -172,7 +174,8 @@ def train_next_token_together(models: Sequence[nn.Module], trains: Sequence[Int[
 def train_together_with_lr_search(prepare: Callable[[], Sequence[tuple[nn.Module, FrozenWeights | None]]],
                                   lrs: Sequence[float], trains: Sequence[Tensor], evaluation: Tensor, test: Tensor,
                                   epochs: int, batch_size: int = 128, seeds: Sequence[int] | None = None,
-                                  progress: bool = True, desc: str = "training together") -> list[TrainingResult]:
+                                  progress: bool = True, desc: str = "training together",
+                                  weight_decay: float = 0.01) -> list[TrainingResult]:
     """``train_next_token_together`` once per learning rate, each time on models fresh from ``prepare()``;
     per model, the learning rate ``best_by_evaluation`` picks (the released transfer script's search)."""
     if not lrs:
@@ -182,5 +185,5 @@ def train_together_with_lr_search(prepare: Callable[[], Sequence[tuple[nn.Module
         prepared = prepare()
         per_lr.append(train_next_token_together([model for model, _ in prepared], trains, evaluation, test, epochs,
                                                 lr, batch_size, [frozen for _, frozen in prepared], seeds, progress,
-                                                f"{desc} (lr {lr:g})"))
+                                                f"{desc} (lr {lr:g})", weight_decay))
     return [best_by_evaluation(results) for results in zip(*per_lr)]

@@ -46,8 +46,9 @@ def copy_subnetwork(subnetwork: WeightSubnetwork, source: nn.Module, target: nn.
 @torch.no_grad()
 def inherit_unmasked(subnetwork: WeightSubnetwork, source: nn.Module, target: nn.Module) -> None:
     """Copy every parameter the subnetwork does not mask (embeddings, LayerNorms, biases...) from
-    ``source`` into ``target``: the ``inherited`` filling."""
-    source_parameters = dict(source.named_parameters())
+    ``source`` into ``target``: the ``inherited`` filling. A tied source fills both of an untied target's
+    matrices (input and output embeddings) from its one tensor."""
+    source_parameters = dict(source.named_parameters(remove_duplicate=False))
     for name, parameter in target.named_parameters():
         if name not in subnetwork.masks:
             parameter.copy_(source_parameters[name])
