@@ -8,6 +8,7 @@ from torch import nn
 
 from heurlens.errors import HeurlensError
 from heurlens.subtask import ArithmeticTask, WeightSubnetwork, select_weights, transfer_condition
+from heurlens.subtask.batched_training import train_next_token_together
 from heurlens.subtask.released_model import released_arithmetic_model
 from heurlens.subtask.training import answer_accuracy, train_next_token
 
@@ -94,6 +95,36 @@ def test_the_released_filling_draws_the_masked_out_entries_from_n_0_002():
     assert abs(float(c_proj.std()) - 0.02) < 1e-3  # no residual scaling, unlike a fresh GPT-2's 0.01
     assert all(torch.equal(p, q) for p, q in zip(model.parameters(), again.parameters()))
     assert frozen is not None and set(frozen.masks) == set(masks)
+
+
+def test_a_seeded_training_draws_the_same_dropout_whatever_ran_before():
+    """Training with dropout, alone or stacked, gives the same weights for the same seeds even when the global random
+    state differs before it (as in a resumed sweep); another seed gives other draws; the caller's state is restored."""
+    task = ArithmeticTask("a+b", max_value=10)
+    pairs = every_pair(task)
+
+    def alone(seed: int) -> list[torch.Tensor]:
+        model = released_arithmetic_model(task, n_layers=1, seed=0, dropout=0.3)
+        train_next_token(model, pairs, pairs[:10], pairs[:10], epochs=1, batch_size=50, seed=seed, progress=False)
+        return [p.detach().clone() for p in model.parameters()]
+
+    def together(seeds: list[int]) -> list[torch.Tensor]:
+        models = [released_arithmetic_model(task, n_layers=1, seed=i, dropout=0.3) for i in range(2)]
+        train_next_token_together(models, [pairs, pairs], pairs[:10], pairs[:10], 1, batch_size=50, seeds=seeds,
+                                  progress=False)
+        return [p.detach().clone() for model in models for p in model.parameters()]
+
+    for train in (lambda: alone(3), lambda: together([3, 4])):
+        torch.manual_seed(0)
+        first = train()
+        torch.manual_seed(12345)
+        torch.rand(100)  # the global generator elsewhere
+        assert all(torch.equal(x, y) for x, y in zip(first, train()))
+    torch.manual_seed(0)
+    state = torch.get_rng_state()
+    alone(3)
+    assert torch.equal(state, torch.get_rng_state())  # the caller's random state untouched
+    assert not all(torch.equal(x, y) for x, y in zip(alone(3), alone(4)))
 
 
 def test_a_tied_t1_fills_both_embeddings_of_an_untied_transfer_model():

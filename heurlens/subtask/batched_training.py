@@ -6,7 +6,8 @@ summed loss sum_i L_i has gradient dL_i/dtheta_i for model i, so each model foll
 ``train_next_token`` would take it on alone, with its own data order, frozen entries and best-evaluation
 epoch, up to the float rounding of batched matrix products. Models with dropout train in train mode, each
 model drawing its own dropout masks (``vmap(randomness="different")``), and are evaluated in eval mode, as
-``train_next_token`` does; their dropout draws are not those of the model trained alone."""
+``train_next_token`` does; their dropout draws are not those of the model trained alone, but are seeded (by the
+first model's seed), so the same call gives the same models."""
 
 from __future__ import annotations
 
@@ -23,7 +24,13 @@ from tqdm.auto import tqdm
 
 from heurlens.devices import device_of
 from heurlens.errors import HeurlensError
-from heurlens.subtask.training import TrainingResult, answer_accuracy, batches_of, best_by_evaluation
+from heurlens.subtask.training import (
+    TrainingResult,
+    answer_accuracy,
+    batches_of,
+    best_by_evaluation,
+    seeded_dropout,
+)
 from heurlens.training_helpers import FrozenWeights
 
 
@@ -145,27 +152,28 @@ def train_next_token_together(models: Sequence[nn.Module], trains: Sequence[Int[
     generators = [torch.Generator().manual_seed(seed) for seed in seeds]
     best = [(-1.0, 0.0)] * count
     histories: list[list[dict]] = [[] for _ in range(count)]
-    for epoch in tqdm(range(epochs), desc=desc, unit="epoch", disable=not progress, leave=False):
-        stacked.template.train()
-        for step in zip(*(batches_of(train, batch_size, generator) for train, generator in zip(trains, generators))):
-            tokens = torch.stack(step).to(device)
-            logits = stacked.forward_each(stacked.parameters, stacked.buffers, tokens[:, :, :-1])
-            losses = F.cross_entropy(logits.flatten(0, 2), tokens[:, :, 1:].flatten(), reduction="none")
-            losses = losses.view(count, -1).mean(1)  # each model's next_token_loss
-            optimizer.zero_grad()
-            losses.sum().backward()
-            held.zero_gradients()
-            optimizer.step()
-            held.restore()
-        evaluations = stacked.answer_accuracies(evaluation)
-        improved = [index for index in range(count) if evaluations[index] >= best[index][0]]
-        tests = dict(zip(improved, stacked.answer_accuracies(test, improved)))  # only where it will be kept
-        for index in range(count):
-            scores = {"epoch": epoch, "loss": losses[index].item(), "eval": evaluations[index]}
-            if index in tests:
-                scores["test"] = tests[index]
-                best[index] = (evaluations[index], tests[index])
-            histories[index].append(scores)
+    with seeded_dropout(seeds[0], device):  # each model its own masks, all drawn from the first seed
+        for epoch in tqdm(range(epochs), desc=desc, unit="epoch", disable=not progress, leave=False):
+            stacked.template.train()
+            for step in zip(*(batches_of(train, batch_size, generator) for train, generator in zip(trains, generators))):
+                tokens = torch.stack(step).to(device)
+                logits = stacked.forward_each(stacked.parameters, stacked.buffers, tokens[:, :, :-1])
+                losses = F.cross_entropy(logits.flatten(0, 2), tokens[:, :, 1:].flatten(), reduction="none")
+                losses = losses.view(count, -1).mean(1)  # each model's next_token_loss
+                optimizer.zero_grad()
+                losses.sum().backward()
+                held.zero_gradients()
+                optimizer.step()
+                held.restore()
+            evaluations = stacked.answer_accuracies(evaluation)
+            improved = [index for index in range(count) if evaluations[index] >= best[index][0]]
+            tests = dict(zip(improved, stacked.answer_accuracies(test, improved)))  # only where it will be kept
+            for index in range(count):
+                scores = {"epoch": epoch, "loss": losses[index].item(), "eval": evaluations[index]}
+                if index in tests:
+                    scores["test"] = tests[index]
+                    best[index] = (evaluations[index], tests[index])
+                histories[index].append(scores)
     stacked.write_back()
     return [TrainingResult(eval_accuracy, test_accuracy, history, lr)
             for (eval_accuracy, test_accuracy), history in zip(best, histories)]

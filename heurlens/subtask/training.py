@@ -4,7 +4,8 @@ cross-entropy on ``<a> <b> <sep> <c>`` and scored on the last token (c)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
@@ -61,6 +62,16 @@ def batches_of(sequences: Tensor, batch_size: int, generator: torch.Generator) -
     return [sequences[order[i:i + batch_size]] for i in range(0, len(sequences), batch_size)]
 
 
+@contextmanager
+def seeded_dropout(seed: int, device: torch.device) -> Iterator[None]:
+    """Inside the block, the random draws of the CPU (and of ``device`` when it is a GPU), dropout's among them,
+    start from ``seed``; the caller's random state is restored afterwards. So a seeded training gives the same model
+    whatever ran before it in the process (a resumed sweep included)."""
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        torch.manual_seed(seed)
+        yield
+
+
 @dataclass
 class TrainingResult:
     best_eval_accuracy: float
@@ -77,7 +88,8 @@ def train_next_token(model: nn.Module, train: Tensor, evaluation: Tensor, test: 
     where it has any, as the released scripts' ``model.train()``); after each epoch, in eval mode, accuracy on
     ``evaluation``, and on ``test`` when the evaluation accuracy is at least the best so far; reports the test
     accuracy of the last epoch with the best evaluation accuracy (the released transfer script's model
-    selection). ``frozen`` weights never move. The model is left in eval mode.
+    selection). ``frozen`` weights never move. The model is left in eval mode. Dropout draws come from ``seed``
+    (``seeded_dropout``), as the data order does: the same call trains the same model.
 
     With ``patience`` (the released T1 script: the HF Trainer's ``EarlyStoppingCallback(early_stopping_patience=10)``
     with the best model loaded at the end), training stops once the evaluation accuracy has not risen strictly for
@@ -89,25 +101,26 @@ def train_next_token(model: nn.Module, train: Tensor, evaluation: Tensor, test: 
     device = device_of(model)
     best, history = (-1.0, 0.0), []
     strict_best, best_state, waited = -1.0, None, 0
-    for epoch in tqdm(range(epochs), desc=desc, unit="epoch", disable=not progress, leave=False):
-        model.train()
-        for batch in batches_of(train, batch_size, generator):
-            loss = next_token_loss(model, batch.to(device))
-            optimizer_step(optimizer, loss, frozen)
-        model.eval()
-        scores = {"epoch": epoch, "loss": loss.item(), "eval": answer_accuracy(model, evaluation)}
-        if patience is None and scores["eval"] >= best[0]:  # ties: the later epoch (the released script's >=)
-            scores["test"] = answer_accuracy(model, test)
-            best = (scores["eval"], scores["test"])
-        history.append(scores)
-        if patience is not None:
-            if scores["eval"] > strict_best:
-                strict_best, waited = scores["eval"], 0
-                best_state = {name: value.detach().clone() for name, value in model.state_dict().items()}
-            else:
-                waited += 1
-                if waited >= patience:
-                    break
+    with seeded_dropout(seed, device):
+        for epoch in tqdm(range(epochs), desc=desc, unit="epoch", disable=not progress, leave=False):
+            model.train()
+            for batch in batches_of(train, batch_size, generator):
+                loss = next_token_loss(model, batch.to(device))
+                optimizer_step(optimizer, loss, frozen)
+            model.eval()
+            scores = {"epoch": epoch, "loss": loss.item(), "eval": answer_accuracy(model, evaluation)}
+            if patience is None and scores["eval"] >= best[0]:  # ties: the later epoch (the released script's >=)
+                scores["test"] = answer_accuracy(model, test)
+                best = (scores["eval"], scores["test"])
+            history.append(scores)
+            if patience is not None:
+                if scores["eval"] > strict_best:
+                    strict_best, waited = scores["eval"], 0
+                    best_state = {name: value.detach().clone() for name, value in model.state_dict().items()}
+                else:
+                    waited += 1
+                    if waited >= patience:
+                        break
     if patience is not None and best_state is not None:
         model.load_state_dict(best_state)
         best = (strict_best, answer_accuracy(model, test))
