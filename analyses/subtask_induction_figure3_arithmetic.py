@@ -118,7 +118,11 @@ def depth_section(layers: int, out: Path, also_filling: str | None) -> tuple[lis
     if also_filling and (second / "settings.json").exists():
         results = pd.concat([results, labelled(finished_results(second), also_filling, settings["filling"])],
                             ignore_index=True)
-    lines = [f"## {layers} layers\n", f"Folder `{out}`; settings: `{json.dumps(settings)}`.\n"]
+    preset = SweepSettings.paper(n_layers=layers).to_dict()
+    changed = [f"{name} {settings.get(name)} (the preset: {value})" for name, value in preset.items()
+               if settings.get(name) != value and name not in ("conditions", "disambiguation")]
+    lines = [f"## {layers} layers\n", f"Folder `{out}`; settings: `{json.dumps(settings)}`.\n",
+             f"Differs from `--preset paper`: {'; '.join(changed)}.\n" if changed else "The `--preset paper` settings.\n"]
     t1_path = out / "t1-training.json"
     if t1_path.exists():
         t1 = json.loads(t1_path.read_text())
