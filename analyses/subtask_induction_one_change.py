@@ -3,10 +3,10 @@
 From a paper-preset sweep folder on the release's GPT-2 (``--from``: its T1 model and its ab subnetwork), each row
 changes one thing of the transfer training from the row "as the sweep" (the release's GPT-2 with dropout 0.1 and
 tied embeddings, inherited filling, batch 64, AdamW with decay 0.01, lr 2e-4, 100 epochs) and trains subtask
-induction, a random subnetwork and random initialisation on T2 = a^2 + ab with the sweep's data, seeds and choice of
-epoch (``heurlens.subtask.sweep``: data seed s, model seed s + 100, the best of 1,000 evaluation rows tested on 1,000
-more). T1 and the subnetwork are the same in every row, so only the transfer differs. Each row's runs train together
-and their results are written to ``--out`` as the row finishes (resumable); the table goes to stdout and ``--table``.
+induction, a random subnetwork and random initialisation on T2 = a^2 + ab as the sweep trains its runs
+(``heurlens.subtask.sweep.train_transfer_runs``: the same data, seeds and choice of epoch). T1 and the subnetwork
+are the same in every row, so only the transfer differs. Each row's runs train together and their results are
+written to ``--out`` as the row finishes (resumable); the table goes to stdout and ``--table``.
 
 Run: OMP_NUM_THREADS=1 .venv/bin/python analyses/subtask_induction_one_change.py --from runs/transfer-gpt2 \\
          --out runs/one-change [--seeds 3]
@@ -24,11 +24,9 @@ import pandas as pd
 from safetensors.torch import load_file
 
 from heurlens.cache import atomic_write_json
-from heurlens.subtask.arithmetic import ArithmeticTask, ambiguous_set, evaluation_set
-from heurlens.subtask.batched_training import train_together_with_lr_search
+from heurlens.subtask.arithmetic import ArithmeticTask
 from heurlens.subtask.released_model import released_arithmetic_model
-from heurlens.subtask.sweep import load_tied_state
-from heurlens.subtask.transfer import transfer_condition
+from heurlens.subtask.sweep import load_tied_state, train_transfer_runs
 from heurlens.subtask.weight_subnetwork import WeightSubnetwork
 
 CONDITIONS = ("subtask induction", "random subnetwork", "random init")
@@ -71,15 +69,8 @@ def run_row(row: Row, source: Path, out: Path, seeds: int, disambiguation: int) 
     load_tied_state(trained, load_file(str(source / "t1-model.safetensors")))
     subnetwork = WeightSubnetwork.load(source / "subnetwork")
     make = partial(released_arithmetic_model, t1, settings["n_layers"], dropout=row.dropout, tie_embeddings=row.tied)
-
-    def prepared():
-        return [transfer_condition(condition, subnetwork, trained, make, seed + 100, "inherited")
-                for condition, seed in pending]
-
-    results = train_together_with_lr_search(
-        prepared, [2e-4], [ambiguous_set(t2, disambiguation, seed) for _, seed in pending],
-        evaluation_set(t2, 1000, 11), evaluation_set(t2, 1000, 12), 100, row.batch_size,
-        [seed for _, seed in pending], True, f"{row.name}: {len(pending)} runs", row.weight_decay)
+    results = train_transfer_runs(pending, disambiguation, subnetwork, trained, make, t2, "inherited", [2e-4], 100,
+                                  row.batch_size, weight_decay=row.weight_decay)
     for (condition, seed), result in zip(pending, results):
         atomic_write_json(result_file(out, row, condition, seed),
                           {"row": row.name, "condition": condition, "seed": seed,

@@ -19,7 +19,7 @@ a repeated call skips whatever is on disk. ``settings.json`` guards against mixi
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -27,7 +27,6 @@ from pathlib import Path
 import pandas as pd
 import plotly.graph_objects as go
 import torch
-from jaxtyping import Int
 from safetensors.torch import load_file
 from torch import Tensor, nn
 
@@ -38,8 +37,9 @@ from heurlens.errors import HeurlensError
 from heurlens.subtask.arithmetic import ArithmeticTask, ambiguous_set, evaluation_set, training_set
 from heurlens.subtask.batched_training import train_together_with_lr_search
 from heurlens.subtask.masks import DiscoverySettings, discover_subnetwork, masked_forward
-from heurlens.subtask.settings import SweepSettings
+from heurlens.subtask.settings import Filling, SweepSettings
 from heurlens.subtask.training import (
+    TrainingResult,
     answer_accuracy,
     batches_of,
     last_token_loss,
@@ -102,8 +102,7 @@ def run_sweep(out: Path, settings: SweepSettings = SweepSettings(), progress: bo
     subnetwork = stored(stem.with_suffix(".json"), chosen_subnetwork, lambda sub: sub.save(stem),
                         lambda: WeightSubnetwork.load(stem))
 
-    job = _TransferJob(out, settings, subnetwork, trained, t1, t2, evaluation_set(t2, 1000, 11),
-                       evaluation_set(t2, 1000, 12), progress and workers is None)
+    job = _TransferJob(out, settings, subnetwork, trained, t1, t2, progress and workers is None)
     counts = [n for n in settings.disambiguation if _pending(job, n)]
     run_each(_train_at_count, job, counts, workers, "disambiguation counts", progress)
     return finished_results(out)
@@ -124,8 +123,8 @@ def finished_results(out: Path) -> pd.DataFrame:
     except (OSError, ValueError, KeyError, TypeError) as error:
         raise HeurlensError(f"{path} cannot be read ({type(error).__name__}); it records the sweep's settings: "
                             "restore it, or run the sweep again with the same options") from error
-    rows = [_read_result(result_path(Path(out), condition, n, seed)) for n, condition, seed in planned
-            if result_path(Path(out), condition, n, seed).exists()]
+    paths = [result_path(Path(out), condition, n, seed) for n, condition, seed in planned]
+    rows = [_read_result(path) for path in paths if path.exists()]
     return pd.DataFrame(rows, columns=[*RESULT_FIELDS, "lr"])
 
 
@@ -176,8 +175,6 @@ class _TransferJob:
     trained: nn.Module  # the T1 model
     t1: ArithmeticTask
     t2: ArithmeticTask
-    evaluation: Int[Tensor, "example 4"]
-    test: Int[Tensor, "example 4"]
     progress: bool
 
 
@@ -200,22 +197,33 @@ def _train_at_count(job: _TransferJob, n: int) -> None:
     """Train every pending run at ``n`` disambiguation samples (all on 1000 + n rows: one stacked training)
     and write each run's result file atomically."""
     settings, pending = job.settings, _pending(job, n)
-
-    def prepared(runs: list[tuple[str, int]]) -> list[tuple[nn.Module, FrozenWeights | None]]:
-        return [transfer_condition(condition, job.subnetwork, job.trained,
-                                   partial(settings.model_factory(job.t1), device=device_of(job.trained)),
-                                   seed + 100, settings.filling)
-                for condition, seed in runs]
-
-    results = train_together_with_lr_search(
-        partial(prepared, pending), settings.transfer_lrs, [ambiguous_set(job.t2, n, seed) for _, seed in pending],
-        job.evaluation, job.test, settings.transfer_epochs, settings.batch_size, [seed for _, seed in pending],
-        job.progress, f"{len(pending)} runs at {n} samples")
+    results = train_transfer_runs(pending, n, job.subnetwork, job.trained,
+                                  partial(settings.model_factory(job.t1), device=device_of(job.trained)), job.t2,
+                                  settings.filling, settings.transfer_lrs, settings.transfer_epochs,
+                                  settings.batch_size, job.progress)
     for (condition, seed), result in zip(pending, results):
         atomic_write_json(result_path(job.out, condition, n, seed),
                           {"condition": condition, "disambiguation": n, "seed": seed,
                            "best_eval_accuracy": result.best_eval_accuracy, "test_accuracy": result.test_accuracy,
                            "lr": result.lr})
+
+
+def train_transfer_runs(runs: Sequence[tuple[str, int]], n: int, subnetwork: WeightSubnetwork, trained: nn.Module,
+                        make_model: Callable[[int], nn.Module], t2: ArithmeticTask, filling: Filling,
+                        lrs: Sequence[float], epochs: int, batch_size: int, progress: bool = True,
+                        weight_decay: float = 0.01) -> list[TrainingResult]:
+    """The sweep's transfer runs ``(condition, seed)`` at ``n`` disambiguation samples, trained together: the model
+    ``make_model(seed + 100)`` prepared for its condition (``transfer_condition``), trained on T2's ambiguous set plus
+    ``n`` samples drawn from ``seed``, its epoch chosen on 1,000 evaluation rows (seed 11) and tested on 1,000 more
+    (seed 12), over the learning rates ``lrs``."""
+    def prepared() -> list[tuple[nn.Module, FrozenWeights | None]]:
+        return [transfer_condition(condition, subnetwork, trained, make_model, seed + 100, filling)
+                for condition, seed in runs]
+
+    return train_together_with_lr_search(
+        prepared, lrs, [ambiguous_set(t2, n, seed) for _, seed in runs], evaluation_set(t2, 1000, 11),
+        evaluation_set(t2, 1000, 12), epochs, batch_size, [seed for _, seed in runs], progress,
+        f"{len(runs)} runs at {n} samples", weight_decay)
 
 
 def result_path(out: Path, condition: str, disambiguation: int, seed: int) -> Path:
