@@ -47,10 +47,15 @@ PAPER_AT_1000 = {  # Section 4.2 on Figure 3, at 1,000 disambiguation samples
 }
 
 
+def second_folder(out: Path, filling: str) -> Path:
+    """``OUT-<filling>``: where the sweep with a second filling runs."""
+    return Path(f"{out}-{filling}")
+
+
 def second_filling_run(out: Path, filling: str, settings: SweepSettings) -> tuple[Path, SweepSettings]:
-    """The folder ``OUT-<filling>`` and settings of the sweep with another filling, its T1 model and subnetwork
-    copied from ``out`` (so both fillings start from the very same T1 model and subnetwork)."""
-    second = Path(f"{out}-{filling}")
+    """The folder and settings of the sweep with another filling, its T1 model and subnetwork copied from ``out``
+    (so both fillings start from the very same T1 model and subnetwork)."""
+    second = second_folder(out, filling)
     changed = dataclasses.replace(settings, filling=filling,
                                   conditions=tuple(c for c in settings.conditions if c in FILLING_DEPENDENT))
     second.mkdir(parents=True, exist_ok=True)
@@ -61,11 +66,9 @@ def second_filling_run(out: Path, filling: str, settings: SweepSettings) -> tupl
     return second, changed
 
 
-def labelled(results: pd.DataFrame, filling: str, main_filling: str) -> pd.DataFrame:
-    """Results whose condition names say the filling when it is not the main sweep's."""
-    if filling != main_filling:
-        results = results.assign(condition=results["condition"] + f" ({filling} filling)")
-    return results
+def with_filling(results: pd.DataFrame, filling: str) -> pd.DataFrame:
+    """The second sweep's results, their condition names saying its filling."""
+    return results.assign(condition=results["condition"] + f" ({filling} filling)")
 
 
 def cell(accuracies: pd.Series, seeds: int) -> str:
@@ -74,14 +77,18 @@ def cell(accuracies: pd.Series, seeds: int) -> str:
     return text if len(accuracies) == seeds else f"{text} ({len(accuracies)} of {seeds} seeds)"
 
 
+def cells(results: pd.DataFrame, seeds: int) -> dict[tuple[str, int], str]:
+    """``cell`` of every (condition, sample count) with at least one finished seed."""
+    return {key: cell(group["test_accuracy"], seeds)
+            for key, group in results.groupby(["condition", "disambiguation"], sort=False)}
+
+
 def accuracy_table(results: pd.DataFrame, counts: list[int], seeds: int) -> pd.DataFrame:
     """Rows: every planned sample count; columns: conditions; 'not run yet' where no seed has finished."""
-    conditions = list(dict.fromkeys(results["condition"]))
-    return pd.DataFrame({condition: [cell(group["test_accuracy"], seeds) if len(group) else "not run yet"
-                                     for n in counts
-                                     for group in [results[(results["condition"] == condition)
-                                                           & (results["disambiguation"] == n)]]]
-                         for condition in conditions}, index=pd.Index(counts, name="disambiguation"))
+    found = cells(results, seeds)
+    return pd.DataFrame({condition: [found.get((condition, n), "not run yet") for n in counts]
+                         for condition in dict.fromkeys(results["condition"])},
+                        index=pd.Index(counts, name="disambiguation"))
 
 
 def samples_to_perfect(results: pd.DataFrame, counts: list[int], seeds: int) -> dict[str, str]:
@@ -101,22 +108,19 @@ def samples_to_perfect(results: pd.DataFrame, counts: list[int], seeds: int) -> 
 
 def beside_the_paper(results: pd.DataFrame, seeds: int, n: int = 1000) -> pd.DataFrame:
     """Each condition at ``n`` samples next to what the paper says of it there."""
-    rows = []
-    for condition, group in results.groupby("condition", sort=False):
-        at_n = group[group["disambiguation"] == n]["test_accuracy"]
-        rows.append({"condition": condition, f"heurlens at {n:,} (%)": cell(at_n, seeds) if len(at_n) else "not run yet",
-                     "the paper": PAPER_AT_1000.get(condition.split(" (")[0], "")})
-    return pd.DataFrame(rows)
+    found = cells(results, seeds)
+    return pd.DataFrame([{"condition": condition, f"heurlens at {n:,} (%)": found.get((condition, n), "not run yet"),
+                          "the paper": PAPER_AT_1000.get(condition.split(" (")[0], "")}
+                         for condition in dict.fromkeys(results["condition"])])
 
 
 def depth_section(layers: int, out: Path, also_filling: str | None) -> tuple[list[str], pd.DataFrame]:
     """The page's section for one depth, and its results (both fillings)."""
     settings = json.loads((out / "settings.json").read_text())
     counts, seeds = sorted(settings["disambiguation"]), settings["seeds"]
-    results = labelled(finished_results(out), settings["filling"], settings["filling"])
-    second = Path(f"{out}-{also_filling}")
-    if also_filling and (second / "settings.json").exists():
-        results = pd.concat([results, labelled(finished_results(second), also_filling, settings["filling"])],
+    results = finished_results(out)
+    if also_filling and (second_folder(out, also_filling) / "settings.json").exists():
+        results = pd.concat([results, with_filling(finished_results(second_folder(out, also_filling)), also_filling)],
                             ignore_index=True)
     preset = SweepSettings.paper(n_layers=layers).to_dict()
     changed = [f"{name} {settings.get(name)} (the preset: {value})" for name, value in preset.items()
