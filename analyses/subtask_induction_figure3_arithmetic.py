@@ -29,9 +29,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from heurlens.cache import guard_run_settings
 from heurlens.distributed import Workers
 from heurlens.subtask.settings import FIGURE3_CONDITIONS, FILLINGS
-from heurlens.subtask.sweep import SweepSettings, figure3, finished_results, run_sweep
+from heurlens.subtask.sweep import PER_RUN, SweepSettings, figure3, finished_results, run_sweep
 from heurlens.subtask.weight_subnetwork import WeightSubnetwork
 
 FILLING_DEPENDENT = ("subtask induction", "random subnetwork", "random complement")
@@ -58,7 +59,7 @@ def second_filling_run(out: Path, filling: str, settings: SweepSettings) -> tupl
     second = second_folder(out, filling)
     changed = dataclasses.replace(settings, filling=filling,
                                   conditions=tuple(c for c in settings.conditions if c in FILLING_DEPENDENT))
-    second.mkdir(parents=True, exist_ok=True)
+    guard_run_settings(second, changed.to_dict(), PER_RUN, "sweep")  # first: a folder with parts but no settings is refused
     for part in SHARED_PARTS:
         if not (second / part).exists():
             copy = shutil.copytree if (out / part).is_dir() else shutil.copy2
