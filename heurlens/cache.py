@@ -105,11 +105,13 @@ def atomic_write_json(path: Path, obj: Any) -> None:
     atomic_write_bytes(path, (json.dumps(obj, indent=2) + "\n").encode())
 
 
-def guard_run_settings(folder: Path, settings: dict, may_grow: Iterable[str], kind: str) -> None:
+def guard_run_settings(folder: Path, settings: dict, may_grow: Iterable[str], kind: str,
+                       markers: Iterable[str] = ("settings.json",)) -> None:
     """Record ``settings`` in ``folder/settings.json``, refusing a folder that holds a ``kind`` run with
     other settings; the keys in ``may_grow`` (more seeds, conditions...) may differ, so a run can be
-    resumed with more of them. Nothing is overwritten when it refuses."""
-    refuse_foreign_dir(Path(folder), ["settings.json"], f"the {kind} folder")
+    resumed with more of them. Nothing is overwritten when it refuses. ``markers``: the files (or glob
+    patterns) that show a non-empty folder is one of heurlens' (``refuse_foreign_dir``)."""
+    refuse_foreign_dir(Path(folder), markers, f"the {kind} folder")
     check_writable_dir(Path(folder), f"the {kind} folder")
     path = Path(folder) / "settings.json"
     try:

@@ -171,6 +171,31 @@ def test_effective_size_over_two_checkpoints(tiny_bert_dir, tmp_path):
     assert_one_line_error(heurlens("effective-size"), "give checkpoint directories")
 
 
+def test_effective_size_adds_checkpoints_one_call_at_a_time(tiny_bert_dir, tmp_path):
+    """Checkpoints measured by separate calls into one --out end up in one table (the first call's row kept as it
+    was written); a call with another tolerance is refused before it prunes, leaving the table as it was."""
+    import shutil
+
+    for step in (0, 10):
+        shutil.copytree(tiny_bert_dir, tmp_path / "checkpoints" / f"step-{step}")
+    out = tmp_path / "eff"
+    options = ["--sparsity", "0.3", "0.6", "--seeds", "1", "--steps", "3", "--train-examples", "32",
+               "--in-domain-examples", "20", "--per-subcase", "5", "--subcases", "SO-Swap", "--out", str(out), "--json"]
+    first = heurlens("effective-size", str(tmp_path / "checkpoints" / "step-10"), *options)
+    assert first.returncode == 0, first.stderr[-2000:]
+    written_first = (out / "effective-size.csv").read_text()
+    second = heurlens("effective-size", str(tmp_path / "checkpoints" / "step-0"), *options)
+    assert second.returncode == 0, second.stderr[-2000:]
+    rows = json.loads(second.stdout)
+    assert [r["step"] for r in rows] == [0, 10]  # the table of both calls, by training step
+    assert rows[1] == json.loads(first.stdout)[0]
+    merged = (out / "effective-size.csv").read_text()
+    assert written_first.splitlines()[1] in merged.splitlines()
+    refused = heurlens("effective-size", str(tmp_path / "checkpoints" / "step-0"), *options, "--tolerance", "0.1")
+    assert_one_line_error(refused, "other settings (tolerance)")
+    assert (out / "effective-size.csv").read_text() == merged
+
+
 def test_shape_bias_without_fashion_mnist_says_how_to_get_it(tmp_path):
     import os
 

@@ -23,19 +23,20 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from heurlens.ablation import metric_names
-from heurlens.cache import atomic_write_csv
+from heurlens.cache import atomic_write_csv, guard_run_settings
 from heurlens.distributed import Workers
 from heurlens.errors import HeurlensError
 from heurlens.means import UnitMeans
 from heurlens.protocols import HookedModel, Loss, Metrics, Task
-from heurlens.pruning.runs import SPARSITY_TOLERANCE, evaluate_subnetworks, prune
+from heurlens.pruning.runs import SPARSITY_TOLERANCE, data_id_of, evaluate_subnetworks, prune
 from heurlens.pruning.settings import PruneSettings
-from heurlens.run_folders import check_writable_dir, refuse_foreign_dir
+from heurlens.run_folders import check_writable_dir, exclusive, refuse_foreign_dir
 from heurlens.units import UnitLayout
 
 SPARSITY_GRID = [round(0.05 * i, 2) for i in range(1, 20)]  # 5%, 10%, ..., 95%
 EFFECTIVE_SIZE_FILE = "effective-size.csv"
 DATA_KINDS = ("in_domain", "ood", "mixed")
+FOLDER_MARKERS = ["settings.json", EFFECTIVE_SIZE_FILE, "*/sparsity-*", "*/unit-means.safetensors"]
 
 
 def accuracy_by_kind(evaluation: pd.DataFrame, column: str = "accuracy") -> pd.DataFrame:
@@ -157,7 +158,13 @@ def effective_size_over_checkpoints(checkpoints: Sequence[str | Path], out: Path
     ``eval_sets_for(model)``; the table is rewritten to ``out/effective-size.csv`` after every checkpoint, so
     nothing finished is lost, and the figure goes to ``out/effective-size.html``. With Ray ``workers``, the
     checkpoints go one after another and each one's prune runs (sparsities x seeds) at once. ``device``: where
-    each checkpoint runs (``load_model``'s)."""
+    each checkpoint runs (``load_model``'s).
+
+    The table keeps the rows of checkpoints measured by earlier calls into the same ``out`` (one row per
+    checkpoint folder name; a checkpoint measured again replaces its row), so checkpoints can be added one at a
+    time as a fine-tune writes them, from several processes at once. ``out/settings.json`` records what makes
+    rows comparable (grid, search, tolerance, seeds, pruning data and settings, evaluation sets); a call with
+    other settings is refused before anything is pruned."""
     from heurlens.models.loading import load_model
     from heurlens.nli import snli_pruning_data, snli_reference_means
 
@@ -165,16 +172,24 @@ def effective_size_over_checkpoints(checkpoints: Sequence[str | Path], out: Path
         raise HeurlensError("give checkpoint directories; make them with "
                             "heurlens finetune --checkpoint-every 50 --out runs/ft (then runs/ft/checkpoints/*)")
     out = Path(out)
-    refuse_foreign_dir(out, [EFFECTIVE_SIZE_FILE, "*/sparsity-*", "*/unit-means.safetensors"], "--out")
+    refuse_foreign_dir(out, FOLDER_MARKERS, "--out")
     check_writable_dir(out, "--out")
+    if (out / EFFECTIVE_SIZE_FILE).exists() and not (out / "settings.json").exists():
+        raise HeurlensError(f"{out / EFFECTIVE_SIZE_FILE} was written before heurlens recorded an effective-size "
+                            "run's settings, so new rows cannot be checked against it. Use another --out, or delete "
+                            "that file to measure its checkpoints again (their finished prune runs are reused)")
     rows = []
     for index, checkpoint in enumerate(sorted(checkpoints, key=lambda c: checkpoint_step(Path(c), 0))):
         model = load_model(str(checkpoint), device=device)
         n_units = UnitLayout(model.n_layers, model.n_heads).n_units
+        train, eval_sets = snli_pruning_data(model, train_examples, batch_size), eval_sets_for(model)
+        guard_run_settings(out, {"sparsities": sorted(sparsities), "search": search, "tolerance": tolerance,
+                                 "seeds": list(seeds), "train": data_id_of(train), "pruning": config.to_dict(),
+                                 "eval_sets": [data_id_of(task) for task in eval_sets]}, (), "effective-size run",
+                           markers=FOLDER_MARKERS)
         sizes, evaluation = effective_size_of(
-            model, snli_pruning_data(model, train_examples, batch_size), eval_sets_for(model),
-            snli_reference_means(model), sparsities, seeds, out / Path(checkpoint).name, config, tolerance, search,
-            progress, workers)
+            model, train, eval_sets, snli_reference_means(model), sparsities, seeds, out / Path(checkpoint).name,
+            config, tolerance, search, progress, workers)
         full = accuracy_by_kind(evaluation).iloc[0]
         rows.append({"checkpoint": str(checkpoint), "step": checkpoint_step(Path(checkpoint), index)}
                     | {f"acc_{kind}": full[kind] for kind in DATA_KINDS}
@@ -182,10 +197,24 @@ def effective_size_over_checkpoints(checkpoints: Sequence[str | Path], out: Path
                     | {f"size_{kind}_std": std for kind, std in
                        effective_size_spread(evaluation, n_units, tolerance).items()}
                     | {"n_units": n_units})
-        atomic_write_csv(out / EFFECTIVE_SIZE_FILE, pd.DataFrame(rows))
-    table = pd.DataFrame(rows)
+        table = _merge_rows(out, pd.DataFrame(rows))
     effective_size_figure(table).write_html(out / "effective-size.html")
     return table
+
+
+def _merge_rows(out: Path, new: pd.DataFrame) -> pd.DataFrame:
+    """Write ``new`` rows into ``out``'s table, keeping the rows of the other checkpoints (by folder name) that
+    earlier calls wrote; read, merged and written under ``out``'s lock, so concurrent calls lose no row."""
+    with exclusive(out, "the effective-size folder", wait=True):
+        path = out / EFFECTIVE_SIZE_FILE
+        earlier = pd.read_csv(path) if path.exists() else new.iloc[:0]
+        measured_again = earlier["checkpoint"].map(lambda c: Path(c).name).isin(
+            new["checkpoint"].map(lambda c: Path(c).name))
+        table = pd.concat([earlier[~measured_again], new], ignore_index=True).sort_values("step", kind="stable")
+        table = table.reset_index(drop=True)
+        atomic_write_csv(path, table)
+    return table
+
 
 
 def effective_size_figure(table: pd.DataFrame) -> go.Figure:

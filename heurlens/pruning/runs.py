@@ -165,7 +165,8 @@ def _hyperparameters(config: PruneSettings, target: float, data: Task, means: Un
             "means": means.source, **loss_name}
 
 
-def _data_id(data: Task) -> str:
+def data_id_of(data: Task) -> str:
+    """A task's name, size and token fingerprint: what says two runs pruned or evaluated on the same data."""
     return f"{data.name}:{len(data)}:{data_fingerprint(data)}"
 
 
@@ -173,7 +174,7 @@ def _check_run_folder(out: Path, model: HookedModel, data: Task, config: PruneSe
                       means: UnitMeans, loss: Loss | None = None) -> None:
     """Refuse a run folder whose subnetworks (any sparsity) or means come from another model, data set or
     settings; record the means of a new run (what ``heurlens evaluate`` replaces pruned units by)."""
-    known, data_id = model.known_fingerprints(), _data_id(data)
+    known, data_id = model.known_fingerprints(), data_id_of(data)
     for path in find_subnetworks(out):
         done = Subnetwork.load(path)
         if (done.model_fingerprint not in known or done.data_id != data_id
@@ -225,7 +226,7 @@ def _prune_each(model: HookedModel, data: Task, sparsities: list[float], seeds: 
     missing = out is None or any(not subnetwork_stem(out, *run).with_suffix(".json").exists() for run in runs)
     job = _PruneJob(model, data, out, config, means,
                     full_model_logits(model, data, fingerprint, config.dtype) if missing else None,
-                    _data_id(data), fingerprint, progress and workers is None, loss)
+                    data_id_of(data), fingerprint, progress and workers is None, loss)
     if stack_seeds is None:
         stack_seeds = device_of(model).type == "cuda"
     if stack_seeds and len(seeds) > 1:
