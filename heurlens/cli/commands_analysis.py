@@ -129,6 +129,8 @@ def effective_size(checkpoints: tuple[str, ...], sparsity: tuple[float, ...], se
     """Effective size (smallest faithful subnetwork, per seed, averaged) of each fine-tuning checkpoint: Figure 6.
 
     Make checkpoints of the default model with: heurlens finetune --checkpoint-every 50 --out runs/ft
+
+    Later calls into the same --out add their checkpoints to its table (same settings only).
     """
 
     from heurlens.analysis.effective_size import SPARSITY_GRID, effective_size_over_checkpoints
