@@ -14,6 +14,7 @@ then: .venv/bin/python analyses/heuristic_core_figure6_effective_size.py
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -22,15 +23,31 @@ from heurlens.analysis.core_over_training import checkpoint_subnetworks, core_pr
 from heurlens.analysis.effective_size import DATA_KINDS, EFFECTIVE_SIZE_FILE, effective_size_figure
 from heurlens.analysis.overlap import heuristic_core
 from heurlens.pruning.runs import subnetworks_by_sparsity
-from heurlens.units import format_units
+from heurlens.units import format_units, parse_units
+
+
+def settings_line(folder: Path) -> str:
+    """What the run's settings.json says about the search (folders written before it existed: nothing)."""
+    path = folder / "settings.json"
+    if not path.exists():
+        return ""
+    settings = json.loads(path.read_text())
+    grid = ", ".join(f"{s:.0%}" for s in settings["sparsities"])
+    return (f"Sparsities searched ({settings['search']}): {grid}; seeds {len(settings['seeds'])}; tolerance "
+            f"{settings['tolerance']:g}; pruned on {settings['train']}; evaluated on "
+            f"{', '.join(settings['eval_sets'])}.\n")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--effective-size", type=Path, default=Path("runs/effective-size"))
-    parser.add_argument("--core", type=Path, default=Path("runs/prune-default"),
-                        help="Run folder of the final model whose core (heads kept by every 50%% subnetwork) is followed.")
+    parser.add_argument("--core", default="runs/prune-default",
+                        help="Run folder of the final model whose core (heads kept by every 50%% subnetwork) is "
+                             "followed, or those heads themselves (L3.H9,L2.H7,...).")
+    parser.add_argument("--core-source", default=None,
+                        help="Where heads given to --core come from, for the page (e.g. a results page).")
     parser.add_argument("--sparsity", type=float, default=0.5)
+    parser.add_argument("--title", default="Effective size and the core over fine-tuning (Figure 6)")
     parser.add_argument("--docs", type=Path, default=Path("docs/results/effective-size-over-training.md"))
     args = parser.parse_args()
 
@@ -42,24 +59,36 @@ def main() -> None:
                   + [c for k in DATA_KINDS for c in (f"size_{k}", f"size_{k}_std")]]
     shown = shown.assign(**{f"acc_{k}": (100 * shown[f"acc_{k}"]).round(1) for k in DATA_KINDS}).round(1)
 
-    final = {round(s, 2): group for s, group in subnetworks_by_sparsity([args.core]).items()}[round(args.sparsity, 2)]
-    core = heuristic_core(final)
-    presence = core_presence(core, checkpoint_subnetworks(args.effective_size, args.sparsity))
+    runs = checkpoint_subnetworks(args.effective_size, args.sparsity)
+    if Path(args.core).is_dir():
+        final = {round(s, 2): group for s, group in subnetworks_by_sparsity([Path(args.core)]).items()}[
+            round(args.sparsity, 2)]
+        core = heuristic_core(final)
+        core_text = f"the heads kept by every {args.sparsity:.0%} subnetwork of `{args.core}` ({len(final)} seeds)"
+    else:
+        first = next(iter(runs.values()))[0]
+        core = parse_units(args.core, first.n_layers, first.n_heads)
+        core_text = f"heads given{f' ({args.core_source})' if args.core_source else ''}"
+    presence = core_presence(core, runs)
     core_presence_figure(presence).write_html(args.docs.with_name(args.docs.stem + "-core.html"), include_plotlyjs="cdn")
     wide = presence.pivot_table(index="unit", columns="step", values="frequency", sort=False).round(2)
+    any_head = {step: sum(sum(not u.is_mlp for u in s.kept) for s in subs) / (len(subs) * subs[0].n_layers
+                                                                              * subs[0].n_heads)
+                for step, subs in runs.items()}
+    wide.loc["(any head)"] = pd.Series(any_head).round(2)
 
-    lines = ["# Effective size and the core over fine-tuning (Figure 6)\n",
+    lines = [f"# {args.title}\n",
              f"From `{args.effective_size}` (`heurlens effective-size`, settings in its per-checkpoint run folders) by "
              "`analyses/heuristic_core_figure6_effective_size.py`. Accuracy of the full model at each checkpoint (%), "
              "and its "
              f"effective size: {int(table['n_units'].iloc[0])} units x (1 - the highest target sparsity at which a seed's "
              "subnetwork is faithful, i.e. above the full model's accuracy minus 3 points), mean and standard deviation "
              f"over seeds. Figure: [{figure_path.name}]({figure_path.name}).\n",
-             shown.to_markdown(index=False), "",
+             settings_line(args.effective_size), shown.to_markdown(index=False), "",
              "## The final model's core in earlier checkpoints\n",
-             f"Core: the heads kept by every {args.sparsity:.0%} subnetwork of `{args.core}` ({len(final)} seeds): "
-             f"**{format_units(core)}**. Fraction of each checkpoint's {args.sparsity:.0%} subnetworks keeping each "
-             f"head (figure: [{args.docs.stem}-core.html]({args.docs.stem}-core.html)):\n",
+             f"Core: {core_text}: **{format_units(core)}**. Fraction of each checkpoint's {args.sparsity:.0%} "
+             f"subnetworks keeping each head (figure: [{args.docs.stem}-core.html]({args.docs.stem}-core.html)); the "
+             "last row, the fraction of all heads they keep, is what a head kept at random would show:\n",
              wide.reset_index().to_markdown(index=False), ""]
     args.docs.write_text("\n".join(lines))
     print("\n".join(lines))

@@ -27,24 +27,12 @@ RISE = 10.0  # points: a subcase "rises late" when its last three evaluations av
 # accuracy where in-domain accuracy saturated (three, since one set of 200 pairs swings by several points)
 
 
-PLAN = """## Next on this model: Figure 6 and Figure 2 (planned, not run yet)
+ON_THIS_MODEL = """## Figure 2 and Figure 6 on this model
 
-Measured costs on this 2-core CPU: one mask training of the default recipe on 8,000 SNLI pairs takes 164-168 s
-at 2 threads (README), about 40 s on the 2,000 pairs `heurlens effective-size` prunes on; evaluating a subnetwork
-on 2,000 SNLI test pairs and the four focus subcases about 10 s.
-
-1. Figure 2 and the core on the final model (`--model snli-long`): `heurlens prune --model snli-long --sparsity
-   0.5 0.7 --seeds 12 --out runs/prune-long` then `heurlens core runs/prune-long` and `heurlens ablate --scan
-   --core runs/prune-long --model snli-long`: 24 mask trainings, about 70 min at 2 threads (2 Ray workers of 1
-   thread: about the same, 1.07x), plus 72 single-head ablations, about 3 min.
-2. Figure 6: `heurlens effective-size` on 7 checkpoints chosen around where out-of-domain accuracy moves (denser
-   there; where nothing moves, evenly: steps 0, 500, 1,000, 2,000, 3,000, 6,000, 9,000), 3 seeds, `--search
-   bisect` over the 19 multiples of 5% (about 5 sparsities per seed instead of 19): about 7 x 3 x 5 = 105 mask
-   trainings of 40 s plus evaluations, about 90 min at 2 threads, on 2 Ray workers.
-3. The final core's presence in the checkpoint before the rise: `heurlens core-over-training`, seconds.
-
-About 3 CPU hours in all; a fresh machine first redoes the fine-tune (2 hours at 1 thread) unless the cache
-survived.
+- Figure 2, the core, Spearman and Table 3 on the final model (12 seeds at 50% and 70%):
+  [heuristic-core-long.md](heuristic-core-long.md).
+- Figure 6, effective size over these checkpoints (3 seeds, bisection) and the final model's core in them:
+  [effective-size-long.md](effective-size-long.md).
 """
 
 
@@ -131,7 +119,7 @@ def main() -> None:
         gains.round(1).rename_axis("subcase").reset_index().to_markdown(index=False) + "\n",
         "## Every evaluation set, every 1,000 steps (accuracy, %)\n",
         table.rename_axis("eval set").reset_index().to_markdown(index=False) + "\n",
-        PLAN,
+        ON_THIS_MODEL,
     ]
     args.docs.write_text("\n".join(lines))
     print(f"wrote {args.docs}")

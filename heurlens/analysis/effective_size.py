@@ -216,7 +216,6 @@ def _merge_rows(out: Path, new: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
-
 def effective_size_figure(table: pd.DataFrame) -> go.Figure:
     """Figure 6: accuracy and effective size against training step, per data kind.
 
