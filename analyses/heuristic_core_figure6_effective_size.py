@@ -23,6 +23,7 @@ from heurlens.analysis.core_over_training import checkpoint_subnetworks, core_pr
 from heurlens.analysis.effective_size import DATA_KINDS, EFFECTIVE_SIZE_FILE, effective_size_figure
 from heurlens.analysis.overlap import heuristic_core
 from heurlens.pruning.runs import subnetworks_by_sparsity
+from heurlens.pruning.settings import PruneSettings
 from heurlens.units import format_units, parse_units
 
 
@@ -38,6 +39,21 @@ def settings_line(folder: Path) -> str:
             f"{', '.join(settings['eval_sets'])}.\n")
 
 
+def missing_line(folder: Path, table: pd.DataFrame, planned: list[int], checkpoints: str) -> str:
+    """Which planned checkpoints have no row yet, and the command (from settings.json) that adds them."""
+    missing = sorted(set(planned) - set(table["step"]))
+    if not missing:
+        return ""
+    settings = json.loads((folder / "settings.json").read_text())
+    grid = " ".join(f"{s:g}" for s in settings["sparsities"])
+    return (f"**Not measured yet: steps {', '.join(map(str, missing))}** (of {', '.join(map(str, sorted(planned)))}). "
+            f"Each is added to this table, without redoing the others, by `heurlens effective-size "
+            f"{checkpoints}/step-N --seeds {len(settings['seeds'])} --search {settings['search']} --sparsity {grid} "
+            f"--out {folder}`"
+            f"{'' if settings['pruning'] == PruneSettings().to_dict() else ' plus the pruning options in settings.json'}"
+            " (finished prune runs are reused).\n")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--effective-size", type=Path, default=Path("runs/effective-size"))
@@ -48,6 +64,11 @@ def main() -> None:
                         help="Where heads given to --core come from, for the page (e.g. a results page).")
     parser.add_argument("--sparsity", type=float, default=0.5)
     parser.add_argument("--title", default="Effective size and the core over fine-tuning (Figure 6)")
+    parser.add_argument("--planned", type=int, nargs="*", default=[],
+                        help="Checkpoint steps the run is meant to cover: the page says which are not measured yet "
+                             "and how to add them.")
+    parser.add_argument("--checkpoints-dir", default="CHECKPOINTS",
+                        help="Where the checkpoints are, for the command that adds the missing ones.")
     parser.add_argument("--docs", type=Path, default=Path("docs/results/effective-size-over-training.md"))
     args = parser.parse_args()
 
@@ -84,7 +105,9 @@ def main() -> None:
              f"effective size: {int(table['n_units'].iloc[0])} units x (1 - the highest target sparsity at which a seed's "
              "subnetwork is faithful, i.e. above the full model's accuracy minus 3 points), mean and standard deviation "
              f"over seeds. Figure: [{figure_path.name}]({figure_path.name}).\n",
-             settings_line(args.effective_size), shown.to_markdown(index=False), "",
+             settings_line(args.effective_size),
+             missing_line(args.effective_size, table, args.planned, args.checkpoints_dir),
+             shown.to_markdown(index=False), "",
              "## The final model's core in earlier checkpoints\n",
              f"Core: {core_text}: **{format_units(core)}**. Fraction of each checkpoint's {args.sparsity:.0%} "
              f"subnetworks keeping each head (figure: [{args.docs.stem}-core.html]({args.docs.stem}-core.html)); the "
