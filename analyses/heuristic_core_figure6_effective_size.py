@@ -27,27 +27,27 @@ from heurlens.pruning.settings import PruneSettings
 from heurlens.units import format_units, parse_units
 
 
-def settings_line(folder: Path) -> str:
+def settings_line(settings: dict | None) -> str:
     """What the run's settings.json says about the search (folders written before it existed: nothing)."""
-    path = folder / "settings.json"
-    if not path.exists():
+    if settings is None:
         return ""
-    settings = json.loads(path.read_text())
     grid = ", ".join(f"{s:.0%}" for s in settings["sparsities"])
     return (f"Sparsities searched ({settings['search']}): {grid}; seeds {len(settings['seeds'])}; tolerance "
             f"{settings['tolerance']:g}; pruned on {settings['train']}; evaluated on "
             f"{', '.join(settings['eval_sets'])}.\n")
 
 
-def missing_line(folder: Path, table: pd.DataFrame, planned: list[int], checkpoints: str) -> str:
+def missing_line(folder: Path, settings: dict | None, table: pd.DataFrame, planned: list[int], checkpoints: str
+                 ) -> str:
     """Which planned checkpoints have no row yet, and the command (from settings.json) that adds them."""
     missing = sorted(set(planned) - set(table["step"]))
     if not missing:
         return ""
-    settings = json.loads((folder / "settings.json").read_text())
+    line = f"**Not measured yet: steps {', '.join(map(str, missing))}** (of {', '.join(map(str, sorted(planned)))})."
+    if settings is None:
+        return line + "\n"
     grid = " ".join(f"{s:g}" for s in settings["sparsities"])
-    return (f"**Not measured yet: steps {', '.join(map(str, missing))}** (of {', '.join(map(str, sorted(planned)))}). "
-            f"Each is added to this table, without redoing the others, by `heurlens effective-size "
+    return (f"{line} Each is added to this table, without redoing the others, by `heurlens effective-size "
             f"{checkpoints}/step-N --seeds {len(settings['seeds'])} --search {settings['search']} --sparsity {grid} "
             f"--out {folder}`"
             f"{'' if settings['pruning'] == PruneSettings().to_dict() else ' plus the pruning options in settings.json'}"
@@ -73,6 +73,8 @@ def main() -> None:
     args = parser.parse_args()
 
     table = pd.read_csv(args.effective_size / EFFECTIVE_SIZE_FILE)
+    settings_path = args.effective_size / "settings.json"
+    settings = json.loads(settings_path.read_text()) if settings_path.exists() else None
     args.docs.parent.mkdir(parents=True, exist_ok=True)
     figure_path = args.docs.with_suffix(".html")
     effective_size_figure(table).write_html(figure_path, include_plotlyjs="cdn")
@@ -93,8 +95,7 @@ def main() -> None:
     presence = core_presence(core, runs)
     core_presence_figure(presence).write_html(args.docs.with_name(args.docs.stem + "-core.html"), include_plotlyjs="cdn")
     wide = presence.pivot_table(index="unit", columns="step", values="frequency", sort=False).round(2)
-    any_head = {step: sum(sum(not u.is_mlp for u in s.kept) for s in subs) / (len(subs) * subs[0].n_layers
-                                                                              * subs[0].n_heads)
+    any_head = {step: sum(len(s.kept_heads) for s in subs) / (len(subs) * subs[0].n_layers * subs[0].n_heads)
                 for step, subs in runs.items()}
     wide.loc["(any head)"] = pd.Series(any_head).round(2)
 
@@ -105,8 +106,8 @@ def main() -> None:
              f"effective size: {int(table['n_units'].iloc[0])} units x (1 - the highest target sparsity at which a seed's "
              "subnetwork is faithful, i.e. above the full model's accuracy minus 3 points), mean and standard deviation "
              f"over seeds. Figure: [{figure_path.name}]({figure_path.name}).\n",
-             settings_line(args.effective_size),
-             missing_line(args.effective_size, table, args.planned, args.checkpoints_dir),
+             settings_line(settings),
+             missing_line(args.effective_size, settings, table, args.planned, args.checkpoints_dir),
              shown.to_markdown(index=False), "",
              "## The final model's core in earlier checkpoints\n",
              f"Core: {core_text}: **{format_units(core)}**. Fraction of each checkpoint's {args.sparsity:.0%} "
