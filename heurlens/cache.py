@@ -109,8 +109,10 @@ def guard_run_settings(folder: Path, settings: dict, may_grow: Iterable[str], ki
                        markers: Iterable[str] = ("settings.json",)) -> None:
     """Record ``settings`` in ``folder/settings.json``, refusing a folder that holds a ``kind`` run with
     other settings; the keys in ``may_grow`` (more seeds, conditions...) may differ, so a run can be
-    resumed with more of them. Nothing is overwritten when it refuses. ``markers``: the files (or glob
-    patterns) that show a non-empty folder is one of heurlens' (``refuse_foreign_dir``)."""
+    resumed with more of them, and the file keeps what earlier calls asked for too (``grown``): a call
+    for fewer of them does not drop the others from the folder's plan. Nothing is overwritten when it
+    refuses. ``markers``: the files (or glob patterns) that show a non-empty folder is one of heurlens'
+    (``refuse_foreign_dir``)."""
     refuse_foreign_dir(Path(folder), markers, f"the {kind} folder")
     check_writable_dir(Path(folder), f"the {kind} folder")
     path = Path(folder) / "settings.json"
@@ -125,8 +127,20 @@ def guard_run_settings(folder: Path, settings: dict, may_grow: Iterable[str], ki
         if changed:
             raise HeurlensError(f"{folder} holds a {kind} with other settings ({', '.join(changed)}); nothing was "
                                 "overwritten. Use another --out, or the same settings to resume")
+        settings = {**settings, **{k: grown(previous[k], settings[k]) for k in may_grow
+                                   if k in previous and k in settings}}
     if previous != settings:
         atomic_write_json(path, settings)
+
+
+def grown(previous: Any, asked: Any) -> Any:
+    """A may-grow setting after one more call: a list keeps its earlier entries and adds the new ones in
+    the order asked (``[1000, 10]`` then ``[10000]``: ``[1000, 10, 10000]``), a count the larger one."""
+    if isinstance(previous, list) and isinstance(asked, list | tuple):
+        return previous + [x for x in asked if x not in previous]
+    if isinstance(previous, int) and isinstance(asked, int):
+        return max(previous, asked)
+    return asked
 
 
 def stored(path: Path, compute: Callable[[], T], save: Callable[[T], object], load: Callable[[], T]) -> T:

@@ -1,6 +1,7 @@
 """Subtask Induction: the mask math, frozen transfer, random controls, data generators, and a
 tiny resumable sweep."""
 
+import json
 import subprocess
 import sys
 
@@ -28,6 +29,7 @@ from heurlens.subtask import (
 from heurlens.subtask.arithmetic import COMPUTATIONS
 from heurlens.subtask.batched_training import train_next_token_together, train_together_with_lr_search
 from heurlens.subtask.sweep import (
+    PER_RUN,
     SweepSettings,
     finished_results,
     most_accurate,
@@ -331,6 +333,10 @@ def test_tiny_sweep_resumes(tmp_path):
         run_sweep(tmp_path, SweepSettings(max_value=13), progress=False)
     more = run_sweep(tmp_path, SweepSettings(**{**settings.__dict__, "seeds": 2}), progress=False)  # adds seed 1
     assert len(more) == 8 and more[more["seed"] == 0].reset_index(drop=True).equals(results)
+    fewer = SweepSettings(**{**settings.__dict__, "disambiguation": (5,), "seeds": 1})
+    assert run_sweep(tmp_path, fewer, progress=False).equals(more)  # a narrower call keeps the folder's plan
+    assert {k: json.loads((tmp_path / "settings.json").read_text())[k] for k in PER_RUN} == {
+        "disambiguation": [0, 5], "conditions": ["subtask induction", "random init"], "seeds": 2}
 
 
 def test_finished_results_read_a_sweep_cut_short_without_training(tmp_path):
