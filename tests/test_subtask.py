@@ -186,6 +186,42 @@ def test_new_computations_by_hand():
     assert "a^3+ab+b^2" not in COMPUTATIONS  # not in the paper
 
 
+def test_discovery_weight_decay_shrinks_the_scores_by_the_adamw_factor():
+    """With a loss that does not depend on the mask (zero gradient) AdamW moves each score only by its decay:
+    s_k = s_0 (1 - lr wd)^k after k steps, seen through a one-weight model whose output is its soft mask
+    sigmoid(beta s); with wd 0 (Adam) the scores never move."""
+    def soft_masks(weight_decay: float) -> list[float]:
+        model = nn.Linear(1, 1, bias=False)
+        with torch.no_grad():
+            model.weight.fill_(1.0)
+        seen = []
+
+        def loss_fn(forward, batch):
+            out = forward(batch)
+            seen.append(out.item())
+            return 0.0 * out.sum()
+
+        discover_subnetwork(model, loss_fn, [torch.ones(1, 1)] * 3, DiscoverySettings(
+            epochs=1, lr=0.1, mask_init=0.5, l0_lambda=0.0, weight_decay=weight_decay), include="weight",
+            progress=False)
+        return seen
+
+    decayed = [torch.sigmoid(torch.tensor(0.5 * (1 - 0.1 * 2.0) ** k)).item() for k in range(3)]  # beta 1: epoch 0
+    assert soft_masks(2.0) == pytest.approx(decayed)
+    assert soft_masks(0.0) == pytest.approx([torch.sigmoid(torch.tensor(0.5)).item()] * 3)
+
+
+def test_released_discovery_is_recorded_and_native_folders_keep_their_settings(tmp_path):
+    settings = SweepSettings(max_value=12, t1_epochs=2, discovery_epochs=2, disambiguation=(5,),
+                             conditions=("subtask induction",), transfer_epochs=1)
+    assert "discovery" not in settings.to_dict()  # folders written before the option still resume
+    run_sweep(tmp_path, SweepSettings(**{**settings.__dict__, "discovery": "released"}), progress=False)
+    assert json.loads((tmp_path / "settings.json").read_text())["discovery"] == "released"
+    assert WeightSubnetwork.load(tmp_path / "subnetwork").settings["weight_decay"] == 0.01
+    with pytest.raises(HeurlensError, match="other settings \\(discovery\\)"):
+        run_sweep(tmp_path, settings, progress=False)
+
+
 def test_paper_preset_is_appendix_b1():
     paper = SweepSettings.paper()
     expected = dict(t1="a+ab", subtask="ab", t2="a^2+ab", max_value=1000, modulus=7, n_layers=2, t1_fraction=0.2,

@@ -52,7 +52,12 @@ class SweepSettings:
     subtask_fraction: float = field(default=0.2, metadata={
         "help": "Share of all pairs the subtask's subnetwork is found on.", "min_open": True, "max": 1.0})
     discovery_epochs: int = field(default=20, metadata={"help": "Epochs of subnetwork discovery.", "min": 1})
-    discovery_lr: float = field(default=1e-2, metadata={"help": "Adam learning rate of the mask.", "min_open": True})
+    discovery_lr: float = field(default=1e-2, metadata={"help": "Learning rate of the mask (see --discovery).",
+                                                        "min_open": True})
+    discovery: Literal["native", "released"] = field(default="native", metadata={
+        "help": "How the mask trains: native (Adam, batch 128, the loss of the answer token) or released (the "
+                "release's ablate.py: AdamW with weight decay 0.01 on the mask logits, batch 500, the LM loss of "
+                "every position)."})
     l0_lambdas: tuple[float, ...] = field(default=(1e-5,), metadata={
         "help": "L0 penalties; several (--l0-lambda 1e-7 5e-7 1e-8) find one subnetwork each and the most "
                 "accurate is transferred.", "option": "--l0-lambda"})
@@ -97,11 +102,12 @@ class SweepSettings:
         return cls(**(settings | changes))
 
     def to_dict(self) -> dict:
-        """The settings as a run folder records them; ``architecture`` only when not native, so folders written
-        before it existed still match their own settings."""
+        """The settings as a run folder records them; ``architecture`` and ``discovery`` only when not native,
+        so folders written before they existed still match their own settings."""
         record = asdict(self)
-        if record["architecture"] == "native":
-            del record["architecture"]
+        for name in ("architecture", "discovery"):
+            if record[name] == "native":
+                del record[name]
         return record | {name: list(getattr(self, name))
                          for name in ("l0_lambdas", "disambiguation", "conditions", "transfer_lrs")}
 

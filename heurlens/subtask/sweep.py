@@ -43,6 +43,7 @@ from heurlens.subtask.training import (
     answer_accuracy,
     batches_of,
     last_token_loss,
+    next_token_loss,
     train_next_token,
 )
 from heurlens.subtask.transfer import transfer_condition
@@ -233,6 +234,21 @@ def result_path(out: Path, condition: str, disambiguation: int, seed: int) -> Pa
 
 
 @dataclass(frozen=True)
+class DiscoveryRecipe:
+    """What ``SweepSettings.discovery`` names: the batch size, the mask scores' AdamW weight decay and the loss."""
+
+    batch_size: int
+    weight_decay: float
+    loss: Callable[[Callable, Tensor], Tensor]
+
+
+DISCOVERY_RECIPES = {
+    "native": DiscoveryRecipe(128, 0.0, last_token_loss),  # heurlens' first reading of Appendix B.1
+    "released": DiscoveryRecipe(500, 0.01, next_token_loss),  # ablate.py and subnet_1e-7/configs.yaml
+}
+
+
+@dataclass(frozen=True)
 class _DiscoveryJob:
     """What the discoveries of one sweep (one per L0 lambda) share."""
 
@@ -252,10 +268,12 @@ def _discovered(job: _DiscoveryJob, l0_lambda: float) -> WeightSubnetwork:
 
     def discover() -> WeightSubnetwork:
         device = device_of(job.trained)
-        batches = [batch.to(device) for batch in batches_of(training_set(subtask, settings.subtask_fraction, 3), 128,
-                                                             torch.Generator().manual_seed(0))]
-        config = DiscoverySettings(epochs=settings.discovery_epochs, l0_lambda=l0_lambda, lr=settings.discovery_lr)
-        subnetwork = discover_subnetwork(job.trained, last_token_loss, batches, config,
+        recipe = DISCOVERY_RECIPES[settings.discovery]
+        batches = [batch.to(device) for batch in batches_of(training_set(subtask, settings.subtask_fraction, 3),
+                                                             recipe.batch_size, torch.Generator().manual_seed(0))]
+        config = DiscoverySettings(epochs=settings.discovery_epochs, l0_lambda=l0_lambda, lr=settings.discovery_lr,
+                                   weight_decay=recipe.weight_decay)
+        subnetwork = discover_subnetwork(job.trained, recipe.loss, batches, config,
                                          description=f"{settings.subtask} subnetwork of a {settings.t1} model",
                                          progress=job.progress)
         binary = masked_forward(job.trained, {name: mask.float() for name, mask in subnetwork.masks.items()})
