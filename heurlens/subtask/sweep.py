@@ -261,29 +261,33 @@ class _DiscoveryJob:
 
 
 def _discovered(job: _DiscoveryJob, l0_lambda: float) -> WeightSubnetwork:
-    """The subtask's subnetwork found with one L0 lambda (kept in ``out/candidates``), scored on the
-    subtask's evaluation set and on T1."""
+    """The subtask's subnetwork found with one L0 lambda (kept in ``out/candidates``)."""
     stem = job.out / "candidates" / f"lambda-{l0_lambda:g}"
-    settings, subtask = job.settings, job.subtask
+    recipe = DISCOVERY_RECIPES[job.settings.discovery]
+    return stored(stem.with_suffix(".json"),
+                  lambda: discover_for_sweep(job.trained, job.t1, job.subtask, job.settings, recipe, l0_lambda,
+                                             job.progress),
+                  lambda sub: sub.save(stem), lambda: WeightSubnetwork.load(stem))
 
-    def discover() -> WeightSubnetwork:
-        device = device_of(job.trained)
-        recipe = DISCOVERY_RECIPES[settings.discovery]
-        batches = [batch.to(device) for batch in batches_of(training_set(subtask, settings.subtask_fraction, 3),
-                                                             recipe.batch_size, torch.Generator().manual_seed(0))]
-        config = DiscoverySettings(epochs=settings.discovery_epochs, l0_lambda=l0_lambda, lr=settings.discovery_lr,
-                                   weight_decay=recipe.weight_decay)
-        subnetwork = discover_subnetwork(job.trained, recipe.loss, batches, config,
-                                         description=f"{settings.subtask} subnetwork of a {settings.t1} model",
-                                         progress=job.progress)
-        binary = masked_forward(job.trained, {name: mask.float() for name, mask in subnetwork.masks.items()})
-        subnetwork.settings["subtask_accuracy"] = answer_accuracy(binary, evaluation_set(subtask, 1000, 1),
-                                                                  device=device)
-        subnetwork.settings["t1_accuracy_of_subnetwork"] = answer_accuracy(binary, evaluation_set(job.t1, 1000, 1),
-                                                                           device=device)
-        return subnetwork
 
-    return stored(stem.with_suffix(".json"), discover, lambda sub: sub.save(stem), lambda: WeightSubnetwork.load(stem))
+def discover_for_sweep(trained: nn.Module, t1: ArithmeticTask, subtask: ArithmeticTask, settings: SweepSettings,
+                       recipe: DiscoveryRecipe, l0_lambda: float, progress: bool = True) -> WeightSubnetwork:
+    """The subtask's subnetwork of the T1 model ``trained`` as a sweep finds it (``settings``' share of the
+    subtask's pairs, epochs and lr; the batch size, weight decay and loss of ``recipe``), scored on 1,000
+    rows of the subtask and of T1 (``settings["subtask_accuracy"]``, ``["t1_accuracy_of_subnetwork"]``)."""
+    device = device_of(trained)
+    batches = [batch.to(device) for batch in batches_of(training_set(subtask, settings.subtask_fraction, 3),
+                                                         recipe.batch_size, torch.Generator().manual_seed(0))]
+    config = DiscoverySettings(epochs=settings.discovery_epochs, l0_lambda=l0_lambda, lr=settings.discovery_lr,
+                               weight_decay=recipe.weight_decay)
+    subnetwork = discover_subnetwork(trained, recipe.loss, batches, config,
+                                     description=f"{settings.subtask} subnetwork of a {settings.t1} model",
+                                     progress=progress)
+    binary = masked_forward(trained, {name: mask.float() for name, mask in subnetwork.masks.items()})
+    subnetwork.settings["subtask_accuracy"] = answer_accuracy(binary, evaluation_set(subtask, 1000, 1), device=device)
+    subnetwork.settings["t1_accuracy_of_subnetwork"] = answer_accuracy(binary, evaluation_set(t1, 1000, 1),
+                                                                       device=device)
+    return subnetwork
 
 
 def summary_table(results: pd.DataFrame) -> pd.DataFrame:
