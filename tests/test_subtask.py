@@ -375,6 +375,33 @@ def test_tiny_sweep_resumes(tmp_path):
         "disambiguation": [0, 5], "conditions": ["subtask induction", "random init"], "seeds": 2}
 
 
+def test_a_sweep_killed_inside_a_count_goes_on_from_its_saved_progress(tmp_path, monkeypatch):
+    """A count killed after its training saved its progress (here: after its last epoch, before any result was
+    written) resumes from ``training-progress/n<samples>/`` to the results of an uninterrupted sweep, and that folder
+    is gone once they are written. (Bit-for-bit resumption mid-training: tests/test_subtask_released_model.py.)"""
+    from heurlens.subtask import batched_training
+
+    settings = SweepSettings(max_value=12, t1_epochs=2, discovery_epochs=2, disambiguation=(5,),
+                             conditions=("subtask induction", "random init"), transfer_epochs=3)
+    whole = run_sweep(tmp_path / "whole", settings, progress=False)
+    assert not (tmp_path / "whole" / "training-progress" / "n5").exists()
+    saved = batched_training._save
+
+    def killed_after_saving(*args):
+        saved(*args)
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patch:
+        patch.setattr(batched_training, "_save", killed_after_saving)
+        with pytest.raises(KeyboardInterrupt):
+            run_sweep(tmp_path / "killed", settings, progress=False)
+    progress_folder = tmp_path / "killed" / "training-progress" / "n5"
+    assert [path.name for path in progress_folder.iterdir()] == ["lr0.001.pt"]  # settings.transfer_lrs == (1e-3,)
+    assert finished_results(tmp_path / "killed").empty
+    assert run_sweep(tmp_path / "killed", settings, progress=False).equals(whole)
+    assert not progress_folder.exists()
+
+
 def test_finished_results_read_a_sweep_cut_short_without_training(tmp_path):
     settings = SweepSettings(max_value=12, t1_epochs=2, discovery_epochs=2, disambiguation=(0, 5),
                              conditions=("subtask induction", "random init"), transfer_epochs=2)

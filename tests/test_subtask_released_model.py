@@ -192,3 +192,61 @@ def test_a_tiny_sweep_on_the_released_architecture_transfers_its_subnetwork(tmp_
     assert run_sweep(tmp_path, settings, progress=False).equals(results)
     with pytest.raises(HeurlensError, match="other settings"):
         run_sweep(tmp_path, SweepSettings(**{**settings.__dict__, "architecture": "native"}), progress=False)
+
+
+class _Killed(Exception):
+    """Stands for the process being killed right after a checkpoint was written."""
+
+
+def test_a_killed_training_together_resumes_from_its_checkpoint_bit_for_bit(tmp_path, monkeypatch):
+    """Transfer models with dropout and frozen subnetwork weights trained together, killed after the checkpoint of
+    epoch 2 of 4 and called again on fresh models, end exactly as the uninterrupted call: the same histories, best
+    epochs and weights (data order, dropout draws and AdamW moments go on where they stopped). A checkpoint of
+    another training (other seeds) or a damaged one is trained over from epoch 0 and overwritten."""
+    from heurlens.subtask import ambiguous_set, batched_training, evaluation_set
+
+    task = ArithmeticTask("a^2+ab", 30, 7)
+    trained = released_arithmetic_model(task, 2, seed=0)
+    sub = WeightSubnetwork({name: torch.rand(p.shape, generator=torch.Generator().manual_seed(1)) < 0.2
+                            for name, p in trained.named_parameters() if name in set(select_weights(trained))})
+    evaluation, test = evaluation_set(task, 200, 11), evaluation_set(task, 200, 12)
+    trains = [ambiguous_set(task, 40, seed) for seed in range(2)]
+
+    def train(checkpoint, seeds=(0, 1)):
+        prepared = [transfer_condition(condition, sub, trained,
+                                       lambda seed: released_arithmetic_model(task, 2, seed, dropout=0.1), 100 + i,
+                                       filling="released") for i, condition in enumerate(["subtask induction",
+                                                                                          "random init"])]
+        assert prepared[0][1] is not None  # one model with frozen entries
+        results = batched_training.train_next_token_together(
+            [model for model, _ in prepared], trains, evaluation, test, 4, 1e-3, 16, [frozen for _, frozen in prepared],
+            list(seeds), progress=False, checkpoint=checkpoint, checkpoint_seconds=0)
+        return results, [p.detach().clone() for model, _ in prepared for p in model.parameters()]
+
+    def same(first, second) -> bool:
+        (results_a, weights_a), (results_b, weights_b) = first, second
+        return results_a == results_b and all(torch.equal(a, b) for a, b in zip(weights_a, weights_b))
+
+    whole = train(None)
+    saved = batched_training._save
+
+    def killed_after_epoch_2(path, identity, progress, *args):
+        saved(path, identity, progress, *args)
+        if progress.epochs_done == 2:
+            raise _Killed
+
+    checkpoint = tmp_path / "lr.pt"
+    with monkeypatch.context() as patch:
+        patch.setattr(batched_training, "_save", killed_after_epoch_2)
+        with pytest.raises(_Killed):
+            train(checkpoint)
+    assert torch.load(checkpoint, weights_only=True)["epochs_done"] == 2
+    assert same(train(checkpoint), whole)
+    assert torch.load(checkpoint, weights_only=True)["epochs_done"] == 4
+    assert same(train(checkpoint), whole)  # a finished training's checkpoint gives its results back
+
+    other_seeds = train(None, seeds=(5, 6))
+    assert not same(other_seeds, whole)
+    assert same(train(checkpoint, seeds=(5, 6)), other_seeds)  # another training's checkpoint is not used
+    checkpoint.write_bytes(checkpoint.read_bytes()[:1000])  # cut short
+    assert same(train(checkpoint), whole)

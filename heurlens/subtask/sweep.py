@@ -12,7 +12,9 @@
 Files in OUT: ``t1-model.safetensors``, ``candidates/lambda-*.{json,safetensors}`` (one per L0 lambda),
 ``subnetwork.{json,safetensors}`` (the one transferred) and one
 ``results/<condition>-n<samples>-s<seed>.json`` per run, each written atomically once finished;
-a repeated call skips whatever is on disk. ``settings.json`` guards against mixing settings.
+a repeated call skips whatever is on disk. While a count trains, ``training-progress/n<samples>/lr<lr>.pt``
+holds its progress (saved once a minute), so a killed count goes on from there; it is deleted once the count's
+results are written. ``settings.json`` guards against mixing settings.
 ``finished_results(out)`` reads the runs finished so far, while a sweep runs or after it was cut short.
 """
 
@@ -35,7 +37,7 @@ from heurlens.devices import device_of, resolve_device
 from heurlens.distributed import Workers, run_each
 from heurlens.errors import HeurlensError
 from heurlens.subtask.arithmetic import ArithmeticTask, ambiguous_set, evaluation_set, training_set
-from heurlens.subtask.batched_training import train_together_with_lr_search
+from heurlens.subtask.batched_training import checkpoint_path, train_together_with_lr_search
 from heurlens.subtask.masks import DiscoverySettings, discover_subnetwork, masked_forward
 from heurlens.subtask.settings import Filling, SweepSettings
 from heurlens.subtask.training import (
@@ -198,25 +200,29 @@ def _train_at_count(job: _TransferJob, n: int) -> None:
     """Train every pending run at ``n`` disambiguation samples (all on 1000 + n rows: one stacked training)
     and write each run's result file atomically."""
     settings, pending = job.settings, _pending(job, n)
+    checkpoints = job.out / "training-progress" / f"n{n}"
     results = train_transfer_runs(pending, n, job.subnetwork, job.trained,
                                   partial(settings.model_factory(job.t1), device=device_of(job.trained)), job.t2,
                                   settings.filling, settings.transfer_lrs, settings.transfer_epochs,
-                                  settings.batch_size, job.progress)
+                                  settings.batch_size, job.progress, checkpoints=checkpoints)
     for (condition, seed), result in zip(pending, results):
         atomic_write_json(result_path(job.out, condition, n, seed),
                           {"condition": condition, "disambiguation": n, "seed": seed,
                            "best_eval_accuracy": result.best_eval_accuracy, "test_accuracy": result.test_accuracy,
                            "lr": result.lr})
+    for lr in settings.transfer_lrs:  # every result is on disk: the progress saved on the way is not needed
+        checkpoint_path(checkpoints, lr).unlink(missing_ok=True)
+    checkpoints.rmdir()
 
 
 def train_transfer_runs(runs: Sequence[tuple[str, int]], n: int, subnetwork: WeightSubnetwork, trained: nn.Module,
                         make_model: Callable[[int], nn.Module], t2: ArithmeticTask, filling: Filling,
                         lrs: Sequence[float], epochs: int, batch_size: int, progress: bool = True,
-                        weight_decay: float = 0.01) -> list[TrainingResult]:
+                        weight_decay: float = 0.01, checkpoints: Path | None = None) -> list[TrainingResult]:
     """The sweep's transfer runs ``(condition, seed)`` at ``n`` disambiguation samples, trained together: the model
     ``make_model(seed + 100)`` prepared for its condition (``transfer_condition``), trained on T2's ambiguous set plus
     ``n`` samples drawn from ``seed``, its epoch chosen on 1,000 evaluation rows (seed 11) and tested on 1,000 more
-    (seed 12), over the learning rates ``lrs``."""
+    (seed 12), over the learning rates ``lrs``; resumable from the folder ``checkpoints`` when given."""
     def prepared() -> list[tuple[nn.Module, FrozenWeights | None]]:
         return [transfer_condition(condition, subnetwork, trained, make_model, seed + 100, filling)
                 for condition, seed in runs]
@@ -224,7 +230,7 @@ def train_transfer_runs(runs: Sequence[tuple[str, int]], n: int, subnetwork: Wei
     return train_together_with_lr_search(
         prepared, lrs, [ambiguous_set(t2, n, seed) for _, seed in runs], evaluation_set(t2, 1000, 11),
         evaluation_set(t2, 1000, 12), epochs, batch_size, [seed for _, seed in runs], progress,
-        f"{len(runs)} runs at {n} samples", weight_decay)
+        f"{len(runs)} runs at {n} samples", weight_decay, checkpoints)
 
 
 def result_path(out: Path, condition: str, disambiguation: int, seed: int) -> Path:
