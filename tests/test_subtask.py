@@ -1,6 +1,7 @@
 """Subtask Induction: the mask math, frozen transfer, random controls, data generators, and a
 tiny resumable sweep."""
 
+import fcntl
 import json
 import subprocess
 import sys
@@ -396,8 +397,13 @@ def test_a_sweep_killed_inside_a_count_goes_on_from_its_saved_progress(tmp_path,
         with pytest.raises(KeyboardInterrupt):
             run_sweep(tmp_path / "killed", settings, progress=False)
     progress_folder = tmp_path / "killed" / "training-progress" / "n5"
-    assert [path.name for path in progress_folder.iterdir()] == ["lr0.001.pt"]  # settings.transfer_lrs == (1e-3,)
+    assert sorted(path.name for path in progress_folder.iterdir()) == [".heurlens.lock", "lr0.001.pt"]  # lr 1e-3
     assert finished_results(tmp_path / "killed").empty
+    with open(progress_folder / ".heurlens.lock") as lock:  # as a second process training this count holds it
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with pytest.raises(HeurlensError, match="another heurlens process is writing to the progress folder of the "
+                                                "runs at 5 samples"):
+            run_sweep(tmp_path / "killed", settings, progress=False)
     assert run_sweep(tmp_path / "killed", settings, progress=False).equals(whole)
     assert not progress_folder.exists()
 

@@ -36,6 +36,7 @@ from heurlens.cache import atomic_save_tensors, atomic_write_json, guard_run_set
 from heurlens.devices import device_of, resolve_device
 from heurlens.distributed import Workers, run_each
 from heurlens.errors import HeurlensError
+from heurlens.run_folders import LOCK_FILE, exclusive
 from heurlens.subtask.arithmetic import ArithmeticTask, ambiguous_set, evaluation_set, training_set
 from heurlens.subtask.batched_training import checkpoint_path, train_together_with_lr_search
 from heurlens.subtask.masks import DiscoverySettings, discover_subnetwork, masked_forward
@@ -198,21 +199,26 @@ def _finished(path: Path) -> bool:
 
 def _train_at_count(job: _TransferJob, n: int) -> None:
     """Train every pending run at ``n`` disambiguation samples (all on 1000 + n rows: one stacked training)
-    and write each run's result file atomically."""
-    settings, pending = job.settings, _pending(job, n)
-    checkpoints = job.out / "training-progress" / f"n{n}"
-    results = train_transfer_runs(pending, n, job.subnetwork, job.trained,
-                                  partial(settings.model_factory(job.t1), device=device_of(job.trained)), job.t2,
-                                  settings.filling, settings.transfer_lrs, settings.transfer_epochs,
-                                  settings.batch_size, job.progress, checkpoints=checkpoints)
-    for (condition, seed), result in zip(pending, results):
-        atomic_write_json(result_path(job.out, condition, n, seed),
-                          {"condition": condition, "disambiguation": n, "seed": seed,
-                           "best_eval_accuracy": result.best_eval_accuracy, "test_accuracy": result.test_accuracy,
-                           "lr": result.lr})
-    for lr in settings.transfer_lrs:  # every result is on disk: the progress saved on the way is not needed
-        checkpoint_path(checkpoints, lr).unlink(missing_ok=True)
-    checkpoints.rmdir()
+    and write each run's result file atomically. The count's progress folder is locked meanwhile: a second
+    process asked for the same count is refused instead of training it twice."""
+    settings, checkpoints = job.settings, job.out / "training-progress" / f"n{n}"
+    checkpoints.mkdir(parents=True, exist_ok=True)
+    with exclusive(checkpoints, f"the progress folder of the runs at {n} samples,"):
+        pending = _pending(job, n)  # read under the lock: another process may have just finished them
+        if not pending:
+            return
+        results = train_transfer_runs(pending, n, job.subnetwork, job.trained,
+                                      partial(settings.model_factory(job.t1), device=device_of(job.trained)),
+                                      job.t2, settings.filling, settings.transfer_lrs, settings.transfer_epochs,
+                                      settings.batch_size, job.progress, checkpoints=checkpoints)
+        for (condition, seed), result in zip(pending, results):
+            atomic_write_json(result_path(job.out, condition, n, seed),
+                              {"condition": condition, "disambiguation": n, "seed": seed,
+                               "best_eval_accuracy": result.best_eval_accuracy,
+                               "test_accuracy": result.test_accuracy, "lr": result.lr})
+        for path in [checkpoint_path(checkpoints, lr) for lr in settings.transfer_lrs] + [checkpoints / LOCK_FILE]:
+            path.unlink(missing_ok=True)  # every result is on disk: the progress saved on the way is not needed
+        checkpoints.rmdir()
 
 
 def train_transfer_runs(runs: Sequence[tuple[str, int]], n: int, subnetwork: WeightSubnetwork, trained: nn.Module,
