@@ -167,8 +167,9 @@ def train_next_token_together(models: Sequence[nn.Module], trains: Sequence[Int[
     optimizer = torch.optim.AdamW(stacked.parameters.values(), lr=lr, weight_decay=weight_decay, fused=True)
     generators = [torch.Generator().manual_seed(seed) for seed in seeds]
     progress_state = _Progress(epochs_done=0, best=[(-1.0, 0.0)] * count, histories=[[] for _ in range(count)])
-    identity = _fingerprint(stacked, held, trains, evaluation, test,
-                            dict(epochs=epochs, lr=lr, batch_size=batch_size, seeds=seeds, weight_decay=weight_decay))
+    identity = "" if checkpoint is None else _fingerprint(
+        stacked, held, trains, evaluation, test,
+        dict(epochs=epochs, lr=lr, batch_size=batch_size, seeds=seeds, weight_decay=weight_decay))
     with seeded_dropout(seeds[0], device):  # each model its own masks, all drawn from the first seed
         if checkpoint is not None:
             progress_state = _resume(checkpoint, identity, stacked, optimizer, generators, device) or progress_state
