@@ -10,7 +10,8 @@ reported while it runs in the background.
 
 The page (``--docs``) holds, per depth, T1's accuracy, the subnetwork's size beside the paper's Table 3, the
 candidates, the accuracy table, the data each condition needs to reach 99% beside the paper's statements, and one
-plotly figure per depth.
+plotly figure per depth. A reading written by hand at the end of the page, after the line ``HAND_WRITTEN``, is
+kept when the page is written again.
 
 Run: .venv/bin/python analyses/subtask_induction_figure3_arithmetic.py [--depth 2 runs/transfer] [--seeds 3]
      .venv/bin/python analyses/subtask_induction_figure3_arithmetic.py --preset paper --l0-lambda 1e-7 --seeds 3 \\
@@ -206,8 +207,17 @@ def main() -> None:
              f"{' --report-only' if args.report_only else ''}` on this project's 2-core CPU "
              f"({(time.time() - start) / 60:.1f} min for this call; parts already on disk are not recomputed).\n",
              *sections]
-    args.docs.write_text("\n".join(lines))
+    args.docs.write_text("\n".join(lines + hand_written_part(args.docs)))
     print("\n".join(lines))
+
+
+HAND_WRITTEN = "<!-- Written by hand from here on: analyses/subtask_induction_figure3_arithmetic.py keeps it. -->"
+
+
+def hand_written_part(page: Path) -> list[str]:
+    """The end of an existing ``page`` from the line ``HAND_WRITTEN`` on (a reading of the tables), or nothing."""
+    text = page.read_text() if page.exists() else ""
+    return [text[text.index(HAND_WRITTEN):]] if HAND_WRITTEN in text else []
 
 
 if __name__ == "__main__":
