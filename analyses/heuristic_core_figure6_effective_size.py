@@ -9,6 +9,9 @@ Make the inputs first (resumable; about an hour on this 2-core CPU):
     .venv/bin/heurlens prune --sparsity 0.1 0.2 0.3 0.4 0.5 0.6 0.7 --seeds 3 --out runs/prune-default
 
 then: .venv/bin/python analyses/heuristic_core_figure6_effective_size.py
+
+A reading written by hand at the end of the page, after a line starting with
+``heurlens.analysis.results_page.HAND_WRITTEN``, is kept when the page is written again.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import pandas as pd
 from heurlens.analysis.core_over_training import checkpoint_subnetworks, core_presence, core_presence_figure
 from heurlens.analysis.effective_size import DATA_KINDS, EFFECTIVE_SIZE_FILE, effective_size_figure
 from heurlens.analysis.overlap import heuristic_core
+from heurlens.analysis.results_page import write_results_page
 from heurlens.pruning.runs import subnetworks_by_sparsity
 from heurlens.pruning.settings import PruneSettings
 from heurlens.units import format_units, parse_units
@@ -114,7 +118,7 @@ def main() -> None:
              f"subnetworks keeping each head (figure: [{args.docs.stem}-core.html]({args.docs.stem}-core.html)); the "
              "last row, the fraction of all heads they keep, is what a head kept at random would show:\n",
              wide.reset_index().to_markdown(index=False), ""]
-    args.docs.write_text("\n".join(lines))
+    write_results_page(args.docs, "\n".join(lines))
     print("\n".join(lines))
 
 

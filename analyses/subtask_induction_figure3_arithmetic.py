@@ -10,8 +10,8 @@ reported while it runs in the background.
 
 The page (``--docs``) holds, per depth, T1's accuracy, the subnetwork's size beside the paper's Table 3, the
 candidates, the accuracy table, the data each condition needs to reach 99% beside the paper's statements, and one
-plotly figure per depth. A reading written by hand at the end of the page, after the line ``HAND_WRITTEN``, is
-kept when the page is written again.
+plotly figure per depth. A reading written by hand at the end of the page, after a line starting with
+``heurlens.analysis.results_page.HAND_WRITTEN``, is kept when the page is written again.
 
 Run: .venv/bin/python analyses/subtask_induction_figure3_arithmetic.py [--depth 2 runs/transfer] [--seeds 3]
      .venv/bin/python analyses/subtask_induction_figure3_arithmetic.py --preset paper --l0-lambda 1e-7 --seeds 3 \\
@@ -30,6 +30,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from heurlens.analysis.results_page import write_results_page
 from heurlens.cache import guard_run_settings
 from heurlens.distributed import Workers
 from heurlens.subtask.settings import FIGURE3_CONDITIONS, FILLINGS
@@ -207,17 +208,8 @@ def main() -> None:
              f"{' --report-only' if args.report_only else ''}` on this project's 2-core CPU "
              f"({(time.time() - start) / 60:.1f} min for this call; parts already on disk are not recomputed).\n",
              *sections]
-    args.docs.write_text("\n".join(lines + hand_written_part(args.docs)))
+    write_results_page(args.docs, "\n".join(lines))
     print("\n".join(lines))
-
-
-HAND_WRITTEN = "<!-- Written by hand from here on: analyses/subtask_induction_figure3_arithmetic.py keeps it. -->"
-
-
-def hand_written_part(page: Path) -> list[str]:
-    """The end of an existing ``page`` from the line ``HAND_WRITTEN`` on (a reading of the tables), or nothing."""
-    text = page.read_text() if page.exists() else ""
-    return [text[text.index(HAND_WRITTEN):]] if HAND_WRITTEN in text else []
 
 
 if __name__ == "__main__":
