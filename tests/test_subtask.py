@@ -407,6 +407,19 @@ def test_a_sweep_killed_inside_a_count_goes_on_from_its_saved_progress(tmp_path,
     assert run_sweep(tmp_path / "killed", settings, progress=False).equals(whole)
     assert not progress_folder.exists()
 
+    # A process that found the count pending, then waited while another finished it, leaves no folder behind.
+    from heurlens.subtask import sweep
+    pending = sweep._pending
+
+    def finished_meanwhile(job, n):
+        return [] if progress_folder.exists() else pending(job, n)  # pending before the lock, done under it
+
+    result_path(tmp_path / "killed", "random init", 5, 0).unlink()
+    with monkeypatch.context() as patch:
+        patch.setattr(sweep, "_pending", finished_meanwhile)
+        run_sweep(tmp_path / "killed", settings, progress=False)
+    assert not progress_folder.exists()
+
 
 def test_finished_results_read_a_sweep_cut_short_without_training(tmp_path):
     settings = SweepSettings(max_value=12, t1_epochs=2, discovery_epochs=2, disambiguation=(0, 5),

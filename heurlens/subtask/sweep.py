@@ -205,17 +205,16 @@ def _train_at_count(job: _TransferJob, n: int) -> None:
     checkpoints.mkdir(parents=True, exist_ok=True)
     with exclusive(checkpoints, f"the progress folder of the runs at {n} samples,"):
         pending = _pending(job, n)  # read under the lock: another process may have just finished them
-        if not pending:
-            return
-        results = train_transfer_runs(pending, n, job.subnetwork, job.trained,
-                                      partial(settings.model_factory(job.t1), device=device_of(job.trained)),
-                                      job.t2, settings.filling, settings.transfer_lrs, settings.transfer_epochs,
-                                      settings.batch_size, job.progress, checkpoints=checkpoints)
-        for (condition, seed), result in zip(pending, results):
-            atomic_write_json(result_path(job.out, condition, n, seed),
-                              {"condition": condition, "disambiguation": n, "seed": seed,
-                               "best_eval_accuracy": result.best_eval_accuracy,
-                               "test_accuracy": result.test_accuracy, "lr": result.lr})
+        if pending:
+            results = train_transfer_runs(pending, n, job.subnetwork, job.trained,
+                                          partial(settings.model_factory(job.t1), device=device_of(job.trained)),
+                                          job.t2, settings.filling, settings.transfer_lrs, settings.transfer_epochs,
+                                          settings.batch_size, job.progress, checkpoints=checkpoints)
+            for (condition, seed), result in zip(pending, results):
+                atomic_write_json(result_path(job.out, condition, n, seed),
+                                  {"condition": condition, "disambiguation": n, "seed": seed,
+                                   "best_eval_accuracy": result.best_eval_accuracy,
+                                   "test_accuracy": result.test_accuracy, "lr": result.lr})
         for path in [checkpoint_path(checkpoints, lr) for lr in settings.transfer_lrs] + [checkpoints / LOCK_FILE]:
             path.unlink(missing_ok=True)  # every result is on disk: the progress saved on the way is not needed
         checkpoints.rmdir()
