@@ -1,14 +1,16 @@
 """What every training loop of heurlens shares: the model's own weights held still while masks
 train (``frozen_parameters``), entries of weights that must never move while the rest trains
-(``FrozenWeights``), one optimizer step that respects them (``optimizer_step``), and float32
-denormals flushed to zero where masks saturate (``run_with_denormals_flushed``)."""
+(``FrozenWeights``), one optimizer step that respects them (``optimizer_step``), float32
+denormals flushed to zero where masks saturate (``run_with_denormals_flushed``), and the global random
+state a killed training saves so that, resumed, it draws the same dropout masks (``random_state``,
+``restore_random_state``)."""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import torch
 from jaxtyping import Bool
@@ -103,3 +105,18 @@ def optimizer_step(optimizer: torch.optim.Optimizer, loss: Tensor, frozen: Froze
     optimizer.step()
     if frozen is not None:
         frozen.restore()
+
+
+def random_state(device: torch.device) -> dict[str, Tensor | None]:
+    """torch's global random state, to save beside a checkpoint: the CPU generator's (``rng``) and, when the
+    training runs on a GPU, that device's (``cuda_rng``), which dropout draws from there; None on the CPU."""
+    return {"rng": torch.get_rng_state(),
+            "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None}
+
+
+def restore_random_state(state: Mapping[str, Any], device: torch.device) -> None:
+    """Set torch's global random state back to what ``random_state`` returned (read from a checkpoint's keys
+    ``rng`` and ``cuda_rng``; the GPU's is restored only when the training runs on one and it was saved)."""
+    torch.set_rng_state(state["rng"])
+    if device.type == "cuda" and state.get("cuda_rng") is not None:
+        torch.cuda.set_rng_state(state["cuda_rng"], device)

@@ -1,10 +1,19 @@
-"""The shared training helpers: frozen parameters restored whatever happens, frozen entries kept bit for bit."""
+"""The shared training helpers: frozen parameters restored whatever happens, frozen entries kept bit for bit, the
+random state a resumed training restores."""
+
+import io
 
 import pytest
 import torch
 from torch import nn
 
-from heurlens.training_helpers import FrozenWeights, frozen_parameters, optimizer_step
+from heurlens.training_helpers import (
+    FrozenWeights,
+    frozen_parameters,
+    optimizer_step,
+    random_state,
+    restore_random_state,
+)
 
 
 def test_frozen_parameters_restore_after_an_error_and_leave_frozen_ones_frozen():
@@ -37,3 +46,21 @@ def test_frozen_entries_stay_bit_for_bit_under_weight_decay():
     frozen.remove()
     optimizer_step(optimizer, model(torch.randn(8, 4)).pow(2).mean())
     assert not torch.equal(model.weight[mask], before[mask])  # hooks removed: the diagonal trains again
+
+
+def test_the_saved_random_state_gives_the_same_dropout_masks_again_after_other_draws() -> None:
+    """A resumed training draws the dropout masks the uninterrupted one would have drawn: the state restored
+    from a checkpoint (through torch.save and back) replays the draws, whatever was drawn since."""
+    cpu = torch.device("cpu")
+    torch.manual_seed(3)
+    buffer = io.BytesIO()
+    torch.save(random_state(cpu), buffer)
+    first = nn.functional.dropout(torch.ones(64), p=0.5, training=True)
+    torch.rand(1000)  # what the killed process drew afterwards
+    buffer.seek(0)
+    saved = torch.load(buffer, weights_only=True)
+    assert saved["cuda_rng"] is None  # a CPU training keeps no GPU state
+    restore_random_state(saved, cpu)
+    again = nn.functional.dropout(torch.ones(64), p=0.5, training=True)
+    assert torch.equal(first, again)
+    assert not torch.equal(first, nn.functional.dropout(torch.ones(64), p=0.5, training=True))

@@ -36,6 +36,7 @@ from heurlens.devices import resolve_device, to_device
 from heurlens.errors import HeurlensError
 from heurlens.models.settings import FinetuneSettings
 from heurlens.run_folders import LOCK_FILE, check_writable_dir, exclusive, refuse_foreign_dir
+from heurlens.training_helpers import random_state, restore_random_state
 
 FINETUNE_RECORD = "heurlens_finetune.json"  # written last: marks a finished fine-tuning run, lists its files
 RESUME_STATE = "resume.pt"
@@ -195,9 +196,7 @@ def _resume(work: Path, run: dict, model, optimizer, schedule, device: torch.dev
     model.load_state_dict(state["model"])
     optimizer.load_state_dict(state["optimizer"])
     schedule.load_state_dict(state["schedule"])
-    torch.set_rng_state(state["rng"])
-    if device.type == "cuda" and state.get("cuda_rng") is not None:  # dropout on the GPU draws from its own
-        torch.cuda.set_rng_state(state["cuda_rng"], device)
+    restore_random_state(state, device)
     return int(state["step"]), float(state["seconds"])
 
 
@@ -207,8 +206,7 @@ def _save_resume_state(work: Path, run: dict, model, optimizer, schedule, step: 
     temporary = work / (RESUME_STATE + ".tmp")
     torch.save({"run": json.dumps(run, sort_keys=True), "model": model.state_dict(),
                 "optimizer": optimizer.state_dict(), "schedule": schedule.state_dict(),
-                "rng": torch.get_rng_state(), "step": step, "seconds": seconds,
-                "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None}, temporary)
+                "step": step, "seconds": seconds, **random_state(device)}, temporary)
     os.replace(temporary, work / RESUME_STATE)
 
 

@@ -43,7 +43,7 @@ from heurlens.subtask.training import (
     best_by_evaluation,
     seeded_dropout,
 )
-from heurlens.training_helpers import FrozenWeights
+from heurlens.training_helpers import FrozenWeights, random_state, restore_random_state
 
 
 def native_module(model: nn.Module) -> nn.Module:
@@ -260,8 +260,7 @@ def _save(path: Path, identity: str, progress: _Progress, stacked: StackedModels
                 "histories": json.dumps(progress.histories),
                 "parameters": {name: stack.detach().cpu() for name, stack in stacked.parameters.items()},
                 "optimizer": optimizer.state_dict(), "generators": [g.get_state() for g in generators],
-                "rng": torch.get_rng_state(),
-                "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None}, buffer)
+                **random_state(device)}, buffer)
     atomic_write_bytes(path, buffer.getvalue())
 
 
@@ -281,7 +280,5 @@ def _resume(path: Path, identity: str, stacked: StackedModels, optimizer: torch.
     optimizer.load_state_dict(state["optimizer"])
     for generator, generator_state in zip(generators, state["generators"]):
         generator.set_state(generator_state)
-    torch.set_rng_state(state["rng"])
-    if device.type == "cuda" and state["cuda_rng"] is not None:  # dropout on the GPU draws from its own
-        torch.cuda.set_rng_state(state["cuda_rng"], device)
+    restore_random_state(state, device)
     return _Progress(int(state["epochs_done"]), [tuple(pair) for pair in state["best"]], json.loads(state["histories"]))
