@@ -16,6 +16,7 @@ _EXPORTS = {
     "UnitMeans": ".means", "compute_means": ".means",
     "HookedClassifier": ".models", "load_model": ".models", "wrap_bridge": ".models",
     "HookedModel": ".protocols", "Metric": ".protocols", "Loss": ".protocols", "Task": ".protocols",
+    "is_hooked_model": ".protocols", "is_task": ".protocols",
     "PruneSettings": ".pruning", "Subnetwork": ".pruning", "accuracy_table": ".pruning",
     "evaluate_subnetworks": ".pruning", "prune": ".pruning",
     "TokenSet": ".tasks", "tokenize_texts": ".tasks",
@@ -51,6 +52,8 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors (nev
     from heurlens.protocols import Loss as Loss
     from heurlens.protocols import Metric as Metric
     from heurlens.protocols import Task as Task
+    from heurlens.protocols import is_hooked_model as is_hooked_model
+    from heurlens.protocols import is_task as is_task
     from heurlens.pruning.runs import accuracy_table as accuracy_table
     from heurlens.pruning.runs import evaluate_subnetworks as evaluate_subnetworks
     from heurlens.pruning.runs import prune as prune

@@ -12,17 +12,23 @@ works, whatever its class.
 - ``Metric``: a function of (scores, task) to a float, evaluated on the full and the ablated model (as
   TransformerLens' ``patching_metric``); ``Loss``: a differentiable function of (masked model's scores, full
   model's scores, the batch's example indices in the task) that pruning minimises.
+
+``is_hooked_model(x)`` and ``is_task(x)`` tell whether an object has a protocol's members, on every Python.
+``isinstance`` against a runtime protocol cannot: from Python 3.12 on it looks members up with
+``inspect.getattr_static``, which does not see what ``nn.Module.__getattr__`` serves (a ``HookedClassifier``'s
+``bridge`` lives in ``_modules``), so the protocols here are not ``runtime_checkable``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from jaxtyping import Float, Int
 from torch import Tensor
 from transformer_lens.hook_points import HookFunction
+from typing_extensions import TypeIs, get_protocol_members
 
 if TYPE_CHECKING:
     from transformer_lens.model_bridge import TransformerBridge
@@ -31,7 +37,6 @@ Batch = dict[str, Tensor]  # input_ids, attention_mask and (BERT) token_type_ids
 HookList = list[tuple[str, HookFunction]]  # (hook point name, hook function), as TransformerLens' hooks() takes
 
 
-@runtime_checkable
 class HookedModel(Protocol):
     """A model heurlens can ablate, prune and read: layers of heads and one MLP each at TransformerLens hook
     points (``blocks.{L}.attn.hook_z``, ``blocks.{L}.hook_mlp_out``), a tokenizer, and a forward pass on a
@@ -69,7 +74,6 @@ class HookedModel(Protocol):
     def eval(self) -> Any: ...
 
 
-@runtime_checkable
 class Task(Protocol):
     """Named, tokenised examples in batches, and how the model's scores on them are judged."""
 
@@ -87,3 +91,19 @@ Metric = Callable[[Float[Tensor, "example output"], Task], float]
 Metrics = Mapping[str, Metric]
 Loss = Callable[[Float[Tensor, "batch output"], Float[Tensor, "batch output"], Int[Tensor, " batch"]], Tensor]
 Tasks = Sequence[Task]
+
+
+def _has_members(obj: object, protocol: type) -> bool:
+    """Whether ``obj`` has every member of ``protocol``, looked up as Python code would (``hasattr``, which sees
+    ``__getattr__``: an ``nn.Module``'s submodules and parameters)."""
+    return all(hasattr(obj, name) for name in get_protocol_members(protocol))
+
+
+def is_hooked_model(obj: object) -> TypeIs[HookedModel]:
+    """Whether ``obj`` has every member of ``HookedModel`` (a ``HookedClassifier``, or a user's own class)."""
+    return _has_members(obj, HookedModel)
+
+
+def is_task(obj: object) -> TypeIs[Task]:
+    """Whether ``obj`` has every member of ``Task`` (``EvalSet``, ``PromptSet``, ``TokenSet``, or a user's own)."""
+    return _has_members(obj, Task)

@@ -12,7 +12,7 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from heurlens.errors import HeurlensError
-from heurlens.protocols import Batch, HookedModel, Task
+from heurlens.protocols import Batch, HookedModel, Task, is_task
 
 TaskLike = Task | Sequence[str] | Tensor  # what the library's functions accept as data
 
@@ -68,7 +68,7 @@ def as_task(model: HookedModel, data: TaskLike, add_special_tokens: bool = True)
     batched (``token_batches``). Anything else, or nothing, is refused naming what to pass."""
     if isinstance(data, Tensor):
         return token_batches(data)
-    if isinstance(data, Task):
+    if is_task(data):
         if not data.batches:
             raise HeurlensError(f"the task {data.name!r} has no examples; give it at least one")
         return data

@@ -9,7 +9,7 @@ from transformer_lens.model_bridge import TransformerBridge
 import heurlens
 from heurlens.errors import HeurlensError
 from heurlens.models.classifier import as_model
-from heurlens.protocols import HookedModel, Task
+from heurlens.protocols import is_hooked_model, is_task
 from heurlens.tasks import TokenSet, token_batches
 from heurlens.units import Unit, as_units
 
@@ -31,7 +31,7 @@ def test_units_are_accepted_as_strings_units_or_lists_of_either():
 
 def test_a_bridge_is_a_model_in_one_call(llama_bridge):
     model = heurlens.wrap_bridge(llama_bridge)
-    assert isinstance(model, HookedModel) and model.n_layers == 2 and model.n_heads == 4 and model.labels is None
+    assert is_hooked_model(model) and model.n_layers == 2 and model.n_heads == 4 and model.labels is None
     assert heurlens.load_model(llama_bridge).fingerprint() == model.fingerprint() == as_model(llama_bridge).fingerprint()
     assert heurlens.HookedClassifier(llama_bridge).fingerprint() == model.fingerprint()
     batch = model.tokenizer(["the man sees the", "a dog"], padding=True, return_tensors="pt")
@@ -40,6 +40,27 @@ def test_a_bridge_is_a_model_in_one_call(llama_bridge):
     assert scores.shape == (2, 11) and torch.allclose(scores[1], direct, atol=1e-5)
     with pytest.raises(HeurlensError, match="not a model heurlens can use"):
         as_model(torch.nn.Linear(2, 2))
+
+
+def test_a_model_is_recognised_by_its_members_on_every_python(llama_bridge):
+    """From Python 3.12 on, isinstance against a runtime Protocol does not see an nn.Module's submodules (kept in
+    ``_modules``, served by ``__getattr__``): every model command failed there. The check goes by hasattr."""
+    model = heurlens.wrap_bridge(llama_bridge)
+    assert "bridge" not in vars(model) and as_model(model) is model
+
+    class Delegating:  # a user's own structural model: every member but the call served by __getattr__
+        def __init__(self, inner):
+            self.inner = inner
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+        def __call__(self, *args, **kwargs):
+            return self.inner(*args, **kwargs)
+
+    own = Delegating(model)
+    assert as_model(own) is own and heurlens.is_hooked_model(own) and not heurlens.is_hooked_model(llama_bridge)
+    assert heurlens.compute_means(own, ["the man sees the"]).heads[0].shape == (4, model.d_head)
 
 
 def test_means_need_only_tokens_and_agree_across_the_ways_of_giving_them(llama_bridge):
@@ -73,7 +94,7 @@ def test_special_tokens_can_be_left_out_for_means_and_prompts(tiny_bert_dir):
 
 def test_a_token_set_has_no_accuracy_and_is_a_task(llama_bridge):
     data = heurlens.tokenize_texts(heurlens.wrap_bridge(llama_bridge), ["the man", "a dog sees"])
-    assert isinstance(data, Task) and isinstance(data, TokenSet) and len(data) == 2
+    assert is_task(data) and isinstance(data, TokenSet) and len(data) == 2
     with pytest.raises(HeurlensError, match="no labels or answers"):
         heurlens.ablate(llama_bridge, "L0.H0", [data], "zero")
 

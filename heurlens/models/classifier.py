@@ -25,7 +25,7 @@ from transformer_lens.model_bridge.exceptions import StopAtLayerException
 
 from heurlens.devices import device_of
 from heurlens.errors import HeurlensError
-from heurlens.protocols import HookedModel, HookList
+from heurlens.protocols import HookedModel, HookList, is_hooked_model
 
 Pooling = Literal["first", "last"]
 
@@ -159,7 +159,7 @@ def as_model(model: HookedModel | TransformerBridge) -> HookedModel:
     (``HookedClassifier`` or any structural match) is used as it is; anything else is refused."""
     if isinstance(model, TransformerBridge):
         return wrap_bridge(model)
-    if isinstance(model, HookedModel):
+    if is_hooked_model(model):
         return model
     raise HeurlensError(f"a {type(model).__name__} is not a model heurlens can use: pass a TransformerLens "
                         "TransformerBridge, or what heurlens.load_model returns")
