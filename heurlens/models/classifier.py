@@ -12,7 +12,6 @@ A next-token model (no head) is scored on the last non-padding position of its v
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Literal, cast
@@ -25,6 +24,7 @@ from transformer_lens.model_bridge.exceptions import StopAtLayerException
 
 from heurlens.devices import device_of
 from heurlens.errors import HeurlensError
+from heurlens.model_identity import remembered, weights_digest
 from heurlens.protocols import HookedModel, HookList, is_hooked_model
 
 Pooling = Literal["first", "last"]
@@ -115,8 +115,14 @@ class HookedClassifier(nn.Module):
 
     def fingerprint(self) -> str:
         """sha256 (first 16 hex digits) of every weight, in name order, and of the tokenizer's vocabulary:
-        identifies what the model computes, whatever path or name it was loaded by."""
-        digest = self._weights_digest(hashlib.sha256())
+        identifies what the model computes, whatever path or name it was loaded by. Hashed once per state of the
+        weights (``heurlens.model_identity``): a weight changed in place gives a new fingerprint."""
+        tokenizer = self.tokenizer
+        return remembered(self, "fingerprint", (id(tokenizer), len(tokenizer) if tokenizer is not None else 0),
+                          self._fingerprint)
+
+    def _fingerprint(self) -> str:
+        digest = weights_digest(self)
         if self.tokenizer is not None:
             digest.update(repr(sorted(self.tokenizer.get_vocab().items())).encode())
             digest.update(repr(sorted(map(str, self.tokenizer.all_special_tokens))).encode())
@@ -124,15 +130,11 @@ class HookedClassifier(nn.Module):
 
     def known_fingerprints(self) -> tuple[str, str]:
         """This model's fingerprint and the one heurlens recorded before 2026-11-23 (the model id as typed,
-        then the weights), so run folders written then still match. Each hashes every weight: compute once
-        per check, not once per subnetwork."""
-        return self.fingerprint(), self._weights_digest(hashlib.sha256(self.model_id.encode())).hexdigest()[:16]
-
-    def _weights_digest(self, digest):
-        for name, tensor in sorted(self.state_dict().items()):
-            digest.update(name.encode())
-            digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
-        return digest
+        then the weights), so run folders written then still match. Each is hashed once per state of the
+        weights."""
+        legacy = remembered(self, "legacy fingerprint", (self.model_id,),
+                            lambda: weights_digest(self, self.model_id.encode()).hexdigest()[:16])
+        return self.fingerprint(), legacy
 
 
 def padded_right(tokenizer):
