@@ -54,6 +54,14 @@ def device_of(model: object) -> torch.device:
     return first.device if isinstance(first, Tensor) else torch.device("cpu")
 
 
+def weights_dtype_of(model: object) -> torch.dtype:
+    """The precision of a model's floating-point weights (float32 for a model without any)."""
+    parameters = getattr(model, "parameters", None)
+    floating = (p for p in (parameters() if callable(parameters) else ()) if p.is_floating_point())
+    first = next(floating, None)
+    return first.dtype if isinstance(first, Tensor) else torch.float32
+
+
 def to_device(batch: dict[str, Tensor], device: torch.device) -> dict[str, Tensor]:
     """A batch's tensors on ``device`` (no copy when they are there already)."""
     return {key: value.to(device) for key, value in batch.items()}

@@ -147,7 +147,8 @@ class SiteMeans:
 
     ``per_position=False`` (text): the mean over batch and positions of the real tokens, weighted by
     ``token_weights`` ([batch, pos], the attention mask; all ones when None). ``per_position=True``
-    (vision): the mean over the batch only, one value per token or pixel position."""
+    (vision): the mean over the batch only, one value per token or pixel position. Sums run in float32 whatever
+    the model's precision (a bfloat16 sum over 200,000 tokens would keep about 3 significant digits)."""
 
     def __init__(self, per_position: bool):
         self.per_position = per_position
@@ -155,6 +156,7 @@ class SiteMeans:
         self.counts: dict[str, Tensor] = {}
 
     def add(self, name: str, activation: Tensor, token_weights: Tensor | None = None) -> None:
+        activation = activation.float()
         if self.per_position:
             total, count = activation.sum(0), torch.tensor(float(activation.shape[0]), device=activation.device)
         else:

@@ -29,6 +29,25 @@ def check_precision(dtype: str) -> Precision:
     return dtype  # type: ignore[return-value]
 
 
+def weights_precision(dtype: str | torch.dtype | None) -> torch.dtype | None:
+    """The weights' precision asked for (``load_model(dtype=)``): a floating torch dtype, or its name
+    ("bfloat16", "float16", "float32"); None: as saved. Anything else is refused naming the choices."""
+    import torch
+
+    if dtype is None or isinstance(dtype, torch.dtype) and dtype.is_floating_point:
+        return dtype
+    resolved = getattr(torch, dtype, None) if isinstance(dtype, str) else None
+    if not isinstance(resolved, torch.dtype) or not resolved.is_floating_point:
+        raise HeurlensError(f"unknown weights precision {dtype!r}: choose {', '.join(PRECISIONS)} (a torch dtype or "
+                            "its name)")
+    return resolved
+
+
+def precision_name(dtype: torch.dtype) -> str:
+    """"bfloat16" for torch.bfloat16: how tables name a precision."""
+    return str(dtype).removeprefix("torch.")
+
+
 def autocast(dtype: Precision, device: torch.device | str = "cpu") -> contextlib.AbstractContextManager:
     """Matrix products in ``dtype`` on ``device`` (``torch.autocast``); float32: nothing changed."""
     import torch  # here, so that the CLI can read PRECISIONS without importing torch

@@ -20,6 +20,7 @@ from heurlens.cli.options import (
     run_data,
     table_output_options,
     task_options,
+    weights_dtype_option,
     workers_options,
 )
 from heurlens.cli.settings_options import FiniteFloatRange
@@ -67,8 +68,9 @@ def core(run_dirs: tuple[str, ...], out: str | None, as_json: bool, as_csv: bool
                    "(TransformerLens' exclude_bos; decoders park attention there).")
 @task_options
 @table_output_options
-def patterns(heads: str | None, model: str, device: str | None, examples: int, min_score: float, html_out: str | None,
-             premise: str, hypothesis: str, exclude_bos: bool, task: str | None, task_examples: int, as_json: bool,
+def patterns(heads: str | None, model: str, device: str | None, weights_dtype: str | None, examples: int,
+             min_score: float, html_out: str | None, premise: str, hypothesis: str, exclude_bos: bool,
+             task: str | None, task_examples: int, as_json: bool,
              as_csv: bool) -> None:
     """Score heads for attending to repeated tokens across the pair, previous/next token, separators, self;
     with --task (decoder LMs), TransformerLens' previous-token, duplicate-token and induction scores."""
@@ -78,7 +80,7 @@ def patterns(heads: str | None, model: str, device: str | None, examples: int, m
 
     if html_out:
         check_writable_file(Path(html_out), "--html")
-    hooked = heurlens.load_model(model, attn_implementation="eager", device=device)
+    hooked = heurlens.load_model(model, attn_implementation="eager", device=device, dtype=weights_dtype)
     units = heurlens.parse_units(heads, hooked.n_layers, hooked.n_heads) if heads is not None else None
     if units and any(u.is_mlp for u in units):
         raise HeurlensError("--heads lists an MLP; attention patterns exist only for heads")
@@ -147,12 +149,14 @@ def effective_size(checkpoints: tuple[str, ...], sparsity: tuple[float, ...], se
 @click.option("--out", type=click.Path(dir_okay=False), default=None,
               help="HTML file to write (default RUN_DIR/report.html).")
 @click.option("--model", default=None, help="Model (default: the one the subnetworks were pruned from).")
+@weights_dtype_option
 @device_option
 @click.option("--pattern-examples", type=click.IntRange(min=1), default=300, show_default=True,
               help="SNLI test pairs (with --task: the task's prompts) the core heads' attention patterns are scored on.")
 @task_options
 @eval_options(default_subcases=FOCUS, table_output=False)
-def report(run_dir: str, out: str | None, model: str | None, device: str | None, pattern_examples: int, task: str | None,
+def report(run_dir: str, out: str | None, model: str | None, device: str | None, weights_dtype: str | None,
+           pattern_examples: int, task: str | None,
            task_examples: int, data: str, in_domain_examples: int, per_subcase: int, subcases: str | None,
            seed: int) -> None:
     """One self-contained HTML page with the tables and figures of a pruning run (works offline); a run pruned
@@ -163,9 +167,10 @@ def report(run_dir: str, out: str | None, model: str | None, device: str | None,
 
     target = check_writable_file(Path(out) if out else Path(run_dir) / "report.html", "the report file")
     first = next(iter(subnetworks_by_sparsity([run_dir]).values()))[0]
-    hooked = heurlens.load_model(model or first.model_id, device=device)
+    hooked = heurlens.load_model(model or first.model_id, device=device, dtype=weights_dtype)
     first.check_model(hooked)
-    eager = heurlens.load_model(model or first.model_id, attn_implementation="eager", device=device)
+    eager = heurlens.load_model(model or first.model_id, attn_implementation="eager", device=device,
+                                dtype=weights_dtype)
     chosen = run_data(task, task_examples, data, in_domain_examples, per_subcase, subcases, seed)
     eval_sets, pattern_data = chosen.eval_sets(hooked), chosen.pattern_data(hooked, pattern_examples)
     path = build_run_report(Path(run_dir), hooked, eager, eval_sets, pattern_data).write(target)

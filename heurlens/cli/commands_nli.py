@@ -22,6 +22,7 @@ from heurlens.cli.options import (
     pruning_settings_options,
     run_data,
     task_options,
+    weights_dtype_option,
     workers_options,
 )
 from heurlens.cli.settings_options import FiniteFloatRange, settings_from_options, settings_options
@@ -55,8 +56,9 @@ if TYPE_CHECKING:
 @workers_options
 @eval_options(default_subcases=None)
 def ablate(heads: str | None, scan: bool, core: str | None, superadditivity: bool, model: str, device: str | None,
-           method: Literal["mean", "zero"], dtype: Precision, reference_examples: int, task: str | None, task_examples: int,
-           workers: Workers | None, data: str, in_domain_examples: int, per_subcase: int, subcases: str | None, seed: int,
+           weights_dtype: str | None, method: Literal["mean", "zero"], dtype: Precision, reference_examples: int,
+           task: str | None, task_examples: int, workers: Workers | None, data: str, in_domain_examples: int,
+           per_subcase: int, subcases: str | None, seed: int,
            as_json: bool, as_csv: bool) -> None:
     """Ablate heads/MLPs; print accuracy of full vs ablated model per evaluation set, and the KL."""
     import heurlens
@@ -70,7 +72,7 @@ def ablate(heads: str | None, scan: bool, core: str | None, superadditivity: boo
         raise HeurlensError("--core only applies to --scan")
     if workers is not None and not (scan or superadditivity):
         raise HeurlensError("--workers applies to --scan and --superadditivity (one ablation is one run)")
-    hooked = heurlens.load_model(model, device=device)
+    hooked = heurlens.load_model(model, device=device, dtype=weights_dtype)
     units = heurlens.parse_units(heads, hooked.n_layers, hooked.n_heads) if heads is not None else None
     if superadditivity and (units is None or len(units) < 2):
         raise HeurlensError("--superadditivity needs at least two units in --heads, e.g. L2.H5,L3.H7,L4.H0")
@@ -109,7 +111,7 @@ def _print_ablation(hooked, units, eval_sets, method, means, dtype, as_json, as_
         for column in ("full_accuracy", "ablated_accuracy", "delta"):
             shown[column] = (100 * shown[column]).map("{:.1f}".format)
         shown["kl"] = shown["kl"].map("{:.4f}".format)
-        return (f"model {model_label(hooked.model_id, dtype)}, {method}-ablated {table['ablated'][0]} (accuracy in %; "
+        return (f"model {model_label(hooked, dtype)}, {method}-ablated {table['ablated'][0]} (accuracy in %; "
                 f"replaced by {_replacement(means)})\n" + shown.to_string(index=False))
 
     print_table(table, as_json, as_csv, pretty)
@@ -127,7 +129,7 @@ def _print_scan(hooked, units, core_units, eval_sets, method, means, workers, dt
     scan = single_unit_scan(hooked, units, eval_sets, means, method=method, workers=workers, dtype=dtype)
 
     def pretty(scan):
-        return (f"model {model_label(hooked.model_id, dtype)}, each unit {method}-ablated alone (accuracy in %; replaced by "
+        return (f"model {model_label(hooked, dtype)}, each unit {method}-ablated alone (accuracy in %; replaced by "
                 f"{_replacement(means)})\n"
                 + scan_table(scan, core_units).to_string(index=False))
 
@@ -174,7 +176,8 @@ def _print_superadditivity(hooked, units, eval_sets, method, means, workers, dty
 @task_options
 @workers_options
 @eval_options(default_subcases=FOCUS)
-def prune(sparsity: tuple[float, ...], seeds: int, out: str, model: str, device: str | None, train_examples: int,
+def prune(sparsity: tuple[float, ...], seeds: int, out: str, model: str, device: str | None,
+          weights_dtype: str | None, train_examples: int,
           batch_size: int, stack_seeds: bool | None, recipe: str, task: str | None, task_examples: int, data: str,
           in_domain_examples: int, per_subcase: int, subcases: str | None, seed: int, workers: Workers | None,
           as_json: bool, as_csv: bool, **settings: Any) -> None:
@@ -186,7 +189,7 @@ def prune(sparsity: tuple[float, ...], seeds: int, out: str, model: str, device:
 
     config = pruning_settings(recipe, settings)
     with exclusive(check_run_dir(out), "run directory"):  # a second prune on --out is refused before loading
-        hooked = heurlens.load_model(model, device=device)
+        hooked = heurlens.load_model(model, device=device, dtype=weights_dtype)
         # a task: pruned on --task-examples prompts drawn with --seed, means over them, evaluated on another draw
         chosen = run_data(task, task_examples, data, in_domain_examples, per_subcase, subcases, seed, batch_size,
                           train_examples=train_examples)
@@ -199,10 +202,11 @@ def prune(sparsity: tuple[float, ...], seeds: int, out: str, model: str, device:
 @cli.command()
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
 @click.option("--model", default=None, help="Model to evaluate on (default: the one the subnetworks were pruned from).")
+@weights_dtype_option
 @device_option
 @dtype_option
 @eval_options(default_subcases=FOCUS)
-def evaluate(run_dir: str, model: str | None, device: str | None, dtype: Precision, data: str,
+def evaluate(run_dir: str, model: str | None, device: str | None, weights_dtype: str | None, dtype: Precision, data: str,
              in_domain_examples: int, per_subcase: int, subcases: str | None, seed: int, as_json: bool,
              as_csv: bool) -> None:
     """Evaluate the subnetworks of a run directory next to the full model."""
@@ -214,7 +218,7 @@ def evaluate(run_dir: str, model: str | None, device: str | None, dtype: Precisi
     if not paths:
         raise HeurlensError(f"{run_dir} holds no subnetworks (sparsity-*/seed-*.json); run heurlens prune --out {run_dir}")
     subnetworks = [Subnetwork.load(p) for p in paths]
-    hooked = heurlens.load_model(model or subnetworks[0].model_id, device=device)
+    hooked = heurlens.load_model(model or subnetworks[0].model_id, device=device, dtype=weights_dtype)
     means = load_run_means(Path(run_dir), hooked)
     eval_sets = nli_data(data, in_domain_examples, per_subcase, subcases, seed).eval_sets(hooked)
     _report(hooked, subnetworks, means, eval_sets, as_json, as_csv, dtype)
@@ -228,7 +232,7 @@ def _report(hooked, subnetworks, means, eval_sets, as_json, as_csv, dtype: Preci
     def pretty(evaluation):
         wide = accuracy_table(evaluation)
         wide["achieved_sparsity"] = wide["achieved_sparsity"].map("{:.2f}".format)
-        return (f"accuracy (%) of model {model_label(hooked.model_id, dtype)} and its subnetworks (pruned units replaced by "
+        return (f"accuracy (%) of model {model_label(hooked, dtype)} and its subnetworks (pruned units replaced by "
                 f"{_replacement(means)})\n" + wide.to_string(index=False))
 
     print_table(evaluation, as_json, as_csv, pretty)

@@ -14,7 +14,7 @@ FOCUS = "SO-Swap,Prep,Embed-If,Embed-Verb"
 
 
 def model_option(function):
-    function = device_option(function)
+    function = weights_dtype_option(device_option(function))
     return click.option("--model", default="default", show_default=True,
                         help="'default' (MiniLM fine-tuned on SNLI), a local model directory, or a hub name.")(function)
 
@@ -35,6 +35,14 @@ def device_option(function):
                              "when torch sees a GPU (TransformerLens' choice), else cpu.")(function)
 
 
+def weights_dtype_option(function):
+    """--weights-dtype: the precision the model's weights are loaded in (``load_model(dtype=)``)."""
+    return click.option("--weights-dtype", type=click.Choice(PRECISIONS), default=None,
+                        help="Load the model's weights in this precision (as TransformerLens' boot_transformers "
+                             "dtype=; a 1B model takes half the memory in bfloat16). Default: as saved (float32 "
+                             "for the default model). Means, KL and stored logits stay float32.")(function)
+
+
 def dtype_option(function):
     """--dtype float32|bfloat16|float16 (the matrix products' precision, ``heurlens.precision``) and --bf16, its
     shorthand for bfloat16, passed on as one ``dtype`` argument; --bf16 with another --dtype is refused."""
@@ -53,9 +61,15 @@ def dtype_option(function):
              "pairs changes (docs/cli.md); on a GPU bfloat16 or float16. Default: float32.")(with_dtype)
 
 
-def model_label(model_id: str, dtype: str) -> str:
-    """A model's name in a table's header, with the precision when it is not float32."""
-    return model_id if dtype == "float32" else f"{model_id} ({dtype})"
+def model_label(model, dtype: str) -> str:
+    """A model's name in a table's header, with the weights' precision and the products' (``dtype``) when they
+    are not float32: ``default``, ``default (bfloat16)``, ``smollm2 (bfloat16 weights)``."""
+    from heurlens.devices import weights_dtype_of
+    from heurlens.precision import precision_name
+
+    weights = precision_name(weights_dtype_of(model))
+    notes = ([] if weights == "float32" else [f"{weights} weights"]) + ([] if dtype == "float32" else [dtype])
+    return f"{model.model_id} ({', '.join(notes)})" if notes else model.model_id
 
 
 def workers_options(function):

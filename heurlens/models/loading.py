@@ -31,6 +31,7 @@ from heurlens.models.classifier import BertPoolerHead, HookedClassifier, padded_
 from heurlens.models.nli_finetune import FINETUNE_RECORD, check_finetuned_files
 from heurlens.models.settings import PAPER_LENGTH_MODEL
 from heurlens.models.smollm2 import SMOLLM2, smollm2_dir
+from heurlens.precision import weights_precision
 
 BERT_FAMILY = {"bert"}
 GPT2_FAMILY = {"gpt2"}
@@ -38,7 +39,7 @@ GPT2_FAMILY = {"gpt2"}
 
 def load_model(name_or_path: str | Path | dict[str, Any] | TransformerBridge = "default", *,
                num_labels: int | None = None, attn_implementation: str = "sdpa", seed: int = 0,
-               device: str | torch.device | None = None) -> HookedClassifier:
+               device: str | torch.device | None = None, dtype: str | torch.dtype | None = None) -> HookedClassifier:
     """Load a model with hook points per head (``blocks.{L}.attn.hook_z``) and per MLP (``hook_mlp_out``).
 
     Args:
@@ -51,13 +52,19 @@ def load_model(name_or_path: str | Path | dict[str, Any] | TransformerBridge = "
         device: where the model runs: a torch device string ("cpu", "cuda", "cuda:1", "mps"); None:
             ``$HEURLENS_DEVICE``, else TransformerLens' choice ("cuda" when there is one). Checked before
             anything loads. A bridge passed in stays on the device it is on.
+        dtype: the weights' precision, as TransformerLens' ``boot_transformers(dtype=)``: torch.bfloat16,
+            torch.float16, torch.float32 or their names; None: as the checkpoint was saved (float32 for the
+            default model and native configs). A bridge passed in keeps its own. Means, logits and masks stay
+            float32 whatever the weights are.
     """
     if isinstance(name_or_path, TransformerBridge):
         return wrap_bridge(name_or_path)
     if isinstance(name_or_path, str) and not name_or_path.strip():
         raise HeurlensError("the model name is empty; give 'default', a model folder or a hub name (--model)")
-    target = resolve_device(device)
-    model = _load(name_or_path, num_labels, attn_implementation, seed)
+    target, weights_dtype = resolve_device(device), weights_precision(dtype)
+    model = _load(name_or_path, num_labels, attn_implementation, seed, weights_dtype)
+    if weights_dtype is not None:
+        model.to(weights_dtype)  # a native model's too, and the head: one precision for every weight
     if target != torch.device("cpu"):  # loaded on the CPU; the bridge's own .to keeps its cfg.device in step
         model.bridge.to(target)
         model.to(target)
@@ -65,19 +72,21 @@ def load_model(name_or_path: str | Path | dict[str, Any] | TransformerBridge = "
 
 
 def _load(name_or_path: str | Path | dict[str, Any], num_labels: int | None, attn_implementation: str,
-          seed: int) -> HookedClassifier:
+          seed: int, dtype: torch.dtype | None) -> HookedClassifier:
     if isinstance(name_or_path, dict):
         return load_native(name_or_path, num_labels=num_labels, seed=seed)
     if str(name_or_path) == "default":
         from heurlens.models.default import default_model_dir
-        return load_pretrained(default_model_dir(), attn_implementation=attn_implementation, model_id="default")
+        return load_pretrained(default_model_dir(), attn_implementation=attn_implementation, model_id="default",
+                               dtype=dtype)
     if str(name_or_path) == PAPER_LENGTH_MODEL:
         from heurlens.models.default import paper_length_model_dir
         return load_pretrained(paper_length_model_dir(), attn_implementation=attn_implementation,
-                               model_id=PAPER_LENGTH_MODEL)
+                               model_id=PAPER_LENGTH_MODEL, dtype=dtype)
     if str(name_or_path) == SMOLLM2:
-        return load_pretrained(smollm2_dir(), attn_implementation=attn_implementation, model_id=SMOLLM2)
-    return load_pretrained(name_or_path, num_labels=num_labels, attn_implementation=attn_implementation, seed=seed)
+        return load_pretrained(smollm2_dir(), attn_implementation=attn_implementation, model_id=SMOLLM2, dtype=dtype)
+    return load_pretrained(name_or_path, num_labels=num_labels, attn_implementation=attn_implementation, seed=seed,
+                           dtype=dtype)
 
 
 def load_native(config: dict[str, Any], num_labels: int | None = None, seed: int = 0) -> HookedClassifier:
@@ -99,8 +108,9 @@ def load_native(config: dict[str, Any], num_labels: int | None = None, seed: int
 
 
 def load_pretrained(name_or_path: str | Path, *, num_labels: int | None = None, attn_implementation: str = "sdpa",
-                    model_id: str | None = None, seed: int = 0) -> HookedClassifier:
-    """A BERT-family or GPT-2 model from a local directory or the hub, bridged by TransformerLens."""
+                    model_id: str | None = None, seed: int = 0, dtype: torch.dtype | None = None) -> HookedClassifier:
+    """A BERT-family or GPT-2 model from a local directory or the hub, bridged by TransformerLens; ``dtype``: the
+    weights' precision (None: as saved)."""
     from transformers import AutoConfig, AutoTokenizer
 
     local = Path(name_or_path).expanduser()
@@ -138,7 +148,7 @@ def load_pretrained(name_or_path: str | Path, *, num_labels: int | None = None, 
             "bridges (Llama, Qwen2, GPT-NeoX, GPT-2, ...), BERT-family and GPT-2 classifiers, and native config dicts"
             + (" (a classification head only on BERT-family and GPT-2 models)" if num_labels is not None else ""))
     try:
-        return bridge(attn_implementation, model_id)
+        return bridge(attn_implementation, model_id, dtype or "auto")
     except (OSError, ValueError, RuntimeError, SafetensorError) as error:  # missing, truncated or mismatched weights
         raise HeurlensError(
             f"cannot read the weights of model {model_id!r} ({type(error).__name__}: "
@@ -180,16 +190,17 @@ def _labels_of(config) -> tuple[str, ...]:
     return tuple(config.id2label[i] for i in range(config.num_labels))
 
 
-def _bridge_bert(path, config, tokenizer, num_labels, attn, model_id) -> HookedClassifier:
+def _bridge_bert(path, config, tokenizer, num_labels, attn, model_id, dtype) -> HookedClassifier:
     from transformers import BertForMaskedLM, BertForSequenceClassification
 
     if num_labels is not None and num_labels != config.num_labels:
         config.num_labels = num_labels
         config.id2label = {i: f"label_{i}" for i in range(num_labels)}
         config.label2id = {v: k for k, v in config.id2label.items()}
-    classifier = BertForSequenceClassification.from_pretrained(str(path), config=config, attn_implementation=attn)
-    # The bridge needs the masked-LM module tree; it shares the classifier's encoder modules.
-    shell = BertForMaskedLM._from_config(classifier.config, attn_implementation=attn)
+    classifier = BertForSequenceClassification.from_pretrained(str(path), config=config, attn_implementation=attn,
+                                                               dtype=dtype)
+    # The bridge needs the masked-LM module tree; it shares the classifier's encoder modules (and their dtype).
+    shell = BertForMaskedLM._from_config(classifier.config, attn_implementation=attn).to(classifier.dtype)
     shell.bert.embeddings = classifier.bert.embeddings
     shell.bert.encoder = classifier.bert.encoder
     shell.tie_weights()
@@ -202,15 +213,16 @@ def _bridge_bert(path, config, tokenizer, num_labels, attn, model_id) -> HookedC
     return HookedClassifier(bridge, head, "first", "mlm_head.hook_in", _labels_of(classifier.config), model_id)
 
 
-def _bridge_gpt2_classifier(path, config, tokenizer, num_labels, attn, model_id) -> HookedClassifier:
+def _bridge_gpt2_classifier(path, config, tokenizer, num_labels, attn, model_id, dtype) -> HookedClassifier:
     from transformers import GPT2ForSequenceClassification, GPT2LMHeadModel
 
     if num_labels is not None:
         config.num_labels = num_labels
     tokenizer = padded_right(tokenizer)
     config.pad_token_id = tokenizer.pad_token_id
-    classifier = GPT2ForSequenceClassification.from_pretrained(str(path), config=config, attn_implementation=attn)
-    shell = GPT2LMHeadModel._from_config(classifier.config, attn_implementation=attn)
+    classifier = GPT2ForSequenceClassification.from_pretrained(str(path), config=config, attn_implementation=attn,
+                                                               dtype=dtype)
+    shell = GPT2LMHeadModel._from_config(classifier.config, attn_implementation=attn).to(classifier.dtype)
     shell.transformer = classifier.transformer
     shell.tie_weights()
     bridge = build_bridge_from_module(shell.eval(), "GPT2LMHeadModel", hf_config=classifier.config,
@@ -218,7 +230,7 @@ def _bridge_gpt2_classifier(path, config, tokenizer, num_labels, attn, model_id)
     return HookedClassifier(bridge, classifier.score, "last", "unembed.hook_in", _labels_of(classifier.config), model_id)
 
 
-def _bridge_causal_lm(path, config, tokenizer, attn, model_id) -> HookedClassifier:
+def _bridge_causal_lm(path, config, tokenizer, attn, model_id, dtype) -> HookedClassifier:
     """Any decoder LM through TransformerLens' own architecture adapter (chosen by the HF architecture name);
     scored on the last real token's next-token logits."""
     from transformers import AutoModelForCausalLM
@@ -228,7 +240,7 @@ def _bridge_causal_lm(path, config, tokenizer, attn, model_id) -> HookedClassifi
         raise HeurlensError(f"model {model_id!r} is a {architecture}, which this TransformerLens does not bridge; "
                             "use a model of an architecture it supports (Llama, Qwen2, GPT-NeoX, GPT-2, ...: the "
                             "list is transformer_lens.factories.architecture_adapter_factory.SUPPORTED_ARCHITECTURES)")
-    model = AutoModelForCausalLM.from_pretrained(str(path), config=config, attn_implementation=attn)
+    model = AutoModelForCausalLM.from_pretrained(str(path), config=config, attn_implementation=attn, dtype=dtype)
     bridge = build_bridge_from_module(model.eval(), architecture, hf_config=config,
                                       tokenizer=padded_right(tokenizer), model_name=model_id)
     return HookedClassifier(bridge, model_id=model_id)
