@@ -9,10 +9,12 @@
 # to install it or where to point $HEURLENS_FASHION_MNIST.
 set -euo pipefail
 cd "$(dirname "$0")"
+# PYTHON: the interpreter the environment is made with; VENV: where (CI makes one per Python it tests)
 PYTHON="${PYTHON:-python3}"
-[ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
-.venv/bin/python -m pip install --quiet --upgrade pip
-.venv/bin/python -m pip install --quiet -e ".[dev,ray]"
+VENV="${VENV:-.venv}"
+[ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
+"$VENV/bin/python" -m pip install --quiet --upgrade pip
+"$VENV/bin/python" -m pip install --quiet -e ".[dev,ray,vision]"
 
 missing=""
 command -v chromium >/dev/null 2>&1 || missing="$missing chromium"
@@ -27,4 +29,4 @@ if [ -n "$missing" ]; then
         echo "note: Debian packages missing:$missing (as root: apt-get install$missing); the tests that need them skip"
     fi
 fi
-echo "heurlens installed in $(pwd)/.venv"
+echo "heurlens installed in $(pwd)/$VENV ($("$VENV/bin/python" --version))"

@@ -199,9 +199,23 @@ def test_effective_size_adds_checkpoints_one_call_at_a_time(tiny_bert_dir, tmp_p
 def test_shape_bias_without_fashion_mnist_says_how_to_get_it(tmp_path):
     import os
 
+    pytest.importorskip("timm")  # without the vision extra the next test's refusal comes first
     env = os.environ | {"HEURLENS_FASHION_MNIST": str(tmp_path / "empty"), "HEURLENS_CACHE": str(tmp_path / "cache")}
     result = heurlens("shape-bias", "--out", str(tmp_path / "run"), env=env)
     assert_one_line_error(result, "apt-get install dataset-fashion-mnist")
+
+
+def test_shape_bias_without_the_vision_extra_says_how_to_install_it(tmp_path):
+    """heurlens installed beside a researcher's own torch leaves the vision extra out: timm that cannot be
+    imported (shadowed here by a module that raises ImportError) is named with the install command."""
+    import os
+
+    (tmp_path / "shadow").mkdir()
+    (tmp_path / "shadow" / "timm.py").write_text("raise ImportError('no timm here')\n")
+    env = os.environ | {"PYTHONPATH": str(tmp_path / "shadow"), "HEURLENS_CACHE": str(tmp_path / "cache")}
+    result = heurlens("shape-bias", "--out", str(tmp_path / "run"), env=env)
+    assert_one_line_error(result, "needs timm")
+    assert "pip install 'heurlens[vision]'" in result.stderr and not (tmp_path / "run").exists()
 
 
 def test_ablate_and_prune_a_decoder_on_a_prompt_task(tiny_decoder_dirs, tmp_path):

@@ -13,6 +13,9 @@ from heurlens.vision.mean_pool import SLIC, Felzenszwalb, mean_pool, mean_pool_i
 from heurlens.vision.metrics import cue_conflict_scores, prediction_accuracy, read_cue_conflict_folder
 from heurlens.vision.models import create_classifier
 
+for _package in ("timm", "torchvision", "skimage"):  # the extra heurlens[vision]; without it, nothing here runs
+    pytest.importorskip(_package)
+
 
 @pytest.fixture(scope="module")
 def vit():

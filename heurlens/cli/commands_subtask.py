@@ -71,6 +71,9 @@ def shape_bias(out: str, device: str | None, workers: Workers | None, as_json: b
     training from scratch, a random subnetwork, data mixture and a linear probe."""
     import pandas as pd
 
+    from heurlens.vision import check_vision_installed
+
+    check_vision_installed()
     from heurlens.vision.shape_bias import ShapeBiasRun, summary
 
     settings = settings_from_options(ShapeBiasSettings(), given)

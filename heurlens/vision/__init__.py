@@ -1,8 +1,11 @@
 """Vision (Subtask Induction paper, Section 5): unit masks and caches on timm classifiers through forward hooks,
 mean-pooled images, shape-bias metrics, and the offline textured Fashion-MNIST experiment. Names are imported
-on first use (``heurlens.lazy``)."""
+on first use (``heurlens.lazy``). They need the extra ``heurlens[vision]`` (``check_vision_installed``)."""
 
+from heurlens.errors import HeurlensError
 from heurlens.lazy import lazy_exports
+
+VISION_PACKAGES = {"timm": "timm", "torchvision": "torchvision", "skimage": "scikit-image"}  # module: distribution
 
 _EXPORTS = {
     "activation_cache": ".hooks", "mask_sites": ".hooks", "masks_for": ".hooks", "unit_masks": ".hooks",
@@ -14,3 +17,19 @@ _EXPORTS = {
 }
 __all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+
+
+def check_vision_installed() -> None:
+    """Refuse in one line, naming the install command, when a package of the vision extra cannot be imported."""
+    import importlib
+
+    missing = []
+    for module, distribution in VISION_PACKAGES.items():
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            missing.append(distribution)
+    if missing:
+        raise HeurlensError(f"the vision part of heurlens needs {', '.join(missing)}, which this environment lacks: "
+                            "pip install 'heurlens[vision]' (it pins torch 2.15.0 with torchvision 0.29.2), or "
+                            "bash install.sh")
