@@ -114,16 +114,21 @@ def mark_used(path: Path) -> None:
         pass  # a read-only cache: it still works, only the eviction order ignores this read
 
 
-def clear(root: Path, kinds: Iterable[str] = (), models: Iterable[str] = (),
+def clear(root: Path, kinds: Iterable[str] = COMPUTED_KINDS, models: Iterable[str] = (),
           unused_days: float | None = None) -> list[CacheEntry]:
-    """Remove the entries of ``kinds`` (all kinds when empty) whose model fingerprint starts with one of
-    ``models`` (any entry when empty; only computed entries have one) and, with ``unused_days``, that were last
-    used more than that many days ago; returns them."""
-    kinds, models = set(kinds), tuple(models)
+    """Remove the entries of ``kinds`` (by default the computed ones: models, downloads and datasets only when
+    named) whose model fingerprint starts with one of ``models`` (any entry when none is given; only computed
+    entries have one) and, with ``unused_days``, that were last used more than that many days ago; returns them.
+    An empty or non-hexadecimal fingerprint prefix is refused: an empty one would match every entry."""
+    kinds, models = set(kinds), tuple(model.strip().lower() for model in models)
+    for prefix in models:
+        if not prefix or any(c not in "0123456789abcdef" for c in prefix):
+            raise HeurlensError(f"{prefix!r} is not a model fingerprint: give the fingerprint, or its start, as "
+                                "`heurlens cache list` shows it (hexadecimal digits, e.g. --model 3fa2)")
     cutoff = None if unused_days is None else time.time() - unused_days * 86400
     removed = []
     for entry in entries(root):
-        if ((kinds and entry.kind not in kinds) or (models and not entry.model.startswith(models))
+        if (entry.kind not in kinds or (models and not (entry.model and entry.model.startswith(models)))
                 or (cutoff is not None and entry.last_use > cutoff)):
             continue
         path = root / entry.kind / entry.name

@@ -152,13 +152,25 @@ def test_cache_command_lists_and_clears(four_layer_bert, tmp_path, monkeypatch, 
     assert heurlens_in_process(capsys, "cache", "list")[1].count("listed-set") == 2
     assert_refused(capsys, "say what to clear", "cache", "clear")
     assert_refused(capsys, "holds no kind sausages", "cache", "clear", "--kind", "sausages")
+    # an unset shell variable ($FP) must not turn --model into --all: an empty prefix matched every entry
+    assert_refused(capsys, "'' is not a model fingerprint", "cache", "clear", "--model", "")
+    assert_refused(capsys, "'$fp' is not a model fingerprint", "cache", "clear", "--model", "$FP")
+    assert_refused(capsys, "--all clears everything", "cache", "clear", "--all", "--unused-days", "1")
+    assert len(list(tmp_path.glob("activations/*/*"))) == 2 and (tmp_path / "models" / "some-model").exists()
     assert heurlens_in_process(capsys, "cache", "clear", "--model", "0000")[1].startswith("removed 0 entries")
     assert heurlens_in_process(capsys, "cache", "clear", "--unused-days", "1")[1].startswith("removed 0 entries")
-    cleared = heurlens_in_process(capsys, "cache", "clear", "--model", model.fingerprint()[:6])[1]
+    cleared = heurlens_in_process(capsys, "cache", "clear", "--model", model.fingerprint()[:6].upper())[1]
     assert cleared.startswith("removed 2 entries")
     assert not list(tmp_path.glob("activations/*")) and (tmp_path / "models" / "some-model" / "weights.bin").exists()
-    assert heurlens_in_process(capsys, "cache", "clear", "--all")[1].startswith("removed 1 entry,")
-    assert not (tmp_path / "models" / "some-model").exists()
+    full_model_logits(model, data)
+    # without --kind or --all only computed entries go: the model folder (never used "today") stays
+    assert heurlens_in_process(capsys, "cache", "clear", "--unused-days", "0")[1].startswith("removed 1 entry,")
+    assert (tmp_path / "models" / "some-model" / "weights.bin").exists()
+    assert heurlens_in_process(capsys, "cache", "clear", "--kind", "models")[1].startswith("removed 1 entry,")
+    (tmp_path / "models" / "another").mkdir()
+    full_model_logits(model, data)
+    assert heurlens_in_process(capsys, "cache", "clear", "--all")[1].startswith("removed 2 entries,")
+    assert not (tmp_path / "models" / "another").exists() and not list(tmp_path.glob("activations/*/*"))
 
 
 def test_a_native_model_whose_blocks_return_tuples_resumes_from_the_cache(tmp_path, monkeypatch):

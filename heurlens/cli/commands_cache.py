@@ -47,28 +47,35 @@ def list_entries(as_json: bool, as_csv: bool) -> None:
 
 
 @cache.command()
-@click.option("--kind", "kinds", multiple=True, help="Only this kind (activations, means, models...); repeatable.")
+@click.option("--kind", "kinds", multiple=True,
+              help="Only this kind (activations, means, models...); repeatable. Default: the computed kinds "
+                   "(activations, means, mean-pooled images); models and downloads only when named, or with --all.")
 @click.option("--model", "models", multiple=True,
               help="Only entries of this model: a fingerprint (or its start) as `cache list` shows; repeatable.")
 @click.option("--unused-days", type=click.FloatRange(min=0), default=None,
               help="Only entries not used for this many days.")
-@click.option("--all", "everything", is_flag=True, help="Everything in the cache (models and downloads too).")
+@click.option("--all", "everything", is_flag=True, help="Everything in the cache (models and downloads too); alone.")
 def clear(kinds: tuple[str, ...], models: tuple[str, ...], unused_days: float | None, everything: bool) -> None:
-    """Remove cache entries: those matching every option given, or --all. Each is rebuilt when next needed."""
+    """Remove cache entries: the computed ones matching every option given (models and downloads too when --kind
+    names them), or everything with --all. Each is rebuilt when next needed."""
     from heurlens.cache import cache_dir
+    from heurlens.cache_contents import COMPUTED_KINDS, kind_folders
     from heurlens.cache_contents import clear as clear_entries
-    from heurlens.cache_contents import kind_folders
 
     if not (kinds or models or unused_days is not None or everything):
         raise HeurlensError("say what to clear: --kind activations, --model FINGERPRINT, --unused-days N, or --all "
                             "(heurlens cache list shows what is stored)")
+    if everything and (kinds or models or unused_days is not None):
+        raise HeurlensError("--all clears everything, models and downloads included: give it alone, or leave it "
+                            "out to clear what --kind / --model / --unused-days select")
     root = cache_dir()
     known = {folder.name for folder in kind_folders(root)}
     unknown = sorted(set(kinds) - known)
     if unknown:
         raise HeurlensError(f"the cache holds no kind {', '.join(unknown)}; it holds "
                             f"{', '.join(sorted(known)) or 'nothing'}")
-    removed = clear_entries(root, kinds, models, unused_days)
+    chosen = known if everything else kinds or COMPUTED_KINDS
+    removed = clear_entries(root, chosen, models, unused_days)
     freed = sum(e.size for e in removed) / 2**20
     click.echo(f"removed {len(removed)} {'entry' if len(removed) == 1 else 'entries'}, {freed:,.1f} MB, from {root}")
 
