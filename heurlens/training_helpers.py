@@ -2,7 +2,7 @@
 train (``frozen_parameters``), entries of weights that must never move while the rest trains
 (``FrozenWeights``), one optimizer step that respects them (``optimizer_step``), float32
 denormals flushed to zero where masks saturate (``run_with_denormals_flushed``), and the global random
-state a killed training saves so that, resumed, it draws the same dropout masks (``random_state``,
+state a killed fine-tune saves so that, resumed, it draws the same dropout masks (``random_state``,
 ``restore_random_state``)."""
 
 from __future__ import annotations

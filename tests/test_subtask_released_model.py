@@ -146,7 +146,7 @@ def test_a_tied_t1_fills_both_embeddings_of_an_untied_transfer_model():
 def test_gpt2s_with_tied_embeddings_trained_together_end_where_each_ends_alone():
     """Stacked training (``train_next_token_together``) keeps the tie of input and output embeddings (a copy
     moved to the meta device loses it unless retied): without dropout, the same losses and outputs as alone.
-    With dropout each stacked model draws its own masks and still trains."""
+    With dropout two copies of one model under one seed draw the same masks (keyed by the seed) and still train."""
     from heurlens.subtask import ambiguous_set, evaluation_set
     from heurlens.subtask.batched_training import train_next_token_together
 
@@ -169,7 +169,7 @@ def test_gpt2s_with_tied_embeddings_trained_together_end_where_each_ends_alone()
     with_dropout = [released_arithmetic_model(task, 2, 100, dropout=0.1) for _ in range(2)]
     losses = [r.history[-1]["loss"] for r in train_next_token_together(
         with_dropout, [trains[0], trains[0]], evaluation, test, 2, 1e-3, 16, seeds=[0, 0], progress=False)]
-    assert losses[0] != losses[1]  # same model, data and order: only the dropout draws differ
+    assert losses[0] == losses[1]  # same model, data, order and seed: the same dropout masks (keyed by the seed)
 
 
 def test_a_tiny_sweep_on_the_released_architecture_transfers_its_subnetwork(tmp_path):
@@ -192,6 +192,26 @@ def test_a_tiny_sweep_on_the_released_architecture_transfers_its_subnetwork(tmp_
     assert run_sweep(tmp_path, settings, progress=False).equals(results)
     with pytest.raises(HeurlensError, match="other settings"):
         run_sweep(tmp_path, SweepSettings(**{**settings.__dict__, "architecture": "native"}), progress=False)
+
+
+def test_a_released_sweep_grown_over_two_calls_equals_one_call(tmp_path):
+    """The probe that found results depending on their neighbours: seed 0 alone then seed 1 into one folder, against
+    both seeds in one call (seed 1 trained beside seed 0's runs there, alone in the first folder). Every result must
+    be the same, bit for bit."""
+    from heurlens.subtask.settings import SweepSettings
+    from heurlens.subtask.sweep import run_sweep
+
+    settings = SweepSettings(max_value=10, t1_epochs=1, discovery_epochs=1, disambiguation=(0, 10), transfer_epochs=1,
+                             t1_test_examples=10, architecture="released", filling="released",
+                             conditions=("subtask induction", "random init", "random subnetwork"))
+    run_sweep(tmp_path / "grown", SweepSettings(**{**settings.__dict__, "seeds": 1}), progress=False)
+    grown = run_sweep(tmp_path / "grown", SweepSettings(**{**settings.__dict__, "seeds": 2}), progress=False)
+    at_once = run_sweep(tmp_path / "at-once", SweepSettings(**{**settings.__dict__, "seeds": 2}), progress=False)
+    assert len(grown) == 12 and grown.equals(at_once)
+    for result in sorted((tmp_path / "at-once").rglob("*.json")):
+        relative = result.relative_to(tmp_path / "at-once")
+        if relative.name != "settings.json":
+            assert (tmp_path / "grown" / relative).read_text() == result.read_text(), relative
 
 
 class _Killed(Exception):
@@ -250,3 +270,44 @@ def test_a_killed_training_together_resumes_from_its_checkpoint_bit_for_bit(tmp_
     assert same(train(checkpoint, seeds=(5, 6)), other_seeds)  # another training's checkpoint is not used
     checkpoint.write_bytes(checkpoint.read_bytes()[:1000])  # cut short
     assert same(train(checkpoint), whole)
+
+
+def test_a_model_trained_in_a_stack_ends_the_same_whatever_trains_beside_it():
+    """With dropout (the released architecture) each model's masks were one slice of a single draw for the whole
+    stack, so a run's result depended on its neighbours and its place. Keyed dropout: its own seed and step alone."""
+    from heurlens.subtask import ambiguous_set, evaluation_set
+
+    task = ArithmeticTask("a^2+ab", 30, 7)
+    evaluation, test = evaluation_set(task, 100, 11), evaluation_set(task, 100, 12)
+    trains = {seed: ambiguous_set(task, 40, seed) for seed in range(3)}
+
+    def trained(seeds: list[int], dropout: float = 0.1) -> dict:
+        models = [released_arithmetic_model(task, 2, 100 + seed, dropout=dropout) for seed in seeds]
+        results = train_next_token_together(models, [trains[seed] for seed in seeds], evaluation, test, 2, 1e-3, 16,
+                                            seeds=seeds, progress=False)
+        return {seed: (model, result.history) for seed, model, result in zip(seeds, models, results)}
+
+    pair, triple = trained([0, 1]), trained([2, 1, 0])  # other neighbours, other places in the stack
+    for seed in (0, 1):
+        assert pair[seed][1] == triple[seed][1]
+        assert all(torch.equal(p, q) for p, q in zip(pair[seed][0].parameters(), triple[seed][0].parameters()))
+    without = trained([0, 1], dropout=0.0)  # the dropout did act
+    assert [h["loss"] for h in without[0][1]] != [h["loss"] for h in pair[0][1]]
+
+
+def test_keyed_dropout_masks_are_uniform_and_a_function_of_their_key():
+    from heurlens.subtask.keyed_dropout import KeyedDropout, keyed_uniform
+
+    key = torch.tensor([3, 7])
+    u = keyed_uniform(key, 0, (200, 500))
+    assert torch.equal(u, keyed_uniform(torch.tensor([3, 7]), 0, (200, 500))) and 0 <= u.min() and u.max() < 1
+    assert abs(u.mean().item() - 0.5) < 0.005 and abs((u < 0.1).float().mean().item() - 0.1) < 0.005
+    others = [keyed_uniform(torch.tensor([4, 7]), 0, (200, 500)), keyed_uniform(key, 1, (200, 500)),
+              keyed_uniform(torch.tensor([3, 8]), 0, (200, 500))]  # another seed, module, step
+    assert all(abs(torch.corrcoef(torch.stack([u.flatten(), o.flatten()]))[0, 1].item()) < 0.01 for o in others)
+    dropout = KeyedDropout(0.25, salt=2).train()
+    dropout.dropout_key.copy_(key)
+    x = torch.ones(400, 250)
+    kept = dropout(x)
+    assert set(kept.unique().tolist()) == {0.0, torch.tensor(1 / 0.75).item()} and abs((kept == 0).float().mean().item() - 0.25) < 0.005
+    assert torch.equal(dropout.eval()(x), x)

@@ -4,15 +4,16 @@ leading model dimension (``torch.func.stack_module_state``), one forward serves 
 (``torch.func.vmap`` over ``functional_call``) and one AdamW steps the stacks. AdamW is elementwise and the
 summed loss sum_i L_i has gradient dL_i/dtheta_i for model i, so each model follows the path
 ``train_next_token`` would take it on alone, with its own data order, frozen entries and best-evaluation
-epoch, up to the float rounding of batched matrix products. Models with dropout train in train mode, each
-model drawing its own dropout masks (``vmap(randomness="different")``), and are evaluated in eval mode, as
-``train_next_token`` does; their dropout draws are not those of the model trained alone, but are seeded (by the
-first model's seed), so the same call gives the same models.
+epoch, up to the float rounding of batched matrix products. Models with dropout train in train mode and are
+evaluated in eval mode, as ``train_next_token`` does; each model's dropout masks are a function of its own seed
+and the step (``keyed_dropout``), so a model trains the same whatever trains beside it in the stack (its draws
+are not those of the model trained alone, which come from torch's global generator).
 
-With a ``checkpoint`` file the training saves its progress (stacks, AdamW state, data-order and dropout random
-states, the best epochs so far) at most once a minute and after its last epoch; called again with the same
-models, data and settings it goes on from there and ends bit for bit where the uninterrupted call ends. A sweep
-count at 4 layers and 10,000 samples trains for two hours on one CPU thread: a killed process loses a minute."""
+With a ``checkpoint`` file the training saves its progress (stacks, AdamW state, data-order random states, the
+best epochs so far; dropout needs none, its keys being the seeds and the step) at most once a minute and after its
+last epoch; called again with the same models, data and settings it goes on from there and ends bit for bit where
+the uninterrupted call ends. A sweep count at 4 layers and 10,000 samples trains for two hours on one CPU thread:
+a killed process loses a minute."""
 
 from __future__ import annotations
 
@@ -36,14 +37,14 @@ from tqdm.auto import tqdm
 from heurlens.cache import atomic_write_bytes
 from heurlens.devices import device_of
 from heurlens.errors import HeurlensError
+from heurlens.subtask.keyed_dropout import key_dropouts
 from heurlens.subtask.training import (
     TrainingResult,
     answer_accuracy,
     batches_of,
     best_by_evaluation,
-    seeded_dropout,
 )
-from heurlens.training_helpers import FrozenWeights, random_state, restore_random_state
+from heurlens.training_helpers import FrozenWeights
 
 
 def native_module(model: nn.Module) -> nn.Module:
@@ -65,12 +66,21 @@ class StackedModels:
         self.parameters, self.buffers = stack_module_state(modules)
         self.template = copy.deepcopy(modules[0]).to("meta")
         retie(self.template, modules[0])
+        self.dropout_keys = key_dropouts(self.template)
+        self.key_dropouts(seeds=[0] * len(self.models), step=0)
 
         def forward_one(parameters: dict, buffers: dict, tokens: Tensor) -> Tensor:
             return functional_call(self.template, (parameters, buffers), (tokens,))
 
-        # tokens [model, batch, position], one batch per model; each model its own dropout draws
-        self.forward_each = vmap(forward_one, randomness="different")
+        # tokens [model, batch, position], one batch per model; no draw from torch's generator (keyed dropout)
+        self.forward_each = vmap(forward_one, randomness="error")
+
+    def key_dropouts(self, seeds: Sequence[int], step: int) -> None:
+        """Key every model's dropout masks of the next forward pass: model i's by ``seeds[i]`` and ``step``."""
+        if self.dropout_keys:
+            device = next(iter(self.parameters.values())).device
+            key = torch.tensor([[seed, step] for seed in seeds], dtype=torch.int64, device=device)
+            self.buffers.update(dict.fromkeys(self.dropout_keys, key))
 
     def __len__(self) -> int:
         return len(self.models)
@@ -169,40 +179,44 @@ def train_next_token_together(models: Sequence[nn.Module], trains: Sequence[Int[
     progress_state = _Progress(epochs_done=0, best=[(-1.0, 0.0)] * count, histories=[[] for _ in range(count)])
     identity = "" if checkpoint is None else _fingerprint(
         stacked, held, trains, evaluation, test,
-        dict(epochs=epochs, lr=lr, batch_size=batch_size, seeds=seeds, weight_decay=weight_decay))
-    with seeded_dropout(seeds[0], device):  # each model its own masks, all drawn from the first seed
-        if checkpoint is not None:
-            progress_state = _resume(checkpoint, identity, stacked, optimizer, generators, device) or progress_state
-        best, histories, saved_at = progress_state.best, progress_state.histories, time.monotonic()
-        for epoch in tqdm(range(progress_state.epochs_done, epochs), desc=desc, unit="epoch", disable=not progress,
-                          leave=False, initial=progress_state.epochs_done, total=epochs):
-            stacked.template.train()
-            for step in zip(*(batches_of(train, batch_size, generator) for train, generator in zip(trains, generators))):
-                tokens = torch.stack(step).to(device)
-                logits = stacked.forward_each(stacked.parameters, stacked.buffers, tokens[:, :, :-1])
-                losses = F.cross_entropy(logits.flatten(0, 2), tokens[:, :, 1:].flatten(), reduction="none")
-                losses = losses.view(count, -1).mean(1)  # each model's next_token_loss
-                optimizer.zero_grad()
-                losses.sum().backward()
-                held.zero_gradients()
-                optimizer.step()
-                held.restore()
-            evaluations = stacked.answer_accuracies(evaluation)
-            improved = [index for index in range(count) if evaluations[index] >= best[index][0]]
-            tests = dict(zip(improved, stacked.answer_accuracies(test, improved)))  # only where it will be kept
-            for index in range(count):
-                scores = {"epoch": epoch, "loss": losses[index].item(), "eval": evaluations[index]}
-                if index in tests:
-                    scores["test"] = tests[index]
-                    best[index] = (evaluations[index], tests[index])
-                histories[index].append(scores)
-            if checkpoint is not None and (epoch + 1 == epochs or time.monotonic() - saved_at >= checkpoint_seconds):
-                _save(checkpoint, identity, _Progress(epoch + 1, best, histories), stacked, optimizer, generators,
-                      device)
-                saved_at = time.monotonic()
+        # "dropout": checkpoints written while dropout came from torch's generator (before 2026-11-26) start over
+        dict(epochs=epochs, lr=lr, batch_size=batch_size, seeds=seeds, weight_decay=weight_decay, dropout="keyed"))
+    if checkpoint is not None:
+        progress_state = _resume(checkpoint, identity, stacked, optimizer, generators) or progress_state
+    best, histories, saved_at = progress_state.best, progress_state.histories, time.monotonic()
+    for epoch in tqdm(range(progress_state.epochs_done, epochs), desc=desc, unit="epoch", disable=not progress,
+                      leave=False, initial=progress_state.epochs_done, total=epochs):
+        stacked.template.train()
+        batches = zip(*(batches_of(train, batch_size, generator) for train, generator in zip(trains, generators)))
+        for number, step in enumerate(batches):
+            stacked.key_dropouts(seeds, epoch * STEPS_PER_EPOCH_BOUND + number)
+            tokens = torch.stack(step).to(device)
+            logits = stacked.forward_each(stacked.parameters, stacked.buffers, tokens[:, :, :-1])
+            losses = F.cross_entropy(logits.flatten(0, 2), tokens[:, :, 1:].flatten(), reduction="none")
+            losses = losses.view(count, -1).mean(1)  # each model's next_token_loss
+            optimizer.zero_grad()
+            losses.sum().backward()
+            held.zero_gradients()
+            optimizer.step()
+            held.restore()
+        evaluations = stacked.answer_accuracies(evaluation)
+        improved = [index for index in range(count) if evaluations[index] >= best[index][0]]
+        tests = dict(zip(improved, stacked.answer_accuracies(test, improved)))  # only where it will be kept
+        for index in range(count):
+            scores = {"epoch": epoch, "loss": losses[index].item(), "eval": evaluations[index]}
+            if index in tests:
+                scores["test"] = tests[index]
+                best[index] = (evaluations[index], tests[index])
+            histories[index].append(scores)
+        if checkpoint is not None and (epoch + 1 == epochs or time.monotonic() - saved_at >= checkpoint_seconds):
+            _save(checkpoint, identity, _Progress(epoch + 1, best, histories), stacked, optimizer, generators)
+            saved_at = time.monotonic()
     stacked.write_back()
     return [TrainingResult(eval_accuracy, test_accuracy, history, lr)
             for (eval_accuracy, test_accuracy), history in zip(best, histories)]
+
+
+STEPS_PER_EPOCH_BOUND = 2**20  # dropout keys number the steps epoch * this + step (an epoch has fewer steps)
 
 
 def train_together_with_lr_search(prepare: Callable[[], Sequence[tuple[nn.Module, FrozenWeights | None]]],
@@ -253,20 +267,20 @@ def _fingerprint(stacked: StackedModels, held: StackedFrozenWeights, trains: Seq
 
 
 def _save(path: Path, identity: str, progress: _Progress, stacked: StackedModels, optimizer: torch.optim.Optimizer,
-          generators: Sequence[torch.Generator], device: torch.device) -> None:
+          generators: Sequence[torch.Generator]) -> None:
     """Write everything the training needs to go on after ``progress.epochs_done`` epochs, atomically."""
     buffer = io.BytesIO()
     torch.save({"identity": identity, "epochs_done": progress.epochs_done, "best": progress.best,
                 "histories": json.dumps(progress.histories),
                 "parameters": {name: stack.detach().cpu() for name, stack in stacked.parameters.items()},
                 "optimizer": optimizer.state_dict(), "generators": [g.get_state() for g in generators],
-                **random_state(device)}, buffer)
+                }, buffer)
     atomic_write_bytes(path, buffer.getvalue())
 
 
 def _resume(path: Path, identity: str, stacked: StackedModels, optimizer: torch.optim.Optimizer,
-            generators: Sequence[torch.Generator], device: torch.device) -> _Progress | None:
-    """Load the checkpoint at ``path`` into the stacks, optimizer and random states if it was saved by this same
+            generators: Sequence[torch.Generator]) -> _Progress | None:
+    """Load the checkpoint at ``path`` into the stacks, optimizer and data-order generators if it was saved by this same
     training (``identity``); None (start from epoch 0) when there is none, it is damaged or it is another's."""
     try:
         state = torch.load(path, weights_only=True, map_location="cpu")  # saved on any device
@@ -280,5 +294,4 @@ def _resume(path: Path, identity: str, stacked: StackedModels, optimizer: torch.
     optimizer.load_state_dict(state["optimizer"])
     for generator, generator_state in zip(generators, state["generators"]):
         generator.set_state(generator_state)
-    restore_random_state(state, device)
     return _Progress(int(state["epochs_done"]), [tuple(pair) for pair in state["best"]], json.loads(state["histories"]))
