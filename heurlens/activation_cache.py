@@ -82,9 +82,19 @@ def full_model_logits(model: HookedModel, eval_set: Task,
             logits = handle.get_tensor("logits")
         if logits.shape[0] != len(eval_set):
             raise HeurlensError(f"{path} holds logits of {logits.shape[0]} examples, not {len(eval_set)}")
+        if not logits.isfinite().all():
+            raise HeurlensError(f"{path} holds NaN or inf: damaged, computed again")
         return logits
 
-    return stored(path, lambda: predict_logits(model, eval_set, dtype=dtype),
+    def compute() -> Tensor:
+        logits = predict_logits(model, eval_set, dtype=dtype)
+        if not logits.isfinite().all():
+            raise HeurlensError(f"the full model {model.model_id!r} gives NaN or inf scores on {eval_set.name} "
+                                f"(in {dtype}): nothing to compare an ablation with. Check the model's weights, or "
+                                "run it in float32")
+        return logits
+
+    return stored(path, compute,
                   lambda logits: atomic_save_tensors(path, {"logits": logits}, _about(model, eval_set)), load)
 
 
@@ -181,6 +191,8 @@ def _read(path: Path, data: Task, model: HookedModel) -> ResidualStream:
     width = model.bridge.cfg.d_model
     if rows.shape != (sum(int(p.sum()) for p in positions), width):
         raise HeurlensError(f"{path} does not fit the data (shape {tuple(rows.shape)})")
+    if not rows.isfinite().all():
+        raise HeurlensError(f"{path} holds NaN or inf: damaged, computed again")
     streams: list[Any] = []
     start = 0
     for real in positions:

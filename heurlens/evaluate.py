@@ -7,6 +7,7 @@ same tokens serve the full model and every ablated variant, with a label per exa
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import datasets
@@ -113,7 +114,9 @@ def accuracy_metric(model: HookedModel) -> Metric:
 
 def mean_kl(reference_logits: Float[Tensor, "example label"], logits: Float[Tensor, "example label"]) -> float:
     """Mean over examples of KL(p_reference || p), the pruning objective of the Heuristic Core paper (nats). KL is never
-    negative; rounding in float32 can make a near-zero sum so, and it is reported as 0."""
+    negative; rounding in float32 can make a near-zero sum so, and it is reported as 0. NaN stays NaN (scores holding
+    NaN or inf), never shown as a KL of 0."""
     reference = F.log_softmax(reference_logits, dim=-1)
     other = F.log_softmax(logits, dim=-1)
-    return max(0.0, (reference.exp() * (reference - other)).sum(dim=-1).mean().item())
+    kl = (reference.exp() * (reference - other)).sum(dim=-1).mean().item()
+    return kl if math.isnan(kl) else max(0.0, kl)

@@ -45,8 +45,11 @@ class UnitMeans:
         atomic_save_tensors(path, tensors, metadata={"source": self.source})
 
     def check_fits(self, model: HookedModel) -> None:
-        """Refuse means whose layers or shapes are not ``model``'s (means of another model)."""
+        """Refuse means whose layers or shapes are not ``model``'s (means of another model), or that hold NaN/inf."""
         cfg = model.bridge.cfg
+        if not all(t.isfinite().all() for t in [*self.heads.values(), *self.mlps.values()]):
+            raise HeurlensError(f"the unit means over {self.source} hold NaN or inf values: an ablation with them "
+                                "would be NaN. Compute them again: heurlens.compute_means(model, data)")
         heads_ok = sorted(self.heads) == list(range(cfg.n_layers)) and all(
             tuple(t.shape) == (cfg.n_heads, cfg.d_head) for t in self.heads.values())
         mlps_ok = sorted(self.mlps) == list(range(cfg.n_layers)) and all(

@@ -104,6 +104,36 @@ def test_a_damaged_or_foreign_entry_is_computed_again(four_layer_bert, tmp_path,
         residual_streams(model, data, [0])
 
 
+def test_nan_in_a_cached_entry_is_computed_again_and_never_read_as_a_result(four_layer_bert, tmp_path, monkeypatch):
+    """NaN written into the cached residual stream and logits (a damaged disk, another program) was used as it
+    was: the full accuracy fell and the KL read 0.0000. Now such an entry is computed again, and a NaN the
+    model itself gives is refused by name instead of shown as a number."""
+    from safetensors.torch import load_file, save_file
+
+    monkeypatch.setenv("HEURLENS_CACHE", str(tmp_path))
+    model = four_layer_bert
+    data, means = padded_set(6), compute_means(model, padded_set(7))
+    clean = ablate_groups(model, [[Unit(2, 0)]], [data], "mean", means)
+    for path in tmp_path.glob("activations/*/*.safetensors"):
+        tensors = load_file(str(path))
+        for tensor in tensors.values():
+            tensor.view(-1)[::7] = float("nan")
+        save_file(tensors, str(path), metadata={"block_output": "tensor"} if "residual" in path.name else None)
+    again = ablate_groups(model, [[Unit(2, 0)]], [data], "mean", means)
+    pd.testing.assert_frame_equal(clean, again, check_exact=True)
+    assert all(t.isfinite().all() for p in tmp_path.glob("activations/*/*.safetensors") for t in load_file(str(p)).values())
+    assert torch.isnan(torch.tensor(mean_kl(torch.tensor([[float("nan"), 0.0]]), torch.zeros(1, 2))))
+    broken = compute_means(model, padded_set(7))
+    broken.heads[1][0, 0] = float("nan")
+    with pytest.raises(HeurlensError, match="hold NaN or inf values"):
+        ablate_groups(model, [[Unit(2, 0)]], [data], "mean", broken)
+    with torch.no_grad():
+        nan_model = load_model(model.model_id)
+        next(nan_model.head.parameters()).fill_(float("nan"))
+    with pytest.raises(HeurlensError, match="gives NaN or inf scores on random"):
+        ablate_groups(nan_model, [[Unit(2, 0)]], [data], "mean", means)
+
+
 def test_the_cache_never_grows_past_its_cap_and_evicts_the_least_recently_used(four_layer_bert, tmp_path,
                                                                                 monkeypatch):
     """A cap of 3.5 entries; six sets of two entries each, set-0's first entry read after each set: the cache
