@@ -62,7 +62,10 @@ def workers_from_options(count: int | None, address: str | None, gpus_per_worker
             if given is not None:
                 raise HeurlensError(f"{name} needs --workers N: say how many runs may go at once")
         return None
-    if address is not None:
+    if address is None and os.environ.get("RAY_ADDRESS", "").strip():  # Ray reads it: checked as --ray-address is
+        address = os.environ["RAY_ADDRESS"].strip()
+        check_cluster_address(address, "RAY_ADDRESS=")
+    elif address is not None:
         check_cluster_address(address)
     if gpus_per_worker is None:
         from heurlens.devices import resolve_device
@@ -74,29 +77,31 @@ def workers_from_options(count: int | None, address: str | None, gpus_per_worker
 CONNECT_SECONDS = 3.0
 
 
-def check_cluster_address(address: str) -> None:
+def check_cluster_address(address: str, given_as: str = "--ray-address ") -> None:
     """Refuse, in one line and within a few seconds, a cluster address nothing answers at, before any work:
     "auto" needs a cluster started on this machine (``ray start``), "HOST:PORT" something listening there.
-    Ray Client addresses (ray://) need ``ray[client]``, which heurlens does not install."""
+    Ray Client addresses (ray://) need ``ray[client]``, which heurlens does not install. ``given_as``: how the
+    message names where the address came from (the option, or the environment's ``RAY_ADDRESS=``)."""
     start_one = "start one with `ray start --head` on the head node (and `ray start --address HEAD:6379` on the others)"
+    leave_out = "unset RAY_ADDRESS" if given_as.startswith("RAY_ADDRESS") else "leave out --ray-address"
     if address.startswith("ray://"):
-        raise HeurlensError(f"--ray-address {address}: Ray Client addresses need the ray[client] extra, which heurlens "
+        raise HeurlensError(f"{given_as}{address}: Ray Client addresses need the ray[client] extra, which heurlens "
                             "does not install; run heurlens on a node of the cluster with --ray-address auto, or give "
                             "the head's HOST:6379")
     if address == "auto":
         record = Path(os.environ.get("RAY_TMPDIR", "/tmp")) / "ray" / "ray_current_cluster"
         if not record.is_file():
-            raise HeurlensError(f"--ray-address auto: no Ray cluster was started on this machine; {start_one}, or "
-                                "leave out --ray-address to run the workers on this machine alone")
+            raise HeurlensError(f"{given_as}auto: no Ray cluster was started on this machine; {start_one}, or "
+                                f"{leave_out} to run the workers on this machine alone")
         address = record.read_text().strip()
     host, _, port = address.rpartition(":")
     if not host or not port.isdigit():
-        raise HeurlensError(f"--ray-address {address}: give auto or the head's HOST:PORT (e.g. 10.0.0.5:6379)")
+        raise HeurlensError(f"{given_as}{address}: give auto or the head's HOST:PORT (e.g. 10.0.0.5:6379)")
     try:
         socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_SECONDS).close()
     except OSError as error:
-        raise HeurlensError(f"--ray-address {address}: no Ray cluster answers there ({error.strerror or 'timed out'}); "
-                            f"{start_one}, or check the address") from error
+        raise HeurlensError(f"{given_as}{address}: no Ray cluster answers there ({error.strerror or 'timed out'}); "
+                            f"{start_one}, or check the address ({leave_out}: the workers run on this machine)") from error
 
 
 def import_ray():

@@ -151,6 +151,20 @@ def test_an_unreachable_cluster_is_refused_quickly_before_anything_is_written(ca
     assert time.time() - start < 10 and not (tmp_path / "p").exists()
 
 
+def test_an_unreachable_ray_address_from_the_environment_is_refused_as_the_option_is(capsys, tmp_path, monkeypatch):
+    """RAY_ADDRESS, which Ray reads by itself, bypassed the --ray-address check: a prune hung for over 10 minutes
+    after writing its means. Ray must never be left to try it: checked on loopback before Ray is imported."""
+    import time
+
+    address = f"127.0.0.1:{_closed_loopback_port()}"
+    monkeypatch.setenv("RAY_ADDRESS", address)
+    start = time.time()
+    assert_refused(capsys, f"RAY_ADDRESS={address}: no Ray cluster answers there", "prune", "--workers", "2",
+                   "--out", str(tmp_path / "p"))
+    assert time.time() - start < 10 and not (tmp_path / "p").exists()
+    assert_refused(capsys, "(unset RAY_ADDRESS: the workers run on this machine)", "ablate", "--scan", "--workers", "2")
+
+
 def test_a_cache_that_cannot_be_written_is_named_with_the_fix(monkeypatch, tmp_path):
     """As root no folder is read-only to the tests, so the operating system's refusal is stood in for."""
     import errno
