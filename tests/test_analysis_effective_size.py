@@ -113,3 +113,26 @@ def test_a_subnetwork_that_missed_its_target_is_never_counted_faithful():
                   "seed": 0, "eval_set": s, "accuracy": 0.8} for s in ("id", "ood")]
     per_seed = effective_size_per_seed(pd.DataFrame(rows), n_units=10)
     assert set(per_seed["sparsity"]) == {0.3} and set(per_seed["size"]) == {7.0}
+
+
+@pytest.mark.parametrize("content, fragment", [
+    (b"", "cannot be read as a table (EmptyDataError)"),
+    (b"\xff\xfe\x00binary\x80\x81\n", "cannot be read as a table (UnicodeDecodeError)"),
+    (b"a,b\n1,2\n", "lacks the columns checkpoint, step"),
+    (None, "has empty or cut-short rows"),  # a good table with its last row cut in half
+])
+def test_a_damaged_table_is_refused_before_any_checkpoint_is_pruned(tmp_path, content, fragment):
+    from heurlens.analysis.effective_size import TABLE_COLUMNS, effective_size_over_checkpoints
+    from heurlens.errors import HeurlensError
+
+    out = tmp_path / "es"
+    out.mkdir()
+    (out / "settings.json").write_text("{}")
+    if content is None:
+        row = ",".join("ck" if c == "checkpoint" else "1" for c in TABLE_COLUMNS)
+        content = (",".join(TABLE_COLUMNS) + "\n" + row + "\n" + row[: len(row) // 2] + "\n").encode()
+    (out / "effective-size.csv").write_bytes(content)
+    with pytest.raises(HeurlensError, match=f"{out / 'effective-size.csv'} .*{fragment.replace('(', '.').replace(')', '.')}"
+                       ".*checkpoints' finished prune runs .* are kept"):
+        effective_size_over_checkpoints([str(tmp_path / "never-loaded")], out, lambda model: [])
+    assert (out / "effective-size.csv").read_bytes() == content  # nothing rewritten

@@ -178,6 +178,8 @@ def effective_size_over_checkpoints(checkpoints: Sequence[str | Path], out: Path
         raise HeurlensError(f"{out / EFFECTIVE_SIZE_FILE} was written before heurlens recorded an effective-size "
                             "run's settings, so new rows cannot be checked against it. Use another --out, or delete "
                             "that file to measure its checkpoints again (their finished prune runs are reused)")
+    if (out / EFFECTIVE_SIZE_FILE).exists():
+        read_effective_size_table(out / EFFECTIVE_SIZE_FILE)  # a damaged table refused before hours of pruning
     rows = []
     for index, checkpoint in enumerate(sorted(checkpoints, key=lambda c: checkpoint_step(Path(c), 0))):
         model = load_model(str(checkpoint), device=device)
@@ -202,12 +204,31 @@ def effective_size_over_checkpoints(checkpoints: Sequence[str | Path], out: Path
     return table
 
 
+TABLE_COLUMNS = ("checkpoint", "step", *(f"{what}_{kind}" for kind in DATA_KINDS for what in ("acc", "size")), "n_units")
+
+
+def read_effective_size_table(path: Path) -> pd.DataFrame:
+    """The table an earlier call wrote at ``path``, refused in one line when it cannot be read whole (empty, not
+    text, a row cut short, other columns): merging it would end in a traceback or in rows of NaN."""
+    fix = (f"move {path} away or delete it; the checkpoints' finished prune runs in {path.parent} are kept, so "
+           "measuring them again only evaluates")
+    try:
+        table = pd.read_csv(path)
+    except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError, ValueError) as error:
+        raise HeurlensError(f"{path} cannot be read as a table ({type(error).__name__}): {fix}") from error
+    missing = [column for column in TABLE_COLUMNS if column not in table]
+    if missing or table.empty or table[list(TABLE_COLUMNS)].isna().any().any():
+        what = f"lacks the columns {', '.join(missing)}" if missing else "has empty or cut-short rows"
+        raise HeurlensError(f"{path} {what}: {fix}")
+    return table
+
+
 def _merge_rows(out: Path, new: pd.DataFrame) -> pd.DataFrame:
     """Write ``new`` rows into ``out``'s table, keeping the rows of the other checkpoints (by folder name) that
     earlier calls wrote; read, merged and written under ``out``'s lock, so concurrent calls lose no row."""
     with exclusive(out, "the effective-size folder", wait=True):
         path = out / EFFECTIVE_SIZE_FILE
-        earlier = pd.read_csv(path) if path.exists() else new.iloc[:0]
+        earlier = read_effective_size_table(path) if path.exists() else new.iloc[:0]
         measured_again = earlier["checkpoint"].map(lambda c: Path(c).name).isin(
             new["checkpoint"].map(lambda c: Path(c).name))
         table = pd.concat([earlier[~measured_again], new], ignore_index=True).sort_values("step", kind="stable")
