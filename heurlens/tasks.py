@@ -48,6 +48,11 @@ def tokenize_texts(model: HookedModel, texts: Sequence[str], name: str = "texts"
                                                               return_tensors="pt",
                                                               add_special_tokens=add_special_tokens).items()
                 if key in ("input_ids", "attention_mask")} for i in range(0, len(texts), batch_size)]
+    lengths = torch.cat([batch["attention_mask"].sum(-1) for batch in batches])
+    if (lengths == 0).any():
+        empty = int((lengths == 0).nonzero()[0])
+        raise HeurlensError(f"text {empty} ({texts[empty]!r}) has no tokens: give texts with at least one token "
+                            "(or keep the tokenizer's special tokens, add_special_tokens=True)")
     return TokenSet(name, batches, texts)
 
 

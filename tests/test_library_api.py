@@ -139,3 +139,31 @@ def test_a_transformerlens_native_bridge_works_like_any_other(tmp_path):
     table = heurlens.ablate(bridge, "L1.H0", [tokens], means=means, metrics=last_token_mean)
     by_hand = bridge(tokens)[:, -1, 0].mean().item()  # every row is real: the last position is scored
     assert table["full_mean_logit_0"].item() == pytest.approx(by_hand, abs=1e-5) and table["kl"].item() > 0
+
+
+def test_library_misuse_is_answered_by_name(llama_bridge):
+    """Found by probing the library as a newcomer would: each ended in another library's error, or trained on."""
+    from heurlens.analysis import group_superadditivity, single_unit_scan
+
+    model = heurlens.wrap_bridge(llama_bridge)
+    with pytest.raises(HeurlensError, match=r"text 1 \(''\) has no tokens"):
+        heurlens.compute_means(model, ["the man", ""], add_special_tokens=False)
+    means = heurlens.compute_means(model, ["the man sees the dog"])
+    metrics = {"first": lambda scores, task: float(scores[:, 0].mean())}
+    with pytest.raises(HeurlensError, match="at least one unit to scan"):
+        single_unit_scan(model, [], [["the man"]], means, progress=False, metrics=metrics)
+    with pytest.raises(HeurlensError, match="at least two units"):
+        group_superadditivity(model, "L0.H1", [["the man"]], means, progress=False, metrics=metrics)
+    data = heurlens.tokenize_texts(model, ["the man sees the", "a dog sleeps"])
+    config = heurlens.PruneSettings(total_steps=20, warmup_steps=5)
+    with pytest.raises(HeurlensError, match="one-element torch tensor .*got a float"):
+        heurlens.prune(model, data, 0.5, seeds=[0], config=config, progress=False,
+                       loss=lambda scores, full, ids: (scores - full).pow(2).mean().item())
+    steps: list[int] = []
+
+    def nan_after_three(scores, full, ids):
+        steps.append(1)
+        return (scores - full).pow(2).mean() * (float("nan") if len(steps) > 3 else 1.0)
+
+    with pytest.raises(HeurlensError, match=r"the loss was \[nan\] at step 4 of 20"):
+        heurlens.prune(model, data, 0.5, seeds=[0], config=config, progress=False, loss=nan_after_three)

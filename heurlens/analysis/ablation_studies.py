@@ -20,6 +20,7 @@ from torch import Tensor
 from heurlens.ablation import Method, ablate_groups, metric_names
 from heurlens.activation_cache import full_model_logits
 from heurlens.distributed import Workers, run_each
+from heurlens.errors import HeurlensError
 from heurlens.means import UnitMeans
 from heurlens.models.classifier import as_model
 from heurlens.precision import Precision
@@ -92,6 +93,9 @@ def single_unit_scan(model: HookedModel, units: UnitsLike, eval_sets: Sequence[T
     ``full_{name}`` and ``{name}`` per metric, ``drop`` of the first)."""
     job = _job(model, eval_sets, method, means, full_logits, dtype, metrics)
     units = as_units(units, job.model.n_layers, job.model.n_heads)
+    if not units:
+        raise HeurlensError("give at least one unit to scan: 'L4.*', a list of units, or heurlens.all_units(n_layers, "
+                            "n_heads)")
     return _drops(job, [[u] for u in units], progress, "single-unit ablation", workers)
 
 
@@ -129,6 +133,9 @@ def group_superadditivity(model: HookedModel, group: UnitsLike, eval_sets: Seque
     """
     job = _job(model, eval_sets, method, means, full_logits, dtype, metrics)
     group = as_units(group, job.model.n_layers, job.model.n_heads)
+    if len(group) < 2:
+        raise HeurlensError(f"super-additivity compares a group with its members: give at least two units (got "
+                            f"{len(group)})")
     singles = _drops(job, [[u] for u in group], progress, "single ablations", workers)
     together = _drops(job, [group], progress, "group ablation")
     single_sum = singles.groupby("eval_set", sort=False)["drop"].sum()

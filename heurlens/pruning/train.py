@@ -200,8 +200,8 @@ def train_unit_masks(model: HookedModel, data: Task, full_logits: Float[Tensor, 
                     for run, index, z in zip(runs, indices, draws):
                         rows_here = int(offsets[index + 1] - offsets[index])
                         reference = full_logits[offsets[index]:offsets[index + 1]].to(device)
-                        run.fit = objective(logits[start:start + rows_here], reference,
-                                            torch.arange(int(offsets[index]), int(offsets[index + 1]), device="cpu"))
+                        run.fit = _scalar_loss(objective(logits[start:start + rows_here], reference, torch.arange(
+                            int(offsets[index]), int(offsets[index + 1]), device="cpu")))
                         start += rows_here
                         run.model_sparsity = (sampled_sparsity(z, prunable) if config.sparsity_estimate == "sampled"
                                               else expected_sparsity(run.mask, prunable))
@@ -214,9 +214,13 @@ def train_unit_masks(model: HookedModel, data: Task, full_logits: Float[Tensor, 
                     run.optimizer.step()
                     run.schedule.step()
                 bar.update(1)
-                first = runs[0]
-                bar.set_postfix(sparsity=f"{_item(first.model_sparsity):.3f}", target=f"{target:.3f}",
-                                loss=f"{_item(first.fit):.4f}")
+                fits = torch.stack([run.fit.detach() for run in runs if run.fit is not None]).cpu()
+                if not bool(fits.isfinite().all()):
+                    raise HeurlensError(f"the loss was {fits.tolist()} at step {step + 1} of {total} (seeds {names}): "
+                                        "masks cannot be trained on NaN or inf. Check the loss function and the data "
+                                        "(a division by zero, a log of 0)")
+                bar.set_postfix(sparsity=f"{_item(runs[0].model_sparsity):.3f}", target=f"{target:.3f}",
+                                loss=f"{float(fits[0]):.4f}")
     finally:
         bar.close()
         model.eval()
@@ -226,6 +230,17 @@ def train_unit_masks(model: HookedModel, data: Task, full_logits: Float[Tensor, 
         results.append(MaskTrainingResult(log_alpha_heads.clone(), log_alpha_mlps.clone(), _item(run.fit),
                                           expected_sparsity(run.mask, prunable).item(), total))
     return results
+
+
+def _scalar_loss(value: object) -> Tensor:
+    """The loss function's value, refused in one line unless it is a one-element tensor (a Python float carries no
+    gradient to the masks)."""
+    if not isinstance(value, Tensor) or value.numel() != 1:
+        shape = f" of shape {tuple(value.shape)}" if isinstance(value, Tensor) else ""
+        raise HeurlensError(f"the loss must return a one-element torch tensor computed from the scores it is given "
+                            f"(got a {type(value).__name__}{shape}): e.g. (scores - full_scores).pow(2).mean(), "
+                            "without .item() or float()")
+    return value.reshape(())
 
 
 def _item(value: Tensor | None) -> float:
