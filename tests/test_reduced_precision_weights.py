@@ -110,3 +110,16 @@ def test_the_cli_names_the_weights_precision_and_loads_in_the_one_asked_for(tiny
     assert status == 0, err
     assert from_folder.startswith(f"model {saved} (bfloat16 weights, bfloat16), mean-ablated L1.H0")
     assert from_folder.splitlines()[1:] == bfloat16.splitlines()[1:]  # the same weights, the same table
+    out = tmp_path / "run"
+    prune_args = ["--sparsity", "0.3", "--seeds", "1", "--train-examples", "32", "--steps", "3", "--in-domain-examples",
+                  "20", "--per-subcase", "10", "--subcases", "SO-Swap", "--data", str(pairs_file)]
+    status, pruned, err = heurlens_in_process(capsys, "prune", "--model", str(tiny_bert_dir), "--out", str(out),
+                                              "--weights-dtype", "bfloat16", *prune_args)
+    assert status == 0, err
+    assert pruned.startswith(f"accuracy (%) of model {tiny_bert_dir} (bfloat16 weights) and its subnetworks")
+    status, evaluated, err = heurlens_in_process(capsys, "evaluate", str(out), "--weights-dtype", "bfloat16",
+                                                 "--in-domain-examples", "20", "--per-subcase", "10", "--subcases",
+                                                 "SO-Swap", "--data", str(pairs_file))
+    assert status == 0 and evaluated == pruned, err
+    status, _, err = heurlens_in_process(capsys, "evaluate", str(out), "--in-domain-examples", "20")  # float32 now
+    assert status == 2 and "loaded in another precision" in err  # another fingerprint: the bfloat16 weights' one

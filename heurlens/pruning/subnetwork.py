@@ -77,7 +77,9 @@ class Subnetwork:
         if self.model_fingerprint not in (known or model.known_fingerprints()):
             raise HeurlensError(
                 f"this subnetwork was pruned from model {self.model_id!r} (fingerprint {self.model_fingerprint}), "
-                f"not from {model.model_id!r} (fingerprint {model.fingerprint()}); load that model instead")
+                f"not from {model.model_id!r} (fingerprint {model.fingerprint()}); load that model instead"
+                + (" (the same name: were its weights loaded in another precision, or changed? load them as they "
+                   "were pruned, e.g. --weights-dtype / load_model(dtype=))" if self.model_id == model.model_id else ""))
 
     def to_json(self) -> dict:
         record = {k: v for k, v in asdict(self).items() if not k.startswith("log_alpha")}
