@@ -48,6 +48,10 @@ def test_prompt_files_in_jsonl_and_csv(tmp_path):
         load_prompt_file(jsonl)
     with pytest.raises(HeurlensError, match="use .jsonl or .csv"):
         load_prompt_file(_written(tmp_path / "task.txt"))
+    for binary in (jsonl, csv_file):  # bytes that are not UTF-8 (a compressed file under a .jsonl name)
+        binary.write_bytes(b"\x1f\x8b\x08\x00\xff\xfe")
+        with pytest.raises(HeurlensError, match=r"is not text \(byte 1 is not UTF-8\)"):
+            load_prompt_file(binary)
 
 
 def _written(path):

@@ -13,6 +13,7 @@ and every prompt fit the model's context; metrics at the answer position are in 
 from __future__ import annotations
 
 import csv
+import io
 import math
 import random
 from collections.abc import Sequence
@@ -50,16 +51,20 @@ def load_prompt_file(path: str | Path) -> list[PromptExample]:
     path = Path(path)
     if not path.is_file():
         raise HeurlensError(f"prompt task file {path} does not exist; give a .jsonl or .csv file")
-    if path.suffix == ".jsonl":
-        rows = read_jsonl_objects(path, path.read_text(), "prompt, answer, distractors")
-    elif path.suffix == ".csv":
-        with path.open(newline="") as handle:
-            rows = [row | {column: [d for d in (row.get(column) or "").split("|") if d]
-                           for column in ("distractors", "other_answers")}
-                    for row in csv.DictReader(handle)]
-    else:
+    if path.suffix not in (".jsonl", ".csv"):
         raise HeurlensError(f"prompt task file {path}: use .jsonl or .csv (columns prompt, answer, distractors, "
                             "corrupted_prompt)")
+    try:
+        text = path.read_text()
+    except UnicodeDecodeError as error:
+        raise HeurlensError(f"prompt task file {path} is not text (byte {error.start} is not UTF-8); give a .jsonl "
+                            "or .csv file of prompt, answer, distractors") from error
+    if path.suffix == ".jsonl":
+        rows = read_jsonl_objects(path, text, "prompt, answer, distractors")
+    else:
+        rows = [row | {column: [d for d in (row.get(column) or "").split("|") if d]
+                       for column in ("distractors", "other_answers")}
+                for row in csv.DictReader(io.StringIO(text, newline=""))]
     examples = []
     for number, row in enumerate(rows, start=1):
         if not row.get("prompt") or not row.get("answer"):
