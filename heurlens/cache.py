@@ -51,11 +51,9 @@ def atomic_write_bytes(path: Path, data: bytes) -> bool:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     except OSError as error:
-        if error.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+        if error.errno not in UNWRITABLE:
             raise
-        raise HeurlensError(f"cannot write {path} ({error.strerror}): its folder is read-only; "
-                            + (f"point ${CACHE_ENV_VAR} at a folder you can write to" if root is not None
-                               else "choose a folder you can write to")) from error
+        raise unwritable_error(path, error) from error
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
@@ -69,6 +67,17 @@ def atomic_write_bytes(path: Path, data: bytes) -> bool:
         Path(tmp).unlink(missing_ok=True)
         raise
     return True
+
+
+UNWRITABLE = (errno.EACCES, errno.EPERM, errno.EROFS)  # what the operating system says of a read-only folder
+
+
+def unwritable_error(path: Path, error: OSError) -> HeurlensError:
+    """A write under ``path`` that the operating system refused (``UNWRITABLE``: a read-only, immutable or another
+    user's folder), as one line with the fix: in heurlens' cache, point $HEURLENS_CACHE elsewhere."""
+    return HeurlensError(f"cannot write {path} ({error.strerror}): its folder is read-only; "
+                         + (f"point ${CACHE_ENV_VAR} at a folder you can write to" if cache_root_of(path) is not None
+                            else "choose a folder you can write to"))
 
 
 def _kind_in(root: Path, path: Path) -> str:

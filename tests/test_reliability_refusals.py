@@ -185,6 +185,30 @@ def test_a_cache_that_cannot_be_written_is_named_with_the_fix(monkeypatch, tmp_p
         atomic_write_bytes(tmp_path / "elsewhere" / "x.json", b"")
 
 
+def test_a_read_only_cache_folder_ends_any_command_in_one_line(monkeypatch, tmp_path, capsys, tiny_bert_dir):
+    """The cache folder exists but the system refuses writes in it (a read-only mount: stood in for, as root
+    writes anywhere): the first write of any kind (here the downloads folder of SNLI) named the fix, not a trace."""
+    import errno
+    import os
+
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    monkeypatch.setenv("HEURLENS_CACHE", str(cache))
+    real_mkdir = os.mkdir
+
+    def read_only(path, *args, **kwargs):
+        if str(path).startswith(str(cache)):
+            raise OSError(errno.EROFS, "Read-only file system", str(path))
+        return real_mkdir(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "mkdir", read_only)
+    assert_refused(capsys, f"cannot write {cache}/", "ablate", "--heads", "L0.H0", "--model", str(tiny_bert_dir),
+                   "--in-domain-examples", "20", "--per-subcase", "5", "--reference-examples", "20")
+    assert_refused(capsys, "(Read-only file system): its folder is read-only; point $HEURLENS_CACHE at a folder",
+                   "ablate", "--heads", "L0.H0", "--model", str(tiny_bert_dir), "--in-domain-examples", "20")
+    assert list(cache.iterdir()) == []
+
+
 def test_sparsities_that_share_a_folder_are_refused_and_minus_zero_is_zero(tmp_path):
     import torch
     from planted import build_planted_model

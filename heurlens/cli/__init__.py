@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import signal
 import sys
+from pathlib import Path
 
 import click
 
@@ -94,4 +95,11 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(143)
     except click.ClickException as error:  # click's own usage errors, in heurlens' one-line form
         click.echo(f"heurlens: error: {error.format_message()}", err=True)
+        sys.exit(2)
+    except OSError as error:  # a write refused anywhere (a cache folder made read-only, an --out on a read-only disk)
+        from heurlens.cache import UNWRITABLE, unwritable_error
+
+        if error.errno not in UNWRITABLE or error.filename is None:
+            raise
+        click.echo(f"heurlens: error: {unwritable_error(Path(error.filename), error)}", err=True)
         sys.exit(2)
