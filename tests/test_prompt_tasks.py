@@ -42,6 +42,11 @@ def test_prompt_files_in_jsonl_and_csv(tmp_path):
     csv_file = tmp_path / "task.csv"
     csv_file.write_text("prompt,answer,distractors,corrupted_prompt\nthe man sees the, dog, cat| man,a dog sees the\n")
     assert load_prompt_file(jsonl) == [PromptExample("the man sees the", " dog", (" cat",))]
+    jsonl.write_text(json.dumps({"prompt": "the man sees the", "answer": [" dog"], "distractors": [" cat"]}) + "\n")
+    assert load_prompt_file(jsonl) == [PromptExample("the man sees the", " dog", (" cat",))]  # a list of one
+    jsonl.write_text(json.dumps({"prompt": "the man sees the", "answer": [" dog", " cat"]}) + "\n")
+    with pytest.raises(HeurlensError, match="example 1: answer is a list, not a text .*other_answers"):
+        load_prompt_file(jsonl)
     assert load_prompt_file(csv_file) == [PromptExample("the man sees the", " dog", (" cat", " man"), "a dog sees the")]
     jsonl.write_text(json.dumps({"prompt": "the man sees the"}) + "\n")
     with pytest.raises(HeurlensError, match="example 1: every example needs a non-empty prompt and answer"):

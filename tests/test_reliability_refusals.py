@@ -58,7 +58,7 @@ def _jsonl(path, *lines):
 
 @pytest.mark.parametrize("lines, fragment", [
     (['{"prompt": "the man sees", "answer": " dog"}', '{"prompt": "abc", "answer": [" x"]'], "line 2: not a JSON"),
-    (['{"prompt": "The capital of France is", "answer": [" Paris"], "distractors": [" London"]}'],
+    (['{"prompt": "The capital of France is", "answer": [" Paris", " Lyon"], "distractors": [" London"]}'],
      "answer is a list, not a text"),
     (['{"prompt": "a", "answer": " x", "distractors": " y"}'], "distractors must be a list of texts"),
     (['[1, 2]'], "line 1: a JSON list, not an object"),

@@ -67,6 +67,9 @@ def load_prompt_file(path: str | Path) -> list[PromptExample]:
                 for row in csv.DictReader(io.StringIO(text, newline=""))]
     examples = []
     for number, row in enumerate(rows, start=1):
+        answer = row.get("answer")
+        if isinstance(answer, list) and len(answer) == 1 and isinstance(answer[0], str):
+            row = row | {"answer": answer[0]}  # ["dog"]: one answer written as a list, unambiguous
         if not row.get("prompt") or not row.get("answer"):
             raise HeurlensError(f"{path}, example {number}: every example needs a non-empty prompt and answer")
         for column in ("prompt", "answer", "corrupted_prompt"):

@@ -57,8 +57,11 @@ class Subnetwork:
         missed = f"subnetwork {self.label} reached sparsity {self.achieved_sparsity:.2f}, not its target " \
                  f"{self.target_sparsity:.2f}: "
         if self.achieved_sparsity < self.target_sparsity:
+            start = self.hyperparameters.get("log_alpha_init")
+            lower = (f"--log-alpha-init {float(start) - 3:g}; these started at {float(start):g}"
+                     if isinstance(start, int | float) else "a lower --log-alpha-init")
             return missed + ("the masks did not move far enough. Train longer (--steps / PruneSettings(total_steps="
-                             "...)) or start the masks lower (--log-alpha-init 2)")
+                             f"...)) or start the masks lower ({lower})")
         return missed + ("more units fell below the threshold together than the target allows (the loss depends "
                          "little on them). Train longer after the warm-up (--steps larger than --warmup-steps) or "
                          "prune to the sparsity reached")
