@@ -71,6 +71,14 @@ def workers_from_options(count: int | None, address: str | None, gpus_per_worker
         from heurlens.devices import resolve_device
 
         gpus_per_worker = 1 if resolve_device(device).type == "cuda" else 0
+    if address is None and gpus_per_worker:  # Ray on this machine alone: its GPUs are known before anything starts
+        import torch
+
+        here = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if gpus_per_worker > here:
+            raise HeurlensError(f"--gpus-per-worker {gpus_per_worker:g}: Ray runs on this machine, which has {here} "
+                                "GPU(s) torch can use, so no task could start; give --gpus-per-worker 0 (CPU workers) "
+                                "or --ray-address of a cluster with GPUs")
     return Workers(count, address, gpus_per_worker)
 
 

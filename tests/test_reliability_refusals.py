@@ -165,6 +165,16 @@ def test_an_unreachable_ray_address_from_the_environment_is_refused_as_the_optio
     assert_refused(capsys, "(unset RAY_ADDRESS: the workers run on this machine)", "ablate", "--scan", "--workers", "2")
 
 
+def test_gpu_workers_this_machine_cannot_hold_are_refused_before_anything_is_written(capsys, tmp_path):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    assert_refused(capsys, "--gpus-per-worker 1: Ray runs on this machine, which has 0 GPU(s)", "prune", "--workers",
+                   "2", "--gpus-per-worker", "1", "--out", str(tmp_path / "p"))
+    assert not (tmp_path / "p").exists()
+
+
 def test_a_cache_that_cannot_be_written_is_named_with_the_fix(monkeypatch, tmp_path):
     """As root no folder is read-only to the tests, so the operating system's refusal is stood in for."""
     import errno
