@@ -37,13 +37,16 @@ def test_options_and_missing_ray_are_answered_clearly(monkeypatch):
         head.listen()
         address = f"127.0.0.1:{head.getsockname()[1]}"
         assert workers_from_options(2, address) == Workers(2, address)
+        assert workers_from_options(2, address, 0.5, "cpu").gpus_per_worker == 0.5  # the cluster's GPUs: asked later
     with pytest.raises(HeurlensError, match="--ray-address needs --workers"):
         workers_from_options(None, "auto")
     with pytest.raises(HeurlensError, match="--gpus-per-worker needs --workers"):
         workers_from_options(None, None, 1)
     # GPUs per task: 1 by default when the command runs on CUDA, 0 on the CPU, or as given
     assert workers_from_options(2, None, None, "cpu").gpus_per_worker == 0
-    assert workers_from_options(2, None, 0.5, "cpu").gpus_per_worker == 0.5
+    if not torch.cuda.is_available():  # Ray on this machine alone: more GPUs than it has are refused at once
+        with pytest.raises(HeurlensError, match="--gpus-per-worker 0.5: Ray runs on this machine, which has 0"):
+            workers_from_options(2, None, 0.5, "cpu")
     with pytest.raises(HeurlensError, match="0 or more"):
         Workers(2, gpus_per_worker=-1)
     with pytest.raises(HeurlensError, match="at least 1"):
