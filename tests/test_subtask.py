@@ -549,3 +549,30 @@ def test_discovery_flushes_denormals_without_changing_the_mask(monkeypatch):
     exact = discover_subnetwork(model, last_token_loss, batches, config, progress=False)
     assert sum(denormals) > 100  # without flushing they are there
     assert all(torch.equal(flushed.masks[name], exact.masks[name]) for name in exact.masks)
+
+
+def test_a_second_sweep_process_waits_for_the_folders_t1_and_discovery(tmp_path):
+    """Two processes on one sweep folder (each its own --disambiguation): the second waited for nothing and
+    trained T1 and the subnetwork a second time beside the first. Now it waits for the folder's lock (held here
+    by another process for a moment) and only then trains or reads them."""
+    import subprocess
+    import sys
+
+    from heurlens.cache import guard_run_settings
+    from heurlens.run_folders import LOCK_FILE
+
+    settings = SweepSettings(max_value=12, t1_epochs=1, discovery_epochs=1, disambiguation=(5,),
+                             conditions=("random init",), transfer_epochs=1)
+    guard_run_settings(tmp_path, settings.to_dict(), PER_RUN, "sweep")  # what the first process wrote first
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import fcntl, sys, time\n"
+        f"handle = open({str(tmp_path / LOCK_FILE)!r}, 'a')\n"
+        "fcntl.flock(handle, fcntl.LOCK_EX)\n"
+        "print('held', flush=True)\n"
+        "time.sleep(2)\n"
+        f"open({str(tmp_path / 'released')!r}, 'w').write(repr(time.time()))\n")], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    run_sweep(tmp_path, settings, progress=False)
+    holder.wait()
+    released = float((tmp_path / "released").read_text())
+    assert (tmp_path / "t1-model.safetensors").stat().st_mtime >= released - 0.05  # trained after the wait

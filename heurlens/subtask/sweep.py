@@ -89,9 +89,6 @@ def run_sweep(out: Path, settings: SweepSettings = SweepSettings(), progress: bo
                                                      "epochs": len(result.history)})
         return state_without_ties(trained)
 
-    load_tied_state(trained, stored(t1_path, train_t1, partial(atomic_save_tensors, t1_path),
-                                    lambda: load_file(str(t1_path))))
-
     def chosen_subnetwork() -> WeightSubnetwork:
         discovery = _DiscoveryJob(trained, t1, subtask, settings, out, progress and workers is None)
         candidates = run_each(_discovered, discovery, list(settings.l0_lambdas), workers, "L0 lambdas",
@@ -103,8 +100,13 @@ def run_sweep(out: Path, settings: SweepSettings = SweepSettings(), progress: bo
         return subnetwork
 
     stem = out / "subnetwork"
-    subnetwork = stored(stem.with_suffix(".json"), chosen_subnetwork, lambda sub: sub.save(stem),
-                        lambda: WeightSubnetwork.load(stem))
+    # T1 and discovery are the folder's, shared by every count: a second process (another --disambiguation) waits
+    # for the first to store them and reads them, instead of training them a second time beside it
+    with exclusive(out, "the sweep's T1 model and subnetwork in", wait=True):
+        load_tied_state(trained, stored(t1_path, train_t1, partial(atomic_save_tensors, t1_path),
+                                        lambda: load_file(str(t1_path))))
+        subnetwork = stored(stem.with_suffix(".json"), chosen_subnetwork, lambda sub: sub.save(stem),
+                            lambda: WeightSubnetwork.load(stem))
 
     job = _TransferJob(out, settings, subnetwork, trained, t1, t2, progress and workers is None)
     counts = [n for n in settings.disambiguation if _pending(job, n)]
