@@ -99,6 +99,8 @@ def test_bisection_prunes_fewer_sparsities_and_agrees_with_the_grid(monkeypatch)
 def test_checkpoint_step_from_directory_name(tmp_path):
     assert checkpoint_step(tmp_path / "step-1200", 3) == 1200
     assert checkpoint_step(tmp_path / "final", 3) == 3
+    assert checkpoint_step(tmp_path / "checkpoint-500", 3) == 500  # the Hugging Face Trainer's folders
+    assert checkpoint_step(tmp_path / "minilm-v2", 3) == 3 and checkpoint_step(tmp_path / "run2024", 1) == 1
 
 
 def test_a_subnetwork_that_missed_its_target_is_never_counted_faithful():

@@ -87,8 +87,9 @@ def effective_size_spread(evaluation: pd.DataFrame, n_units: int, margin: float 
 
 
 def checkpoint_step(path: Path, index: int) -> int:
-    """Training step of a checkpoint directory named like ``step-1200`` (else its position)."""
-    match = re.search(r"(\d+)$", Path(path).name)
+    """Training step of a checkpoint directory named ``step-1200`` (``heurlens finetune``'s) or ``checkpoint-1200``
+    (the Hugging Face Trainer's); any other name, whatever digits it ends in (``model-v2``), by its position."""
+    match = re.fullmatch(r"(?:step|checkpoint)-(\d+)", Path(path).name)
     return int(match.group(1)) if match else index
 
 
