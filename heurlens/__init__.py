@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING
 
 from heurlens.lazy import lazy_exports
 
+__version__ = "0.1.0"  # the one place it is written: pyproject.toml reads it (tool.setuptools.dynamic)
+
 _EXPORTS = {
     "ablate": ".ablation", "ablated": ".ablation", "ablation_hooks": ".ablation",
     "generate_hans": ".data", "load_pair_file": ".data", "load_pair_task": ".data", "load_snli": ".data",

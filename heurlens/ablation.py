@@ -34,11 +34,12 @@ from heurlens.units import UnitLayout, UnitsLike, as_units, format_units
 Method = Literal["mean", "zero"]
 
 
-def ablation_hooks(model: HookedModel, units: UnitsLike, method: Method = "mean",
+def ablation_hooks(model: HookedModel | TransformerBridge, units: UnitsLike, method: Method = "mean",
                    means: UnitMeans | None = None) -> HookList:
     """Hooks that replace each unit's output by its mean (or zero) and leave every other unit as is, for
-    TransformerLens' ``model.hooks(fwd_hooks=...)`` / ``run_with_hooks``. ``units``: ``"L4.H0,L2.*"``, ``Unit``s,
-    or a list of either."""
+    TransformerLens' ``model.hooks(fwd_hooks=...)`` / ``run_with_hooks`` (a bridge of one's own is taken as it
+    is). ``units``: ``"L4.H0,L2.*"``, ``Unit``s, or a list of either."""
+    model = as_model(model)
     return _unit_mask(model, units, _replacement(model, method, means)).hooks
 
 

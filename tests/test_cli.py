@@ -266,3 +266,15 @@ def test_ablate_and_prune_a_decoder_on_a_prompt_task(tiny_decoder_dirs, tmp_path
     assert {"previous_token", "duplicate_token", "induction"} <= set(table[0])
     page = (tmp_path / "heads.html").read_text()  # the task's first prompt (after the seed's shuffle), plotted
     assert any(f'"tokens": {json.dumps(r["prompt"].split())}' in page for r in rows)
+
+
+def test_version_is_the_packages_own(capsys):
+    from importlib.metadata import version
+
+    from cli_run import heurlens_in_process
+
+    import heurlens
+
+    for flag in ("--version", "-V"):
+        status, out, _ = heurlens_in_process(capsys, flag)
+        assert status == 0 and out == f"heurlens {version('heurlens')}\n" == f"heurlens {heurlens.__version__}\n"

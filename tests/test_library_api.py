@@ -167,3 +167,17 @@ def test_library_misuse_is_answered_by_name(llama_bridge):
 
     with pytest.raises(HeurlensError, match=r"the loss was \[nan\] at step 4 of 20"):
         heurlens.prune(model, data, 0.5, seeds=[0], config=config, progress=False, loss=nan_after_three)
+
+
+def test_ablation_hooks_take_a_bridge_as_the_other_functions_do(llama_bridge):
+    """TransformerLens' own way: hooks from heurlens, run by the bridge's run_with_hooks; the same logits as
+    heurlens' ablated() context on the wrapped model, and other than the unablated bridge's."""
+    texts = ["the man sees the", "a dog sleeps ."]
+    means = heurlens.compute_means(llama_bridge, texts)
+    tokens = heurlens.wrap_bridge(llama_bridge).tokenizer(["the man sees the"], return_tensors="pt")["input_ids"]
+    hooks = heurlens.ablation_hooks(llama_bridge, "L0.H1,L1.MLP", means=means)
+    hooked = llama_bridge.run_with_hooks(tokens, fwd_hooks=hooks)
+    with heurlens.ablated(llama_bridge, "L0.H1,L1.MLP", means=means) as model:
+        via_context = model(tokens)
+    torch.testing.assert_close(hooked[:, -1], via_context, atol=1e-6, rtol=0)
+    assert not torch.allclose(hooked, llama_bridge(tokens), atol=1e-4)

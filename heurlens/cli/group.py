@@ -7,6 +7,8 @@ import sys
 
 import click
 
+from heurlens import __version__
+
 # heurlens shows its own progress bars and errors; the libraries' per-file bars and retry warnings are noise
 # here (an unreachable hub ends in one heurlens error line). Set before the libraries load (they read these
 # once), so that the CLI need not import them to quiet them.
@@ -15,6 +17,7 @@ QUIET_LIBRARIES = {"HF_DATASETS_DISABLE_PROGRESS_BARS": "1", "HF_HUB_DISABLE_PRO
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "-V", "--version", prog_name="heurlens", message="%(prog)s %(version)s")
 def cli() -> None:
     """heurlens: find, compare, ablate and transfer subnetworks of trained models."""
     for variable, value in QUIET_LIBRARIES.items():
