@@ -74,3 +74,27 @@ def test_bfloat16_weights_have_a_fingerprint_of_their_own():
     bfloat16 = model.fingerprint()
     assert bfloat16 != float32 and len(bfloat16) == 16
     assert model.known_fingerprints()[0] == bfloat16
+
+
+def test_a_bridge_passed_to_every_call_is_hashed_once(tiny_decoder_dirs, monkeypatch):
+    """Library calls on a user's own bridge wrap it each time; the wrapper is kept with the bridge, so the
+    identity (and its hashing of every weight) is shared by the calls, and a weight changed between them is seen."""
+    from transformer_lens.model_bridge import TransformerBridge
+
+    import heurlens
+
+    llama_bridge = TransformerBridge.boot_transformers(str(tiny_decoder_dirs["llama"]), device="cpu")
+    reads = counting_hashes(monkeypatch)
+    texts = ["the man sees the", "a dog sleeps"]
+    means = heurlens.compute_means(llama_bridge, texts)
+    first = heurlens.ablate(llama_bridge, "L1.H0", [texts], means=means, metrics={})
+    hashed = len(reads)
+    heurlens.ablate(llama_bridge, "L1.H1", [texts], means=means, metrics={})
+    assert hashed > 0 and len(reads) == hashed
+    assert heurlens.wrap_bridge(llama_bridge) is heurlens.wrap_bridge(llama_bridge)
+    assert not any("wrapper" in name for name, _ in llama_bridge.named_modules())  # not a submodule of the bridge
+    assert heurlens.wrap_bridge(llama_bridge, "other").model_id == "other"
+    with torch.no_grad():
+        next(llama_bridge.parameters()).mul_(1.5)
+    changed = heurlens.ablate(llama_bridge, "L1.H0", [texts], means=means, metrics={})
+    assert len(reads) > hashed and changed["kl"].item() != first["kl"].item()

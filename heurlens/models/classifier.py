@@ -148,12 +148,20 @@ def padded_right(tokenizer):
 def wrap_bridge(bridge: TransformerBridge, model_id: str | None = None) -> HookedClassifier:
     """A researcher's own ``TransformerBridge`` (a next-token model: ``TransformerBridge.boot_transformers(...)``,
     ``boot_native(...)``, any architecture TransformerLens bridges) as a heurlens model, scored on the last real
-    token of each prompt; its tokenizer is set to pad on the right. Every hook point stays the bridge's own."""
+    token of each prompt; its tokenizer is set to pad on the right. Every hook point stays the bridge's own. The
+    wrapper is kept with the bridge and returned again (same ``model_id``), so every library call on the bridge
+    shares one model identity, hashed once per state of the weights (``heurlens.model_identity``)."""
     if not isinstance(bridge, TransformerBridge):
         raise HeurlensError(f"wrap_bridge takes a TransformerLens TransformerBridge, not a {type(bridge).__name__}")
     if bridge.tokenizer is not None:
         padded_right(bridge.tokenizer)
-    return HookedClassifier(bridge, model_id=model_id)
+    kept = bridge.__dict__.get(_WRAPPER)  # in __dict__, not as a submodule: the bridge's state_dict is unchanged
+    if kept is None or (model_id is not None and kept.model_id != model_id):
+        kept = bridge.__dict__[_WRAPPER] = HookedClassifier(bridge, model_id=model_id)
+    return kept
+
+
+_WRAPPER = "_heurlens_wrapper"
 
 
 def as_model(model: HookedModel | TransformerBridge) -> HookedModel:
