@@ -181,3 +181,18 @@ def test_ablation_hooks_take_a_bridge_as_the_other_functions_do(llama_bridge):
         via_context = model(tokens)
     torch.testing.assert_close(hooked[:, -1], via_context, atol=1e-6, rtol=0)
     assert not torch.allclose(hooked, llama_bridge(tokens), atol=1e-4)
+
+
+def test_the_callers_tokenizer_is_left_as_it_was(tiny_decoder_dirs):
+    """wrap_bridge set the caller's own tokenizer to pad with EOS on the right; heurlens now pads a copy."""
+    bridge = TransformerBridge.boot_transformers(str(tiny_decoder_dirs["llama"]), device="cpu")
+    bridge.tokenizer.padding_side = "left"
+    bridge.tokenizer.pad_token = None
+    texts = ["the man sees the", "a dog"]
+    means = heurlens.compute_means(bridge, texts)
+    heurlens.ablate(bridge, "L0.H1", [texts], means=means, metrics={})
+    assert bridge.tokenizer.padding_side == "left" and bridge.tokenizer.pad_token is None
+    model = heurlens.wrap_bridge(bridge)
+    assert model.tokenizer.padding_side == "right" and model.tokenizer.pad_token == model.tokenizer.eos_token
+    batch = model.tokenizer(texts, padding=True, return_tensors="pt")
+    assert batch["attention_mask"].tolist() == [[1, 1, 1, 1], [1, 1, 0, 0]]  # right padding, the last real token scored

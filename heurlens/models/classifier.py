@@ -12,9 +12,10 @@ A next-token model (no head) is scored on the last non-padding position of its v
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Literal, cast
+from typing import Any, Literal, cast
 
 import torch
 from jaxtyping import Float, Int
@@ -55,10 +56,12 @@ class HookedClassifier(nn.Module):
         labels: label names, in the order of the logits (None for a next-token model).
         model_id: how the model was loaded (a path, a hub name, "default", "native"); default: the
             bridge's ``cfg.model_name``.
+        tokenizer: the tokenizer heurlens tokenises with; default: the bridge's own.
     """
 
     def __init__(self, bridge: TransformerBridge, head: nn.Module | None = None, pooling: Pooling = "last",
-                 hidden_hook: str | None = None, labels: tuple[str, ...] | None = None, model_id: str | None = None):
+                 hidden_hook: str | None = None, labels: tuple[str, ...] | None = None, model_id: str | None = None,
+                 tokenizer: Any = None):
         super().__init__()
         if (head is None) != (hidden_hook is None):
             raise HeurlensError("give a classification head together with the hook point it reads (hidden_hook), "
@@ -68,6 +71,7 @@ class HookedClassifier(nn.Module):
         self.pooling = pooling
         self.labels = labels
         self.model_id = model_id or str(getattr(bridge.cfg, "model_name", "") or "bridge")
+        self._tokenizer = tokenizer
         if hidden_hook is not None:
             bridge.add_hook(hidden_hook, _stop_here, is_permanent=True)
         self.eval()
@@ -86,7 +90,7 @@ class HookedClassifier(nn.Module):
 
     @property
     def tokenizer(self):
-        return self.bridge.tokenizer
+        return self.bridge.tokenizer if self._tokenizer is None else self._tokenizer
 
     @property
     def device(self) -> torch.device:
@@ -148,16 +152,16 @@ def padded_right(tokenizer):
 def wrap_bridge(bridge: TransformerBridge, model_id: str | None = None) -> HookedClassifier:
     """A researcher's own ``TransformerBridge`` (a next-token model: ``TransformerBridge.boot_transformers(...)``,
     ``boot_native(...)``, any architecture TransformerLens bridges) as a heurlens model, scored on the last real
-    token of each prompt; its tokenizer is set to pad on the right. Every hook point stays the bridge's own. The
-    wrapper is kept with the bridge and returned again (same ``model_id``), so every library call on the bridge
-    shares one model identity, hashed once per state of the weights (``heurlens.model_identity``)."""
+    token of each prompt; heurlens tokenises with a copy of its tokenizer that pads on the right (the caller's own
+    is left as it was). Every hook point stays the bridge's own. The wrapper is kept with the bridge and returned
+    again (same ``model_id``), so every library call on the bridge shares one model identity, hashed once per state
+    of the weights (``heurlens.model_identity``)."""
     if not isinstance(bridge, TransformerBridge):
         raise HeurlensError(f"wrap_bridge takes a TransformerLens TransformerBridge, not a {type(bridge).__name__}")
-    if bridge.tokenizer is not None:
-        padded_right(bridge.tokenizer)
     kept = bridge.__dict__.get(_WRAPPER)  # in __dict__, not as a submodule: the bridge's state_dict is unchanged
     if kept is None or (model_id is not None and kept.model_id != model_id):
-        kept = bridge.__dict__[_WRAPPER] = HookedClassifier(bridge, model_id=model_id)
+        own = None if bridge.tokenizer is None else padded_right(copy.deepcopy(bridge.tokenizer))
+        kept = bridge.__dict__[_WRAPPER] = HookedClassifier(bridge, model_id=model_id, tokenizer=own)
     return kept
 
 
