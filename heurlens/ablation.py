@@ -19,6 +19,7 @@ from tqdm.auto import tqdm
 from transformer_lens.model_bridge import TransformerBridge
 
 from heurlens.activation_cache import full_model_logits
+from heurlens.cache import disk_cache, disk_cache_enabled
 from heurlens.devices import device_of
 from heurlens.errors import HeurlensError
 from heurlens.evaluate import accuracy_metric, mean_kl
@@ -76,7 +77,7 @@ def _unit_mask(model: HookedModel, units: UnitsLike, replacement: UnitMeans) -> 
 
 def ablate(model: HookedModel, units: UnitsLike, eval_sets: Sequence[TaskLike], method: Method = "mean",
            means: UnitMeans | None = None, full_logits: dict[str, Tensor] | None = None,
-           dtype: Precision = "float32", metrics: Metrics | None = None) -> pd.DataFrame:
+           dtype: Precision = "float32", metrics: Metrics | None = None, *, cache: bool = True) -> pd.DataFrame:
     """Each metric of the full and the ablated model on each evaluation set, the change, and KL.
 
     Returns one row per evaluation set: eval_set, examples, then per metric ``full_{name}`` and
@@ -88,23 +89,32 @@ def ablate(model: HookedModel, units: UnitsLike, eval_sets: Sequence[TaskLike], 
     tensors. ``full_logits`` (by set name) reuses an earlier run of the full model; otherwise they come from
     the activation cache (``heurlens.activation_cache``). ``dtype``: both models' matrix products in bfloat16 or float16
     (``heurlens.precision``; bfloat16 about 2x faster on a CPU with AVX-512 BF16); the full logits passed in must
-    then be ones in that precision too.
+    then be ones in that precision too. ``cache=False``: the full model's logits and residual streams are computed
+    here and nothing is read from or written to heurlens' cache folder (``heurlens.cache.disk_cache``).
     """
-    return ablate_groups(model, [units], eval_sets, method, means, full_logits, dtype, metrics=metrics).drop(
-        columns="ablated")
+    return ablate_groups(model, [units], eval_sets, method, means, full_logits, dtype, metrics=metrics,
+                         cache=cache).drop(columns="ablated")
 
 
 def ablate_groups(model: HookedModel, groups: Sequence[UnitsLike], eval_sets: Sequence[TaskLike],
                   method: Method = "mean", means: UnitMeans | None = None,
                   full_logits: dict[str, Tensor] | None = None, dtype: Precision = "float32",
-                  progress: bool = False, desc: str = "ablations", metrics: Metrics | None = None) -> pd.DataFrame:
+                  progress: bool = False, desc: str = "ablations", metrics: Metrics | None = None, *,
+                  cache: bool = True) -> pd.DataFrame:
     """``ablate`` for each group of units, the group named in a first column ``ablated``; rows group by group.
 
     Every ablated pass starts at the group's lowest layer from the full model's residual stream there, kept in
     the activation cache (``heurlens.resumed_passes``): the same logits as whole passes, with less computed the
     higher the ablated units sit. ``progress``: a bar named
-    ``desc`` counting ablated passes over a batch.
+    ``desc`` counting ablated passes over a batch. ``cache``: as for ``ablate``.
     """
+    with disk_cache(cache):
+        return _ablate_groups(model, groups, eval_sets, method, means, full_logits, dtype, progress, desc, metrics)
+
+
+def _ablate_groups(model: HookedModel, groups: Sequence[UnitsLike], eval_sets: Sequence[TaskLike], method: Method,
+                   means: UnitMeans | None, full_logits: dict[str, Tensor] | None, dtype: Precision, progress: bool,
+                   desc: str, metrics: Metrics | None) -> pd.DataFrame:
     model = as_model(model)
     tasks = [as_task(model, data) for data in eval_sets]
     if not tasks:
@@ -114,7 +124,7 @@ def ablate_groups(model: HookedModel, groups: Sequence[UnitsLike], eval_sets: Se
     replacement = _replacement(model, method, means)  # checked and moved once, whatever the number of groups
     ablations = [(min((unit.layer for unit in group), default=0), _unit_mask(model, group, replacement).hooks)
                  for group in unit_groups]
-    needs_cache = full_logits is None or any(layer > 0 for layer, _ in ablations)
+    needs_cache = disk_cache_enabled() and (full_logits is None or any(layer > 0 for layer, _ in ablations))
     fingerprint = model.fingerprint() if needs_cache else None  # hashes every weight: once per call
     rows: list[list[dict]] = [[] for _ in unit_groups]
     bar = tqdm(total=len(unit_groups) * sum(len(s.batches) for s in tasks), desc=desc, unit="pass",

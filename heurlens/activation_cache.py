@@ -26,7 +26,7 @@ from safetensors import safe_open
 from torch import Tensor
 from transformer_lens.model_bridge.exceptions import StopAtLayerException
 
-from heurlens.cache import UNREADABLE, atomic_save_tensors, cache_dir, stored
+from heurlens.cache import UNREADABLE, atomic_save_tensors, cache_dir, disk_cache_enabled, stored
 from heurlens.cache_contents import mark_used
 from heurlens.devices import device_of, to_device
 from heurlens.errors import HeurlensError
@@ -75,6 +75,16 @@ def full_model_logits(model: HookedModel, eval_set: Task,
     there: evaluation sets do not change, so ablations, scans and subnetwork evaluations read the full model's
     logits instead of recomputing them. A caller looping over sets passes ``model.fingerprint()`` once (it
     hashes every weight)."""
+    def compute() -> Tensor:
+        logits = predict_logits(model, eval_set, dtype=dtype)
+        if not logits.isfinite().all():
+            raise HeurlensError(f"the full model {model.model_id!r} gives NaN or inf scores on {eval_set.name} "
+                                f"(in {dtype}): nothing to compare an ablation with. Check the model's weights, or "
+                                "run it in float32")
+        return logits
+
+    if not disk_cache_enabled():
+        return compute()
     path = entry_dir(model_fingerprint or model.fingerprint(), eval_set, dtype) / "logits.safetensors"
 
     def load() -> Tensor:
@@ -84,14 +94,6 @@ def full_model_logits(model: HookedModel, eval_set: Task,
             raise HeurlensError(f"{path} holds logits of {logits.shape[0]} examples, not {len(eval_set)}")
         if not logits.isfinite().all():
             raise HeurlensError(f"{path} holds NaN or inf: damaged, computed again")
-        return logits
-
-    def compute() -> Tensor:
-        logits = predict_logits(model, eval_set, dtype=dtype)
-        if not logits.isfinite().all():
-            raise HeurlensError(f"the full model {model.model_id!r} gives NaN or inf scores on {eval_set.name} "
-                                f"(in {dtype}): nothing to compare an ablation with. Check the model's weights, or "
-                                "run it in float32")
         return logits
 
     return stored(path, compute,
@@ -106,6 +108,8 @@ def residual_streams(model: HookedModel, data: Task, layers: Iterable[int], mode
     wanted = sorted(set(layers))
     if any(not 1 <= layer < model.n_layers for layer in wanted):
         raise HeurlensError(f"residual streams enter blocks 1..{model.n_layers - 1}; asked for {wanted}")
+    if not disk_cache_enabled():
+        return _compute(model, data, wanted, dtype) if wanted else {}
     folder = entry_dir(model_fingerprint or model.fingerprint(), data, dtype)
     streams: dict[int, ResidualStream] = {}
     for layer in wanted:

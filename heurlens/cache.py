@@ -6,7 +6,9 @@ import errno
 import json
 import os
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -20,6 +22,26 @@ CACHE_ENV_VAR = "HEURLENS_CACHE"
 # what reading back a damaged file of heurlens' own raises: such an entry is computed again, never trusted
 UNREADABLE = (HeurlensError, OSError, ValueError, SafetensorError)
 T = TypeVar("T")
+
+
+_DISK_CACHE: ContextVar[bool] = ContextVar("heurlens_disk_cache", default=True)
+
+
+@contextmanager
+def disk_cache(enabled: bool = True) -> Iterator[None]:
+    """Inside the block heurlens reads and writes its computed cache entries (the full model's logits and residual
+    streams, the NLI reference means) when ``enabled``, and neither when not: everything is computed in memory and
+    nothing is written under the cache folder. The library's ``cache=`` arguments set it for one call."""
+    token = _DISK_CACHE.set(enabled)
+    try:
+        yield
+    finally:
+        _DISK_CACHE.reset(token)
+
+
+def disk_cache_enabled() -> bool:
+    """Whether the computed cache entries are read and written here (``disk_cache``; default True)."""
+    return _DISK_CACHE.get()
 
 
 def cache_dir() -> Path:

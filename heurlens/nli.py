@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from heurlens.cache import cache_dir, stored
+from heurlens.cache import cache_dir, disk_cache_enabled, stored
 
 if TYPE_CHECKING:  # the functions import what they run on: the CLI reads the defaults below without torch
     from heurlens.evaluate import EvalSet
@@ -68,11 +68,13 @@ def snli_reference_means(model: HookedModel, examples: int = REFERENCE_PAIRS, se
     from heurlens.evaluate import tokenize_pairs
     from heurlens.means import UnitMeans, compute_means
 
-    path = cache_dir() / "means" / f"{model.fingerprint()}-snli-train-{examples}-s{seed}.safetensors"
-
     def compute() -> UnitMeans:
         pairs = load_snli("train", limit=examples, seed=seed)
         return compute_means(model, tokenize_pairs("snli-train", pairs, model.tokenizer, batch_size))
+
+    if not disk_cache_enabled():
+        return compute()
+    path = cache_dir() / "means" / f"{model.fingerprint()}-snli-train-{examples}-s{seed}.safetensors"
 
     def load() -> UnitMeans:  # a file of another shape (damaged, or edited) is computed again, like a cut one
         means = UnitMeans.load(path)

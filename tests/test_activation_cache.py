@@ -134,6 +134,43 @@ def test_nan_in_a_cached_entry_is_computed_again_and_never_read_as_a_result(four
         ablate_groups(nan_model, [[Unit(2, 0)]], [data], "mean", means)
 
 
+def test_cache_false_leaves_the_cache_folder_untouched_and_gives_the_same_tables(four_layer_bert, tmp_path,
+                                                                                  monkeypatch):
+    """cache=False on every library call that reads or writes the activation cache: the folder is never even made,
+    and each table equals the one computed with the cache."""
+    import heurlens
+    from heurlens.analysis import group_superadditivity, single_unit_scan
+
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("HEURLENS_CACHE", str(cache))
+    model, data = four_layer_bert, padded_set(8)
+    means = compute_means(model, padded_set(9))
+    config = heurlens.PruneSettings(total_steps=4, warmup_steps=1)
+
+    def every_call(cache_flag: bool) -> list:
+        subnetworks = heurlens.prune(model, data, 0.3, seeds=[0], config=config, means=means, progress=False,
+                                     cache=cache_flag)
+        return [heurlens.ablate(model, "L2.H1", [data], "mean", means, cache=cache_flag),
+                ablate_groups(model, [[Unit(3, 0)], [Unit(1)]], [data], "mean", means, cache=cache_flag),
+                single_unit_scan(model, "L2.*", [data], means, progress=False, cache=cache_flag),
+                group_superadditivity(model, "L1.H0,L2.H1,L3.MLP", [data], means, progress=False,
+                                      cache=cache_flag)[0],
+                heurlens.evaluate_subnetworks(model, subnetworks, [data], means, cache=cache_flag),
+                subnetworks[0].log_alpha_heads]
+
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # 4 steps miss the target: not what this test is about
+        without = every_call(False)
+        assert not cache.exists()
+        with_cache = every_call(True)
+    assert any(cache.glob("activations/*/residual-*.safetensors"))
+    for table, cached in zip(without[:-1], with_cache[:-1]):
+        pd.testing.assert_frame_equal(table, cached, check_exact=True)
+    assert torch.equal(without[-1], with_cache[-1])
+
+
 def test_the_cache_never_grows_past_its_cap_and_evicts_the_least_recently_used(four_layer_bert, tmp_path,
                                                                                 monkeypatch):
     """A cap of 3.5 entries; six sets of two entries each, set-0's first entry read after each set: the cache

@@ -19,6 +19,7 @@ from torch import Tensor
 
 from heurlens.ablation import Method, ablate_groups, metric_names
 from heurlens.activation_cache import full_model_logits
+from heurlens.cache import disk_cache, disk_cache_enabled
 from heurlens.distributed import Workers, run_each
 from heurlens.errors import HeurlensError
 from heurlens.means import UnitMeans
@@ -32,7 +33,7 @@ CHUNKS_PER_WORKER = 4  # Ray tasks per worker in a scan: enough to even out head
 
 
 def _full_logits(model: HookedModel, eval_sets: Sequence[Task], dtype: Precision) -> dict[str, Tensor]:
-    fingerprint = model.fingerprint()
+    fingerprint = model.fingerprint() if disk_cache_enabled() else None
     return {s.name: full_model_logits(model, s, fingerprint, dtype) for s in eval_sets}
 
 
@@ -47,13 +48,17 @@ class _AblationJob:
     full_logits: dict[str, Tensor]
     dtype: Precision
     metrics: Metrics | None = None
+    cache: bool = True  # heurlens' disk cache read and written (Ray workers get it here, not from the context)
 
 
 def _job(model: HookedModel, eval_sets: Sequence[TaskLike], method: Method, means: UnitMeans | None,
-         full_logits: dict[str, Tensor] | None, dtype: Precision, metrics: Metrics | None) -> _AblationJob:
+         full_logits: dict[str, Tensor] | None, dtype: Precision, metrics: Metrics | None,
+         cache: bool = True) -> _AblationJob:
     model = as_model(model)
     tasks = [as_task(model, data) for data in eval_sets]
-    return _AblationJob(model, tasks, method, means, full_logits or _full_logits(model, tasks, dtype), dtype, metrics)
+    with disk_cache(cache):
+        full = full_logits or _full_logits(model, tasks, dtype)
+    return _AblationJob(model, tasks, method, means, full, dtype, metrics, cache)
 
 
 def _drops(job: _AblationJob, groups: list[list[Unit]], progress: bool, desc: str,
@@ -75,7 +80,7 @@ def _drop_table(job: _AblationJob, groups: list[list[Unit]], progress: bool = Fa
     """ablated, eval_set, then per metric ``full_{name}`` and ``{name}`` (the ablated model's), ``drop`` (full -
     ablated of the first metric), kl."""
     table = ablate_groups(job.model, groups, job.eval_sets, job.method, job.means, job.full_logits, job.dtype,
-                          progress, desc, job.metrics)
+                          progress, desc, job.metrics, cache=job.cache)
     names = metric_names(job.metrics)
     for name in names:
         table[name] = table[f"ablated_{name}"]
@@ -87,11 +92,11 @@ def _drop_table(job: _AblationJob, groups: list[list[Unit]], progress: bool = Fa
 def single_unit_scan(model: HookedModel, units: UnitsLike, eval_sets: Sequence[TaskLike],
                      means: UnitMeans | None, method: Method = "mean", full_logits: dict[str, Tensor] | None = None,
                      progress: bool = True, workers: Workers | None = None, dtype: Precision = "float32",
-                     metrics: Metrics | None = None) -> pd.DataFrame:
-    """Ablate each unit alone (one after another, or on Ray ``workers``; matrix products in ``dtype``, see
-    ``ablate``); long table with columns ablated, eval_set, full_accuracy, accuracy, drop, kl (with ``metrics``,
-    ``full_{name}`` and ``{name}`` per metric, ``drop`` of the first)."""
-    job = _job(model, eval_sets, method, means, full_logits, dtype, metrics)
+                     metrics: Metrics | None = None, *, cache: bool = True) -> pd.DataFrame:
+    """Ablate each unit alone (one after another, or on Ray ``workers``; matrix products in ``dtype`` and
+    ``cache`` as for ``ablate``); long table with columns ablated, eval_set, full_accuracy, accuracy, drop, kl (with
+    ``metrics``, ``full_{name}`` and ``{name}`` per metric, ``drop`` of the first)."""
+    job = _job(model, eval_sets, method, means, full_logits, dtype, metrics, cache)
     units = as_units(units, job.model.n_layers, job.model.n_heads)
     if not units:
         raise HeurlensError("give at least one unit to scan: 'L4.*', a list of units, or heurlens.all_units(n_layers, "
@@ -123,15 +128,16 @@ def group_superadditivity(model: HookedModel, group: UnitsLike, eval_sets: Seque
                           means: UnitMeans | None, method: Method = "mean", pairs: bool = True,
                           full_logits: dict[str, Tensor] | None = None,
                           progress: bool = True, workers: Workers | None = None,
-                          dtype: Precision = "float32", metrics: Metrics | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+                          dtype: Precision = "float32", metrics: Metrics | None = None, *,
+                          cache: bool = True) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Ablate ``group`` together and each member alone (and each pair, with ``pairs``).
 
     Returns (summary, interactions). summary: per eval set, the group's drop, the sum of single
     drops, their difference (excess) and whether the group is super-additive. interactions: per
     pair and eval set, drop(pair) - drop(i) - drop(j). The single and pair ablations may run on Ray ``workers``;
-    ``dtype`` and ``metrics`` as for ``ablate`` (drops are of the first metric).
+    ``dtype``, ``metrics`` and ``cache`` as for ``ablate`` (drops are of the first metric).
     """
-    job = _job(model, eval_sets, method, means, full_logits, dtype, metrics)
+    job = _job(model, eval_sets, method, means, full_logits, dtype, metrics, cache)
     group = as_units(group, job.model.n_layers, job.model.n_heads)
     if len(group) < 2:
         raise HeurlensError(f"super-additivity compares a group with its members: give at least two units (got "

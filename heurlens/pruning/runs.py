@@ -24,7 +24,7 @@ from torch import Tensor
 
 from heurlens.ablation import ablate_groups
 from heurlens.activation_cache import data_fingerprint, full_model_logits
-from heurlens.cache import stored
+from heurlens.cache import disk_cache, disk_cache_enabled, stored
 from heurlens.devices import device_of
 from heurlens.distributed import Workers, run_each
 from heurlens.errors import HeurlensError
@@ -100,8 +100,8 @@ def subnetworks_by_sparsity(run_dirs: Iterable[str | Path], pooled: bool = False
 def prune(model: HookedModel, data: TaskLike | datasets.Dataset, sparsity: float | Iterable[float] = 0.5,
           seeds: Iterable[int] = range(3), out: str | Path | None = None, config: PruneSettings = PruneSettings(),
           means: UnitMeans | None = None, batch_size: int = 16, progress: bool = True,
-          workers: Workers | None = None, loss: Loss | None = None, stack_seeds: bool | None = None
-          ) -> list[Subnetwork]:
+          workers: Workers | None = None, loss: Loss | None = None, stack_seeds: bool | None = None, *,
+          cache: bool = True) -> list[Subnetwork]:
     """Prune ``model`` once per (sparsity, seed) and return the subnetworks, in that order.
 
     ``data`` is the pruning (training) data: a task (``EvalSet``, ``PromptSet``, ``TokenSet``), a list of texts,
@@ -116,7 +116,8 @@ def prune(model: HookedModel, data: TaskLike | datasets.Dataset, sparsity: float
     and says so in its metrics (``missed_target``). ``stack_seeds``: train a sparsity's seeds together, one
     forward pass over every seed's batch (``train_unit_masks``: the same subnetworks to float rounding); None
     stacks them when the model is on a CUDA GPU, where one small batch leaves it idle, and not on a CPU, where
-    it was measured not to pay.
+    it was measured not to pay. ``cache=False``: the full model's logits are computed here, not read from or
+    written to heurlens' cache folder (``out`` is written all the same).
     """
     model = as_model(model)
     if isinstance(data, datasets.Dataset):
@@ -137,11 +138,12 @@ def prune(model: HookedModel, data: TaskLike | datasets.Dataset, sparsity: float
     if means is not None:
         means.check_fits(model)
     if out is None:
-        return _prune_each(model, data, sparsities, seeds, None, config,
-                           means if means is not None else compute_means(model, data), progress, workers, loss,
-                           stack_seeds)
+        with disk_cache(cache):
+            return _prune_each(model, data, sparsities, seeds, None, config,
+                               means if means is not None else compute_means(model, data), progress, workers, loss,
+                               stack_seeds)
     out = check_run_dir(out)
-    with exclusive(out, "run directory"):
+    with exclusive(out, "run directory"), disk_cache(cache):
         means = means if means is not None else compute_means(model, data)
         _check_run_folder(out, model, data, config, means, loss)
         return _prune_each(model, data, sparsities, seeds, out, config, means, progress, workers, loss, stack_seeds)
@@ -301,18 +303,25 @@ def _trained_together(job: _PruneJob, target: float, seeds: list[int]) -> list[S
 
 
 def evaluate_subnetworks(model: HookedModel, subnetworks: list[Subnetwork], eval_sets: Sequence[TaskLike],
-                         means: UnitMeans, metrics: Metrics | None = None, dtype: Precision = "float32"
-                         ) -> pd.DataFrame:
+                         means: UnitMeans, metrics: Metrics | None = None, dtype: Precision = "float32", *,
+                         cache: bool = True) -> pd.DataFrame:
     """Each metric (default: accuracy) and the KL to the full model of the full model and each subnetwork on
     each set.
 
     Long format: one row per (subnetwork, eval set) with columns subnetwork, target_sparsity,
     achieved_sparsity, seed, eval_set, examples, one column per metric (``accuracy``), kl. The full model's
     rows come first. ``dtype``: the matrix products' precision (``heurlens.precision``), the full model's too.
+    ``cache=False``: nothing read from or written to heurlens' cache folder (``heurlens.cache.disk_cache``).
     """
+    with disk_cache(cache):
+        return _evaluate_subnetworks(model, subnetworks, eval_sets, means, metrics, dtype)
+
+
+def _evaluate_subnetworks(model: HookedModel, subnetworks: list[Subnetwork], eval_sets: Sequence[TaskLike],
+                          means: UnitMeans, metrics: Metrics | None, dtype: Precision) -> pd.DataFrame:
     model = as_model(model)
     tasks = [as_task(model, data) for data in eval_sets]
-    fingerprint = model.fingerprint()
+    fingerprint = model.fingerprint() if disk_cache_enabled() else None
     full_logits = {s.name: full_model_logits(model, s, fingerprint, dtype) for s in tasks}
     chosen = {"accuracy": accuracy_metric(model)} if metrics is None else dict(metrics)
     rows = [{"subnetwork": "full model", "target_sparsity": 0.0, "achieved_sparsity": 0.0, "seed": None,
