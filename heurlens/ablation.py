@@ -77,7 +77,8 @@ def _unit_mask(model: HookedModel, units: UnitsLike, replacement: UnitMeans) -> 
 
 def ablate(model: HookedModel, units: UnitsLike, eval_sets: Sequence[TaskLike], method: Method = "mean",
            means: UnitMeans | None = None, full_logits: dict[str, Tensor] | None = None,
-           dtype: Precision = "float32", metrics: Metrics | None = None, *, cache: bool = True) -> pd.DataFrame:
+           dtype: Precision = "float32", metrics: Metrics | None = None, *,
+           cache: bool | None = None) -> pd.DataFrame:
     """Each metric of the full and the ablated model on each evaluation set, the change, and KL.
 
     Returns one row per evaluation set: eval_set, examples, then per metric ``full_{name}`` and
@@ -90,7 +91,8 @@ def ablate(model: HookedModel, units: UnitsLike, eval_sets: Sequence[TaskLike], 
     the activation cache (``heurlens.activation_cache``). ``dtype``: both models' matrix products in bfloat16 or float16
     (``heurlens.precision``; bfloat16 about 2x faster on a CPU with AVX-512 BF16); the full logits passed in must
     then be ones in that precision too. ``cache=False``: the full model's logits and residual streams are computed
-    here and nothing is read from or written to heurlens' cache folder (``heurlens.cache.disk_cache``).
+    here and nothing is read from or written to heurlens' cache folder; None (default): as a surrounding
+    ``heurlens.cache.disk_cache(...)`` block says, else the cache is used.
     """
     return ablate_groups(model, [units], eval_sets, method, means, full_logits, dtype, metrics=metrics,
                          cache=cache).drop(columns="ablated")
@@ -100,7 +102,7 @@ def ablate_groups(model: HookedModel, groups: Sequence[UnitsLike], eval_sets: Se
                   method: Method = "mean", means: UnitMeans | None = None,
                   full_logits: dict[str, Tensor] | None = None, dtype: Precision = "float32",
                   progress: bool = False, desc: str = "ablations", metrics: Metrics | None = None, *,
-                  cache: bool = True) -> pd.DataFrame:
+                  cache: bool | None = None) -> pd.DataFrame:
     """``ablate`` for each group of units, the group named in a first column ``ablated``; rows group by group.
 
     Every ablated pass starts at the group's lowest layer from the full model's residual stream there, kept in

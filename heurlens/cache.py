@@ -28,10 +28,14 @@ _DISK_CACHE: ContextVar[bool] = ContextVar("heurlens_disk_cache", default=True)
 
 
 @contextmanager
-def disk_cache(enabled: bool = True) -> Iterator[None]:
+def disk_cache(enabled: bool | None = True) -> Iterator[None]:
     """Inside the block heurlens reads and writes its computed cache entries (the full model's logits and residual
     streams, the NLI reference means) when ``enabled``, and neither when not: everything is computed in memory and
-    nothing is written under the cache folder. The library's ``cache=`` arguments set it for one call."""
+    nothing is written under the cache folder. None leaves the surrounding setting as it is. The library's
+    ``cache=`` arguments set it for one call (their default None: as around the call, True unless set)."""
+    if enabled is None:
+        yield
+        return
     token = _DISK_CACHE.set(enabled)
     try:
         yield

@@ -136,10 +136,12 @@ def test_nan_in_a_cached_entry_is_computed_again_and_never_read_as_a_result(four
 
 def test_cache_false_leaves_the_cache_folder_untouched_and_gives_the_same_tables(four_layer_bert, tmp_path,
                                                                                   monkeypatch):
-    """cache=False on every library call that reads or writes the activation cache: the folder is never even made,
-    and each table equals the one computed with the cache."""
+    """cache=False on every library call that reads or writes the activation cache, or a disk_cache(False) block
+    around calls that leave cache= unsaid: the folder is never even made, and each table equals the one computed
+    with the cache."""
     import heurlens
     from heurlens.analysis import group_superadditivity, single_unit_scan
+    from heurlens.cache import disk_cache
 
     cache = tmp_path / "cache"
     monkeypatch.setenv("HEURLENS_CACHE", str(cache))
@@ -147,7 +149,7 @@ def test_cache_false_leaves_the_cache_folder_untouched_and_gives_the_same_tables
     means = compute_means(model, padded_set(9))
     config = heurlens.PruneSettings(total_steps=4, warmup_steps=1)
 
-    def every_call(cache_flag: bool) -> list:
+    def every_call(cache_flag: bool | None) -> list:
         subnetworks = heurlens.prune(model, data, 0.3, seeds=[0], config=config, means=means, progress=False,
                                      cache=cache_flag)
         return [heurlens.ablate(model, "L2.H1", [data], "mean", means, cache=cache_flag),
@@ -164,11 +166,15 @@ def test_cache_false_leaves_the_cache_folder_untouched_and_gives_the_same_tables
         warnings.simplefilter("ignore")  # 4 steps miss the target: not what this test is about
         without = every_call(False)
         assert not cache.exists()
-        with_cache = every_call(True)
+        with disk_cache(False):
+            around = every_call(None)
+        assert not cache.exists()
+        with_cache = every_call(None)
     assert any(cache.glob("activations/*/residual-*.safetensors"))
-    for table, cached in zip(without[:-1], with_cache[:-1]):
+    for table, in_block, cached in zip(without[:-1], around[:-1], with_cache[:-1]):
         pd.testing.assert_frame_equal(table, cached, check_exact=True)
-    assert torch.equal(without[-1], with_cache[-1])
+        pd.testing.assert_frame_equal(in_block, cached, check_exact=True)
+    assert torch.equal(without[-1], with_cache[-1]) and torch.equal(around[-1], with_cache[-1])
 
 
 def test_the_cache_never_grows_past_its_cap_and_evicts_the_least_recently_used(four_layer_bert, tmp_path,

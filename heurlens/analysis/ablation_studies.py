@@ -53,9 +53,10 @@ class _AblationJob:
 
 def _job(model: HookedModel, eval_sets: Sequence[TaskLike], method: Method, means: UnitMeans | None,
          full_logits: dict[str, Tensor] | None, dtype: Precision, metrics: Metrics | None,
-         cache: bool = True) -> _AblationJob:
+         cache: bool | None = None) -> _AblationJob:
     model = as_model(model)
     tasks = [as_task(model, data) for data in eval_sets]
+    cache = disk_cache_enabled() if cache is None else cache  # resolved here: Ray workers do not see the context
     with disk_cache(cache):
         full = full_logits or _full_logits(model, tasks, dtype)
     return _AblationJob(model, tasks, method, means, full, dtype, metrics, cache)
@@ -92,7 +93,7 @@ def _drop_table(job: _AblationJob, groups: list[list[Unit]], progress: bool = Fa
 def single_unit_scan(model: HookedModel, units: UnitsLike, eval_sets: Sequence[TaskLike],
                      means: UnitMeans | None, method: Method = "mean", full_logits: dict[str, Tensor] | None = None,
                      progress: bool = True, workers: Workers | None = None, dtype: Precision = "float32",
-                     metrics: Metrics | None = None, *, cache: bool = True) -> pd.DataFrame:
+                     metrics: Metrics | None = None, *, cache: bool | None = None) -> pd.DataFrame:
     """Ablate each unit alone (one after another, or on Ray ``workers``; matrix products in ``dtype`` and
     ``cache`` as for ``ablate``); long table with columns ablated, eval_set, full_accuracy, accuracy, drop, kl (with
     ``metrics``, ``full_{name}`` and ``{name}`` per metric, ``drop`` of the first)."""
@@ -129,7 +130,7 @@ def group_superadditivity(model: HookedModel, group: UnitsLike, eval_sets: Seque
                           full_logits: dict[str, Tensor] | None = None,
                           progress: bool = True, workers: Workers | None = None,
                           dtype: Precision = "float32", metrics: Metrics | None = None, *,
-                          cache: bool = True) -> tuple[pd.DataFrame, pd.DataFrame]:
+                          cache: bool | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Ablate ``group`` together and each member alone (and each pair, with ``pairs``).
 
     Returns (summary, interactions). summary: per eval set, the group's drop, the sum of single

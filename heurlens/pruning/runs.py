@@ -101,7 +101,7 @@ def prune(model: HookedModel, data: TaskLike | datasets.Dataset, sparsity: float
           seeds: Iterable[int] = range(3), out: str | Path | None = None, config: PruneSettings = PruneSettings(),
           means: UnitMeans | None = None, batch_size: int = 16, progress: bool = True,
           workers: Workers | None = None, loss: Loss | None = None, stack_seeds: bool | None = None, *,
-          cache: bool = True) -> list[Subnetwork]:
+          cache: bool | None = None) -> list[Subnetwork]:
     """Prune ``model`` once per (sparsity, seed) and return the subnetworks, in that order.
 
     ``data`` is the pruning (training) data: a task (``EvalSet``, ``PromptSet``, ``TokenSet``), a list of texts,
@@ -304,7 +304,7 @@ def _trained_together(job: _PruneJob, target: float, seeds: list[int]) -> list[S
 
 def evaluate_subnetworks(model: HookedModel, subnetworks: list[Subnetwork], eval_sets: Sequence[TaskLike],
                          means: UnitMeans, metrics: Metrics | None = None, dtype: Precision = "float32", *,
-                         cache: bool = True) -> pd.DataFrame:
+                         cache: bool | None = None) -> pd.DataFrame:
     """Each metric (default: accuracy) and the KL to the full model of the full model and each subnetwork on
     each set.
 
