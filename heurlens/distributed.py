@@ -62,11 +62,11 @@ def workers_from_options(count: int | None, address: str | None, gpus_per_worker
             if given is not None:
                 raise HeurlensError(f"{name} needs --workers N: say how many runs may go at once")
         return None
+    given_as = "--ray-address "
     if address is None and os.environ.get("RAY_ADDRESS", "").strip():  # Ray reads it: checked as --ray-address is
-        address = os.environ["RAY_ADDRESS"].strip()
-        check_cluster_address(address, "RAY_ADDRESS=")
-    elif address is not None:
-        check_cluster_address(address)
+        address, given_as = os.environ["RAY_ADDRESS"].strip(), "RAY_ADDRESS="
+    if address is not None:
+        check_cluster_address(address, given_as)
     if gpus_per_worker is None:
         from heurlens.devices import resolve_device
 

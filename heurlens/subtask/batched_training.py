@@ -67,7 +67,7 @@ class StackedModels:
         self.template = copy.deepcopy(modules[0]).to("meta")
         retie(self.template, modules[0])
         self.dropout_keys = key_dropouts(self.template)
-        self.key_dropouts(seeds=[0] * len(self.models), step=0)
+        self.set_dropout_keys(seeds=[0] * len(self.models), step=0)
 
         def forward_one(parameters: dict, buffers: dict, tokens: Tensor) -> Tensor:
             return functional_call(self.template, (parameters, buffers), (tokens,))
@@ -75,7 +75,7 @@ class StackedModels:
         # tokens [model, batch, position], one batch per model; no draw from torch's generator (keyed dropout)
         self.forward_each = vmap(forward_one, randomness="error")
 
-    def key_dropouts(self, seeds: Sequence[int], step: int) -> None:
+    def set_dropout_keys(self, seeds: Sequence[int], step: int) -> None:
         """Key every model's dropout masks of the next forward pass: model i's by ``seeds[i]`` and ``step``."""
         if self.dropout_keys:
             device = next(iter(self.parameters.values())).device
@@ -189,7 +189,7 @@ def train_next_token_together(models: Sequence[nn.Module], trains: Sequence[Int[
         stacked.template.train()
         batches = zip(*(batches_of(train, batch_size, generator) for train, generator in zip(trains, generators)))
         for number, step in enumerate(batches):
-            stacked.key_dropouts(seeds, epoch * STEPS_PER_EPOCH_BOUND + number)
+            stacked.set_dropout_keys(seeds, epoch * STEPS_PER_EPOCH_BOUND + number)
             tokens = torch.stack(step).to(device)
             logits = stacked.forward_each(stacked.parameters, stacked.buffers, tokens[:, :, :-1])
             losses = F.cross_entropy(logits.flatten(0, 2), tokens[:, :, 1:].flatten(), reduction="none")
