@@ -16,7 +16,6 @@ from typing import Literal
 import pandas as pd
 from torch import Tensor
 from tqdm.auto import tqdm
-from transformer_lens.model_bridge import TransformerBridge
 
 from heurlens.activation_cache import full_model_logits
 from heurlens.cache import disk_cache, disk_cache_enabled
@@ -27,7 +26,7 @@ from heurlens.masking import UnitMaskHooks
 from heurlens.means import UnitMeans, zero_means
 from heurlens.models.classifier import as_model
 from heurlens.precision import Precision
-from heurlens.protocols import HookedModel, HookList, Metrics
+from heurlens.protocols import HookedModel, HookList, Metrics, ModelLike
 from heurlens.resumed_passes import ablated_logits
 from heurlens.tasks import TaskLike, as_task
 from heurlens.units import UnitLayout, UnitsLike, as_units, format_units
@@ -35,7 +34,7 @@ from heurlens.units import UnitLayout, UnitsLike, as_units, format_units
 Method = Literal["mean", "zero"]
 
 
-def ablation_hooks(model: HookedModel | TransformerBridge, units: UnitsLike, method: Method = "mean",
+def ablation_hooks(model: ModelLike, units: UnitsLike, method: Method = "mean",
                    means: UnitMeans | None = None) -> HookList:
     """Hooks that replace each unit's output by its mean (or zero) and leave every other unit as is, for
     TransformerLens' ``model.hooks(fwd_hooks=...)`` / ``run_with_hooks`` (a bridge of one's own is taken as it
@@ -45,7 +44,7 @@ def ablation_hooks(model: HookedModel | TransformerBridge, units: UnitsLike, met
 
 
 @contextmanager
-def ablated(model: HookedModel | TransformerBridge, units: UnitsLike, method: Method = "mean",
+def ablated(model: ModelLike, units: UnitsLike, method: Method = "mean",
             means: UnitMeans | None = None) -> Iterator[HookedModel]:
     """Inside the block ``model`` runs with ``units`` mean- (or zero-) ablated; the model is restored on
     leaving, by an error too: ``with heurlens.ablated(model, "L4.H0", means=means) as m: m(**batch)``."""
@@ -75,7 +74,7 @@ def _unit_mask(model: HookedModel, units: UnitsLike, replacement: UnitMeans) -> 
     return UnitMaskHooks(replacement, *layout.mask(units_off, device_of(model)))
 
 
-def ablate(model: HookedModel, units: UnitsLike, eval_sets: Sequence[TaskLike], method: Method = "mean",
+def ablate(model: ModelLike, units: UnitsLike, eval_sets: Sequence[TaskLike], method: Method = "mean",
            means: UnitMeans | None = None, full_logits: dict[str, Tensor] | None = None,
            dtype: Precision = "float32", metrics: Metrics | None = None, *,
            cache: bool | None = None) -> pd.DataFrame:
@@ -98,7 +97,7 @@ def ablate(model: HookedModel, units: UnitsLike, eval_sets: Sequence[TaskLike], 
                          cache=cache).drop(columns="ablated")
 
 
-def ablate_groups(model: HookedModel, groups: Sequence[UnitsLike], eval_sets: Sequence[TaskLike],
+def ablate_groups(model: ModelLike, groups: Sequence[UnitsLike], eval_sets: Sequence[TaskLike],
                   method: Method = "mean", means: UnitMeans | None = None,
                   full_logits: dict[str, Tensor] | None = None, dtype: Precision = "float32",
                   progress: bool = False, desc: str = "ablations", metrics: Metrics | None = None, *,
@@ -114,7 +113,7 @@ def ablate_groups(model: HookedModel, groups: Sequence[UnitsLike], eval_sets: Se
         return _ablate_groups(model, groups, eval_sets, method, means, full_logits, dtype, progress, desc, metrics)
 
 
-def _ablate_groups(model: HookedModel, groups: Sequence[UnitsLike], eval_sets: Sequence[TaskLike], method: Method,
+def _ablate_groups(model: ModelLike, groups: Sequence[UnitsLike], eval_sets: Sequence[TaskLike], method: Method,
                    means: UnitMeans | None, full_logits: dict[str, Tensor] | None, dtype: Precision, progress: bool,
                    desc: str, metrics: Metrics | None) -> pd.DataFrame:
     model = as_model(model)

@@ -19,7 +19,7 @@ from heurlens.devices import device_of
 from heurlens.errors import HeurlensError
 from heurlens.mask_sites import SiteMeans, head_site, mlp_site
 from heurlens.models.classifier import as_model
-from heurlens.protocols import HookedModel
+from heurlens.protocols import HookedModel, ModelLike
 from heurlens.tasks import TaskLike, as_task
 from heurlens.units import heads_hook_name, mlp_hook_name
 
@@ -44,8 +44,9 @@ class UnitMeans:
         tensors |= {f"mlps.{layer}": t for layer, t in self.mlps.items()}
         atomic_save_tensors(path, tensors, metadata={"source": self.source})
 
-    def check_fits(self, model: HookedModel) -> None:
+    def check_fits(self, model: ModelLike) -> None:
         """Refuse means whose layers or shapes are not ``model``'s (means of another model), or that hold NaN/inf."""
+        model = as_model(model)
         cfg = model.bridge.cfg
         if not all(t.isfinite().all() for t in [*self.heads.values(), *self.mlps.values()]):
             raise HeurlensError(f"the unit means over {self.source} hold NaN or inf values: an ablation with them "
@@ -82,12 +83,12 @@ class UnitMeans:
 
 
 @torch.no_grad()
-def compute_means(model: HookedModel, reference: TaskLike, add_special_tokens: bool = True) -> UnitMeans:
+def compute_means(model: ModelLike, reference: TaskLike, prepend_bos: bool | None = None) -> UnitMeans:
     """Average ``hook_z`` and ``hook_mlp_out`` of every layer over the reference data's real tokens. Only tokens
     are needed: ``reference`` is any task, a list of texts (tokenised with or without the tokenizer's special
     tokens, ``add_special_tokens``), or a token tensor ``[example, pos]``."""
     model = as_model(model)
-    reference = as_task(model, reference, add_special_tokens)
+    reference = as_task(model, reference, prepend_bos)
     sites = [site for layer in range(model.n_layers) for site in (head_site(layer, model.n_heads), mlp_site(layer))]
     running = SiteMeans(per_position=False)
     current: dict[str, Tensor] = {}  # the attention mask of the batch being run

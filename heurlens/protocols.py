@@ -23,18 +23,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 from jaxtyping import Float, Int
 from torch import Tensor
-from transformer_lens.hook_points import HookFunction
 from typing_extensions import TypeIs, get_protocol_members
 
 if TYPE_CHECKING:
     from transformer_lens.model_bridge import TransformerBridge
 
 Batch = dict[str, Tensor]  # input_ids, attention_mask and (BERT) token_type_ids
-HookList = list[tuple[str, HookFunction]]  # (hook point name, hook function), as TransformerLens' hooks() takes
+# (hook point name, hook function): the type TransformerLens' run_with_hooks(fwd_hooks=...) takes, so heurlens'
+# hooks pass a user's type checker there (a list is invariant: list[tuple[str, HookFunction]] would not)
+HookList = list[tuple[str | Callable[..., Any], Callable[..., Any]]]
 
 
 class HookedModel(Protocol):
@@ -91,6 +92,8 @@ Metric = Callable[[Float[Tensor, "example output"], Task], float]
 Metrics = Mapping[str, Metric]
 Loss = Callable[[Float[Tensor, "batch output"], Float[Tensor, "batch output"], Int[Tensor, " batch"]], Tensor]
 Tasks = Sequence[Task]
+# what every public function takes as a model: a TransformerBridge is wrapped (heurlens.wrap_bridge)
+ModelLike: TypeAlias = "HookedModel | TransformerBridge"
 
 
 def _has_members(obj: object, protocol: type) -> bool:

@@ -6,13 +6,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 import torch
 from jaxtyping import Float, Int
 from torch import Tensor
+from transformer_lens.model_bridge import TransformerBridge
 
 from heurlens.errors import HeurlensError
-from heurlens.protocols import Batch, HookedModel, Task, is_task
+from heurlens.models.classifier import as_model
+from heurlens.protocols import Batch, HookedModel, ModelLike, Task, is_task
 
 TaskLike = Task | Sequence[str] | Tensor  # what the library's functions accept as data
 
@@ -34,25 +37,40 @@ class TokenSet:
                             "(heurlens.data.prompt_tasks.tokenize_prompt_task, heurlens.tokenize_pairs)")
 
 
-def tokenize_texts(model: HookedModel, texts: Sequence[str], name: str = "texts", batch_size: int = 32,
-                   add_special_tokens: bool = True) -> TokenSet:
-    """``texts`` tokenised by ``model``'s tokenizer in right-padded batches. ``add_special_tokens`` as
-    TransformerLens' ``prepend_bos``: whether the tokenizer adds its special tokens (BOS for most decoders;
-    [CLS] and [SEP] for BERT)."""
+def bridge_tokens(model: HookedModel, text: str, prepend_bos: bool | None = None) -> list[int]:
+    """``text`` as TransformerLens' ``bridge.to_tokens(text, prepend_bos)`` tokenises it: BOS prepended by the
+    bridge's rule (``cfg.default_prepend_bos`` when None), an appended EOS stripped, truncated to ``n_ctx``. It is
+    TransformerLens' own method, run with heurlens' tokenizer (``model.tokenizer``: for a wrapped bridge a copy
+    that pads on the right), so the caller's tokenizer is never touched."""
+    rules = SimpleNamespace(cfg=model.bridge.cfg, tokenizer=model.tokenizer)  # all that to_tokens reads of a bridge
+    tokens = TransformerBridge.to_tokens(rules, text, prepend_bos=prepend_bos,  # type: ignore[arg-type]
+                                         padding_side="right", move_to_device=False)
+    return tokens[0].tolist()
+
+
+def tokenize_texts(model: ModelLike, texts: Sequence[str], name: str = "texts", batch_size: int = 32,
+                   prepend_bos: bool | None = None) -> TokenSet:
+    """``texts`` in right-padded batches, each text tokenised as TransformerLens' ``bridge.to_tokens`` does
+    (``bridge_tokens``; ``prepend_bos`` as there: None follows the bridge's ``cfg.default_prepend_bos``, False
+    leaves the BOS out, and a BERT-style tokenizer's [CLS])."""
+    model = as_model(model)
     texts = list(texts)
     if not texts or not all(isinstance(text, str) for text in texts):
         raise HeurlensError("give at least one text, as a list of strings")
     if model.tokenizer is None:
         raise HeurlensError("this model has no tokenizer: pass token ids as a tensor [batch, pos] instead of texts")
-    batches = [{key: value for key, value in model.tokenizer(texts[i:i + batch_size], padding=True,
-                                                              return_tensors="pt",
-                                                              add_special_tokens=add_special_tokens).items()
-                if key in ("input_ids", "attention_mask")} for i in range(0, len(texts), batch_size)]
-    lengths = torch.cat([batch["attention_mask"].sum(-1) for batch in batches])
-    if (lengths == 0).any():
-        empty = int((lengths == 0).nonzero()[0])
+    rows = [bridge_tokens(model, text, prepend_bos) for text in texts]
+    if not all(rows):
+        empty = next(index for index, row in enumerate(rows) if not row)
         raise HeurlensError(f"text {empty} ({texts[empty]!r}) has no tokens: give texts with at least one token "
-                            "(or keep the tokenizer's special tokens, add_special_tokens=True)")
+                            "(or keep the BOS, prepend_bos=None)")
+    pad = model.tokenizer.pad_token_id or 0  # under the attention mask: never attended to, never scored
+    batches = []
+    for start in range(0, len(rows), batch_size):
+        chunk = rows[start:start + batch_size]
+        width = max(map(len, chunk))
+        batches.append({"input_ids": torch.tensor([row + [pad] * (width - len(row)) for row in chunk]),
+                        "attention_mask": torch.tensor([[1] * len(row) + [0] * (width - len(row)) for row in chunk])})
     return TokenSet(name, batches, texts)
 
 
@@ -68,9 +86,9 @@ def token_batches(tokens: Int[Tensor, "example pos"], name: str = "tokens", batc
     return TokenSet(name, batches, [])
 
 
-def as_task(model: HookedModel, data: TaskLike, add_special_tokens: bool = True) -> Task:
-    """``data`` as a task: a task as it is, a list of strings tokenised (``tokenize_texts``), a token tensor
-    batched (``token_batches``). Anything else, or nothing, is refused naming what to pass."""
+def as_task(model: HookedModel, data: TaskLike, prepend_bos: bool | None = None) -> Task:
+    """``data`` as a task: a task as it is, a list of strings tokenised (``tokenize_texts``, with ``prepend_bos``),
+    a token tensor batched (``token_batches``). Anything else, or nothing, is refused naming what to pass."""
     if isinstance(data, Tensor):
         return token_batches(data)
     if is_task(data):
@@ -80,6 +98,6 @@ def as_task(model: HookedModel, data: TaskLike, add_special_tokens: bool = True)
     if isinstance(data, str):
         raise HeurlensError("give a list of texts, not one string (e.g. [\"When Mary and John went...\"])")
     if isinstance(data, Sequence):
-        return tokenize_texts(model, data, add_special_tokens=add_special_tokens)
+        return tokenize_texts(model, data, prepend_bos=prepend_bos)
     raise HeurlensError(f"cannot use a {type(data).__name__} as data: give a task (EvalSet, PromptSet, TokenSet), a "
                         "list of texts, or a token tensor [example, pos]")

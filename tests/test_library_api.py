@@ -26,7 +26,7 @@ def test_units_are_accepted_as_strings_units_or_lists_of_either():
     with pytest.raises(HeurlensError, match="out of range"):
         as_units([Unit(5, 0)], 2, 4)
     with pytest.raises(HeurlensError, match="cannot read 3 as a unit"):
-        as_units([3], 2, 4)
+        as_units([3], 2, 4)  # type: ignore[list-item]  # the misuse under test
 
 
 def test_a_bridge_is_a_model_in_one_call(llama_bridge):
@@ -39,7 +39,7 @@ def test_a_bridge_is_a_model_in_one_call(llama_bridge):
     direct = llama_bridge(batch["input_ids"][1:, :2])[0, -1]  # "a dog" alone: its last real token
     assert scores.shape == (2, 11) and torch.allclose(scores[1], direct, atol=1e-5)
     with pytest.raises(HeurlensError, match="not a model heurlens can use"):
-        as_model(torch.nn.Linear(2, 2))
+        as_model(torch.nn.Linear(2, 2))  # type: ignore[arg-type]  # the misuse under test
 
 
 def test_a_model_is_recognised_by_its_members_on_every_python(llama_bridge):
@@ -66,7 +66,7 @@ def test_a_model_is_recognised_by_its_members_on_every_python(llama_bridge):
 def test_means_need_only_tokens_and_agree_across_the_ways_of_giving_them(llama_bridge):
     model = heurlens.wrap_bridge(llama_bridge)
     texts = ["the man sees the", "a dog sleeps", "the cat runs ."]
-    from_texts = heurlens.compute_means(llama_bridge, texts)
+    from_texts = heurlens.compute_means(llama_bridge, texts, prepend_bos=False)  # the tokenizer's own tokens
     padded = model.tokenizer(texts, padding=True, return_tensors="pt")
     from_tokens = heurlens.compute_means(model, token_batches(padded["input_ids"], attention_mask=padded["attention_mask"]))
     assert from_texts.source == "texts (3 examples, 11 tokens)"  # padding is not counted
@@ -79,12 +79,55 @@ def test_means_need_only_tokens_and_agree_across_the_ways_of_giving_them(llama_b
         heurlens.compute_means(model, "the man")
 
 
-def test_special_tokens_can_be_left_out_for_means_and_prompts(tiny_bert_dir):
+def llama_with_a_bos_tokenizer(out):
+    """A tiny Llama whose tokenizer prepends BOS itself (as Llama's and SmolLM2's do; the shared word-level
+    tokenizer does not, as GPT-2's does not), saved to ``out``."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors
+    from transformers import AutoModelForCausalLM, LlamaConfig, PreTrainedTokenizerFast
+
+    words = ["<eos>", "<unk>", "<s>", "the", "a", "man", "dog", "sees", "sleeps", "cat", "runs", "."]
+    backend = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    backend.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 2)])
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, bos_token="<s>", eos_token="<eos>",
+                                        unk_token="<unk>")
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=len(words), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32, bos_token_id=2,
+                         eos_token_id=0, architectures=["LlamaForCausalLM"])
+    AutoModelForCausalLM.from_config(config).eval().save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama"])
+def test_means_over_texts_are_transformerlens_own_over_to_tokens(family, tiny_gpt2_dirs, tmp_path):
+    """Texts are tokenised by the bridge's own rules (to_tokens: GPT-2's tokenizer adds no BOS and TransformerLens
+    prepends one; Llama's adds it itself), so heurlens' means over strings are the mean of TransformerLens'
+    run_with_cache over bridge.to_tokens of each string, and prepend_bos=False leaves the BOS out as there."""
+    directory = tiny_gpt2_dirs["lm"] if family == "gpt2" else llama_with_a_bos_tokenizer(tmp_path)
+    bridge = TransformerBridge.boot_transformers(str(directory), device="cpu")
+    texts = ["the man sees the", "a dog sleeps", "the cat runs ."]
+    for prepend_bos in (None, False):
+        means = heurlens.compute_means(bridge, texts, prepend_bos=prepend_bos)
+        caches = [bridge.run_with_cache(bridge.to_tokens(text, prepend_bos=prepend_bos))[1] for text in texts]
+        tokens = sum(len(bridge.to_tokens(text, prepend_bos=prepend_bos)[0]) for text in texts)
+        assert tokens == (14 if prepend_bos is None else 11)  # 11 words, and a BOS before each text or none
+        assert means.source == f"texts (3 examples, {tokens} tokens)"
+        for layer in range(2):
+            heads = torch.cat([cache[f"blocks.{layer}.attn.hook_z"][0] for cache in caches]).mean(0)
+            mlp = torch.cat([cache[f"blocks.{layer}.hook_mlp_out"][0] for cache in caches]).mean(0)
+            torch.testing.assert_close(means.heads[layer], heads, atol=1e-6, rtol=1e-5)
+            torch.testing.assert_close(means.mlps[layer], mlp, atol=1e-6, rtol=1e-5)
+
+
+def test_an_nli_classifier_tokenises_texts_as_its_bridge_does(tiny_bert_dir):
+    """BERT's tokenizer adds [CLS] and [SEP] itself; prepend_bos=False drops the [CLS] only, as to_tokens does."""
     bert = heurlens.load_model(tiny_bert_dir)
-    with_special = heurlens.tokenize_texts(bert, ["a man sleeps"])
-    without = heurlens.tokenize_texts(bert, ["a man sleeps"], add_special_tokens=False)
-    assert with_special.batches[0]["input_ids"].shape[1] == without.batches[0]["input_ids"].shape[1] + 2
-    assert bert.tokenizer.sep_token_id not in without.batches[0]["input_ids"]
+    with_bos = heurlens.tokenize_texts(bert, ["a man sleeps"]).batches[0]["input_ids"]
+    without = heurlens.tokenize_texts(bert, ["a man sleeps"], prepend_bos=False).batches[0]["input_ids"]
+    cls, sep = bert.tokenizer.cls_token_id, bert.tokenizer.sep_token_id
+    assert with_bos[0, 0] == cls and with_bos[0, -1] == sep and torch.equal(without, with_bos[:, 1:])
     from heurlens.data.prompt_tasks import PromptExample, tokenize_prompt_task
 
     prompts = tokenize_prompt_task("p", [PromptExample("a man", " sleeps")], bert.tokenizer, 512,
@@ -147,7 +190,7 @@ def test_library_misuse_is_answered_by_name(llama_bridge):
 
     model = heurlens.wrap_bridge(llama_bridge)
     with pytest.raises(HeurlensError, match=r"text 1 \(''\) has no tokens"):
-        heurlens.compute_means(model, ["the man", ""], add_special_tokens=False)
+        heurlens.compute_means(model, ["the man", ""], prepend_bos=False)
     means = heurlens.compute_means(model, ["the man sees the dog"])
     metrics = {"first": lambda scores, task: float(scores[:, 0].mean())}
     with pytest.raises(HeurlensError, match="at least one unit to scan"):
@@ -158,7 +201,7 @@ def test_library_misuse_is_answered_by_name(llama_bridge):
     config = heurlens.PruneSettings(total_steps=20, warmup_steps=5)
     with pytest.raises(HeurlensError, match="one-element torch tensor .*got a float"):
         heurlens.prune(model, data, 0.5, seeds=[0], config=config, progress=False,
-                       loss=lambda scores, full, ids: (scores - full).pow(2).mean().item())
+                       loss=lambda scores, full, ids: (scores - full).pow(2).mean().item())  # type: ignore
     steps: list[int] = []
 
     def nan_after_three(scores, full, ids):

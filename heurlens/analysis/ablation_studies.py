@@ -25,7 +25,7 @@ from heurlens.errors import HeurlensError
 from heurlens.means import UnitMeans
 from heurlens.models.classifier import as_model
 from heurlens.precision import Precision
-from heurlens.protocols import HookedModel, Metrics, Task
+from heurlens.protocols import HookedModel, Metrics, ModelLike, Task
 from heurlens.tasks import TaskLike, as_task
 from heurlens.units import Unit, UnitsLike, as_units, format_units
 
@@ -51,7 +51,7 @@ class _AblationJob:
     cache: bool = True  # heurlens' disk cache read and written (Ray workers get it here, not from the context)
 
 
-def _job(model: HookedModel, eval_sets: Sequence[TaskLike], method: Method, means: UnitMeans | None,
+def _job(model: ModelLike, eval_sets: Sequence[TaskLike], method: Method, means: UnitMeans | None,
          full_logits: dict[str, Tensor] | None, dtype: Precision, metrics: Metrics | None,
          cache: bool | None = None) -> _AblationJob:
     model = as_model(model)
@@ -90,7 +90,7 @@ def _drop_table(job: _AblationJob, groups: list[list[Unit]], progress: bool = Fa
                   "drop", "kl"]]
 
 
-def single_unit_scan(model: HookedModel, units: UnitsLike, eval_sets: Sequence[TaskLike],
+def single_unit_scan(model: ModelLike, units: UnitsLike, eval_sets: Sequence[TaskLike],
                      means: UnitMeans | None, method: Method = "mean", full_logits: dict[str, Tensor] | None = None,
                      progress: bool = True, workers: Workers | None = None, dtype: Precision = "float32",
                      metrics: Metrics | None = None, *, cache: bool | None = None) -> pd.DataFrame:
@@ -125,7 +125,7 @@ def scan_table(scan: pd.DataFrame, core: list[Unit] | None = None) -> pd.DataFra
     return table.rename_axis("ablated").reset_index()
 
 
-def group_superadditivity(model: HookedModel, group: UnitsLike, eval_sets: Sequence[TaskLike],
+def group_superadditivity(model: ModelLike, group: UnitsLike, eval_sets: Sequence[TaskLike],
                           means: UnitMeans | None, method: Method = "mean", pairs: bool = True,
                           full_logits: dict[str, Tensor] | None = None,
                           progress: bool = True, workers: Workers | None = None,

@@ -26,7 +26,7 @@ from transformer_lens.model_bridge.exceptions import StopAtLayerException
 from heurlens.devices import device_of
 from heurlens.errors import HeurlensError
 from heurlens.model_identity import remembered, weights_digest
-from heurlens.protocols import HookedModel, HookList, is_hooked_model
+from heurlens.protocols import HookedModel, HookList, ModelLike, is_hooked_model
 
 Pooling = Literal["first", "last"]
 
@@ -168,7 +168,7 @@ def wrap_bridge(bridge: TransformerBridge, model_id: str | None = None) -> Hooke
 _WRAPPER = "_heurlens_wrapper"
 
 
-def as_model(model: HookedModel | TransformerBridge) -> HookedModel:
+def as_model(model: ModelLike) -> HookedModel:
     """``model`` as heurlens uses it: a ``TransformerBridge`` is wrapped (``wrap_bridge``), a ``HookedModel``
     (``HookedClassifier`` or any structural match) is used as it is; anything else is refused."""
     if isinstance(model, TransformerBridge):

@@ -32,7 +32,7 @@ from heurlens.evaluate import accuracy_metric, tokenize_pairs
 from heurlens.means import UnitMeans, compute_means
 from heurlens.models.classifier import as_model
 from heurlens.precision import Precision
-from heurlens.protocols import HookedModel, Loss, Metrics, Task
+from heurlens.protocols import HookedModel, Loss, Metrics, ModelLike, Task
 from heurlens.pruning.settings import PruneSettings
 from heurlens.pruning.subnetwork import Subnetwork, discretize
 from heurlens.pruning.train import prunable_units, train_unit_masks
@@ -52,7 +52,7 @@ def subnetwork_stem(out: Path, sparsity: float, seed: int) -> Path:
     return out / f"sparsity-{sparsity:.2f}" / f"seed-{seed:02d}"
 
 
-def load_run_means(run_dir: Path, model: HookedModel | None = None) -> UnitMeans:
+def load_run_means(run_dir: Path, model: ModelLike | None = None) -> UnitMeans:
     """The means a run directory's pruned units are replaced by, checked (see ``UnitMeans.load``; with
     ``model``, also that they fit it)."""
     path = Path(run_dir) / MEANS_FILE
@@ -97,7 +97,7 @@ def subnetworks_by_sparsity(run_dirs: Iterable[str | Path], pooled: bool = False
     return dict(sorted(groups.items()))
 
 
-def prune(model: HookedModel, data: TaskLike | datasets.Dataset, sparsity: float | Iterable[float] = 0.5,
+def prune(model: ModelLike, data: TaskLike | datasets.Dataset, sparsity: float | Iterable[float] = 0.5,
           seeds: Iterable[int] = range(3), out: str | Path | None = None, config: PruneSettings = PruneSettings(),
           means: UnitMeans | None = None, batch_size: int = 16, progress: bool = True,
           workers: Workers | None = None, loss: Loss | None = None, stack_seeds: bool | None = None, *,
@@ -302,7 +302,7 @@ def _trained_together(job: _PruneJob, target: float, seeds: list[int]) -> list[S
     return subnetworks
 
 
-def evaluate_subnetworks(model: HookedModel, subnetworks: list[Subnetwork], eval_sets: Sequence[TaskLike],
+def evaluate_subnetworks(model: ModelLike, subnetworks: list[Subnetwork], eval_sets: Sequence[TaskLike],
                          means: UnitMeans, metrics: Metrics | None = None, dtype: Precision = "float32", *,
                          cache: bool | None = None) -> pd.DataFrame:
     """Each metric (default: accuracy) and the KL to the full model of the full model and each subnetwork on
@@ -317,7 +317,7 @@ def evaluate_subnetworks(model: HookedModel, subnetworks: list[Subnetwork], eval
         return _evaluate_subnetworks(model, subnetworks, eval_sets, means, metrics, dtype)
 
 
-def _evaluate_subnetworks(model: HookedModel, subnetworks: list[Subnetwork], eval_sets: Sequence[TaskLike],
+def _evaluate_subnetworks(model: ModelLike, subnetworks: list[Subnetwork], eval_sets: Sequence[TaskLike],
                           means: UnitMeans, metrics: Metrics | None, dtype: Precision) -> pd.DataFrame:
     model = as_model(model)
     tasks = [as_task(model, data) for data in eval_sets]
