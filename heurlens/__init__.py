@@ -17,7 +17,7 @@ _EXPORTS = {
     "tokenize_pairs": ".evaluate",
     "UnitMeans": ".means", "compute_means": ".means",
     "HookedClassifier": ".models", "load_model": ".models", "wrap_bridge": ".models",
-    "HookedModel": ".protocols", "Metric": ".protocols", "Loss": ".protocols", "Task": ".protocols",
+    "HookedModel": ".protocols", "ModelLike": ".protocols", "Metric": ".protocols", "Loss": ".protocols", "Task": ".protocols",
     "is_hooked_model": ".protocols", "is_task": ".protocols",
     "PruneSettings": ".pruning", "Subnetwork": ".pruning", "accuracy_table": ".pruning",
     "evaluate_subnetworks": ".pruning", "prune": ".pruning",
@@ -53,6 +53,7 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors (nev
     from heurlens.protocols import HookedModel as HookedModel
     from heurlens.protocols import Loss as Loss
     from heurlens.protocols import Metric as Metric
+    from heurlens.protocols import ModelLike as ModelLike
     from heurlens.protocols import Task as Task
     from heurlens.protocols import is_hooked_model as is_hooked_model
     from heurlens.protocols import is_task as is_task

@@ -26,7 +26,7 @@ from heurlens.masking import UnitMaskHooks
 from heurlens.means import UnitMeans, zero_means
 from heurlens.models.classifier import as_model
 from heurlens.precision import Precision
-from heurlens.protocols import HookedModel, HookList, Metrics, ModelLike
+from heurlens.protocols import HookList, Metrics, ModelLike, PreparedModel
 from heurlens.resumed_passes import ablated_logits
 from heurlens.tasks import TaskLike, as_task
 from heurlens.units import UnitLayout, UnitsLike, as_units, format_units
@@ -45,7 +45,7 @@ def ablation_hooks(model: ModelLike, units: UnitsLike, method: Method = "mean",
 
 @contextmanager
 def ablated(model: ModelLike, units: UnitsLike, method: Method = "mean",
-            means: UnitMeans | None = None) -> Iterator[HookedModel]:
+            means: UnitMeans | None = None) -> Iterator[PreparedModel]:
     """Inside the block ``model`` runs with ``units`` mean- (or zero-) ablated; the model is restored on
     leaving, by an error too: ``with heurlens.ablated(model, "L4.H0", means=means) as m: m(**batch)``."""
     model = as_model(model)
@@ -53,7 +53,7 @@ def ablated(model: ModelLike, units: UnitsLike, method: Method = "mean",
         yield model
 
 
-def _replacement(model: HookedModel, method: Method, means: UnitMeans | None) -> UnitMeans:
+def _replacement(model: PreparedModel, method: Method, means: UnitMeans | None) -> UnitMeans:
     """What ablated units are replaced by: ``means`` (checked to fit the model) or zeros, on the model's device."""
     if method not in ("mean", "zero"):
         raise HeurlensError(f"unknown ablation method {method!r}; use mean or zero")
@@ -67,7 +67,7 @@ def _replacement(model: HookedModel, method: Method, means: UnitMeans | None) ->
     return replacement.to(device_of(model))
 
 
-def _unit_mask(model: HookedModel, units: UnitsLike, replacement: UnitMeans) -> UnitMaskHooks:
+def _unit_mask(model: PreparedModel, units: UnitsLike, replacement: UnitMeans) -> UnitMaskHooks:
     """Masks that are 0 on ``units`` and 1 elsewhere, replacing the masked units by ``replacement``."""
     units_off = as_units(units, model.n_layers, model.n_heads)
     layout = UnitLayout(model.n_layers, model.n_heads)

@@ -32,7 +32,7 @@ from heurlens.devices import device_of, to_device
 from heurlens.errors import HeurlensError
 from heurlens.evaluate import predict_logits
 from heurlens.precision import CACHE_SUFFIX, Precision, autocast, check_precision
-from heurlens.protocols import Batch, HookedModel, Task
+from heurlens.protocols import Batch, PreparedModel, Task
 
 BlockInput = Float[Tensor, "batch pos d_model"]
 
@@ -68,7 +68,7 @@ def entry_dir(model_fingerprint: str, data: Task, dtype: Precision = "float32") 
                                           + CACHE_SUFFIX[check_precision(dtype)])
 
 
-def full_model_logits(model: HookedModel, eval_set: Task,
+def full_model_logits(model: PreparedModel, eval_set: Task,
                       model_fingerprint: str | None = None, dtype: Precision = "float32"
                       ) -> Float[Tensor, "example label"]:
     """``predict_logits`` of the model without hooks, read from the activation cache or computed and kept
@@ -100,7 +100,7 @@ def full_model_logits(model: HookedModel, eval_set: Task,
                   lambda logits: atomic_save_tensors(path, {"logits": logits}, _about(model, eval_set)), load)
 
 
-def residual_streams(model: HookedModel, data: Task, layers: Iterable[int], model_fingerprint: str | None = None,
+def residual_streams(model: PreparedModel, data: Task, layers: Iterable[int], model_fingerprint: str | None = None,
                      dtype: Precision = "float32") -> dict[int, ResidualStream]:
     """For each layer l in ``layers`` (1 <= l < n_layers), the full model's residual stream entering block l on
     each batch of ``data``. Layers the cache lacks are computed in one pass over the data that stops after the
@@ -131,12 +131,12 @@ def residual_streams(model: HookedModel, data: Task, layers: Iterable[int], mode
     return streams
 
 
-def _about(model: HookedModel, data: Task) -> dict[str, str]:
+def _about(model: PreparedModel, data: Task) -> dict[str, str]:
     """What ``heurlens cache list`` shows of an entry (safetensors metadata)."""
     return {"model": str(getattr(model, "model_id", "")), "eval_set": data.name, "examples": str(len(data))}
 
 
-def _compute(model: HookedModel, data: Task, layers: list[int], dtype: Precision) -> dict[int, ResidualStream]:
+def _compute(model: PreparedModel, data: Task, layers: list[int], dtype: Precision) -> dict[int, ResidualStream]:
     """The full model's residual streams entering each of ``layers``, batch by batch, on the CPU."""
     batches: dict[int, list[BlockInput]] = {layer: [] for layer in layers}
     as_tuple = False
@@ -150,7 +150,7 @@ def _compute(model: HookedModel, data: Task, layers: list[int], dtype: Precision
     return {layer: ResidualStream(batches[layer], as_tuple) for layer in layers}
 
 
-def full_block_outputs(model: HookedModel, batch: Batch, blocks: set[int]) -> dict[int, Any]:
+def full_block_outputs(model: PreparedModel, batch: Batch, blocks: set[int]) -> dict[int, Any]:
     """The full model's output (as the block returns it) of each block in ``blocks`` on ``batch``; the pass
     stops after the deepest of them (the bridge's own ``StopAtLayerException`` ends it cleanly)."""
     outputs: dict[int, Any] = {}
@@ -183,7 +183,7 @@ def _unpadded(streams: list[BlockInput], data: Task) -> Float[Tensor, "token d_m
     return torch.cat([stream[_real_positions(batch)] for stream, batch in zip(streams, data.batches)])
 
 
-def _read(path: Path, data: Task, model: HookedModel) -> ResidualStream:
+def _read(path: Path, data: Task, model: PreparedModel) -> ResidualStream:
     """A stored residual stream put back into ``data``'s batches (zeros at padding), refused when its number of
     tokens or width does not fit them."""
     with safe_open(str(path), "pt") as handle:

@@ -18,8 +18,10 @@ from torch import Tensor
 
 from heurlens.devices import device_of
 from heurlens.errors import HeurlensError
+from heurlens.models.classifier import as_model
 from heurlens.precision import Precision, autocast
-from heurlens.protocols import Batch, HookedModel, HookList, Metric, Task
+from heurlens.protocols import Batch, HookList, Metric, ModelLike, PreparedModel, Task
+from heurlens.tasks import TaskLike, as_task
 
 
 @dataclass
@@ -70,12 +72,14 @@ def tokenize_pairs(name: str, data: datasets.Dataset, tokenizer, batch_size: int
 
 
 @torch.no_grad()
-def predict_logits(model: HookedModel, eval_set: Task, fwd_hooks: HookList | None = None,
+def predict_logits(model: ModelLike, eval_set: TaskLike, fwd_hooks: HookList | None = None,
                    dtype: Precision = "float32") -> Float[Tensor, "example label"]:
     """The model's logits on every example (float32, on the CPU), with optional hooks ([(hook name, fn)])
-    active. ``dtype`` "bfloat16" or "float16" runs the matrix products in that precision (``heurlens.precision``;
-    bfloat16 on this project's CPU: about 2x faster, and the predicted label of about 0.2% of pairs changes:
-    ``benchmarks/bf16_evaluation.py``)."""
+    active; ``eval_set`` a task, a list of texts or a token tensor. ``dtype`` "bfloat16" or "float16" runs the
+    matrix products in that precision (``heurlens.precision``; bfloat16 on this project's CPU: about 2x faster, and
+    the predicted label of about 0.2% of pairs changes: ``benchmarks/bf16_evaluation.py``)."""
+    model = as_model(model)
+    eval_set = as_task(model, eval_set)
     outputs = []
     with model.hooks(fwd_hooks or []), autocast(dtype, device_of(model)):
         for batch in eval_set.batches:
@@ -107,7 +111,7 @@ def accuracy(logits: Float[Tensor, "example label"], task: Task, model_labels: t
     return task.accuracy(logits, model_labels)
 
 
-def accuracy_metric(model: HookedModel) -> Metric:
+def accuracy_metric(model: PreparedModel) -> Metric:
     """The default metric of ablation tables: the task's accuracy, with ``model``'s label names."""
     return lambda scores, task: task.accuracy(scores, model.labels)
 

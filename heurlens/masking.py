@@ -11,7 +11,7 @@ from torch import Tensor
 
 from heurlens.mask_sites import Edit, MaskSite, attached, head_site, mlp_site
 from heurlens.means import UnitMeans
-from heurlens.protocols import HookedModel, HookList
+from heurlens.protocols import HookList, PreparedModel
 
 
 class UnitMaskHooks:
@@ -45,7 +45,7 @@ class UnitMaskHooks:
         """The edits as ``(hook point, function)`` pairs, for TransformerLens' ``model.hooks(fwd_hooks=...)``."""
         return [site.hook(edit) for site, edit in self.edits]
 
-    def attached(self, model: HookedModel) -> AbstractContextManager[None]:
+    def attached(self, model: PreparedModel) -> AbstractContextManager[None]:
         """Inside the block the masks act on ``model`` (``mask_sites.attached``); removed on leaving."""
         return attached(model, self.edits)
 

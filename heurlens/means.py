@@ -19,7 +19,7 @@ from heurlens.devices import device_of
 from heurlens.errors import HeurlensError
 from heurlens.mask_sites import SiteMeans, head_site, mlp_site
 from heurlens.models.classifier import as_model
-from heurlens.protocols import HookedModel, ModelLike
+from heurlens.protocols import ModelLike, PreparedModel
 from heurlens.tasks import TaskLike, as_task
 from heurlens.units import heads_hook_name, mlp_hook_name
 
@@ -108,7 +108,7 @@ def compute_means(model: ModelLike, reference: TaskLike, prepend_bos: bool | Non
     return UnitMeans(heads, mlps, source=f"{reference.name} ({len(reference)} examples, {tokens} tokens)")
 
 
-def zero_means(model: HookedModel) -> UnitMeans:
+def zero_means(model: PreparedModel) -> UnitMeans:
     """All-zero replacements on the model's device: masking with these is zero ablation."""
     cfg, device = model.bridge.cfg, device_of(model)
     heads = {layer: torch.zeros(cfg.n_heads, cfg.d_head, device=device) for layer in range(cfg.n_layers)}

@@ -11,10 +11,10 @@ from heurlens.cache import cache_dir, disk_cache_enabled, stored
 if TYPE_CHECKING:  # the functions import what they run on: the CLI reads the defaults below without torch
     from heurlens.evaluate import EvalSet
     from heurlens.means import UnitMeans
-    from heurlens.protocols import HookedModel
+    from heurlens.protocols import PreparedModel
 
 
-def nli_eval_sets(model: HookedModel, in_domain: str | Path = "snli", in_domain_examples: int | None = 2000,
+def nli_eval_sets(model: PreparedModel, in_domain: str | Path = "snli", in_domain_examples: int | None = 2000,
                   per_subcase: int = 1000, subcases: list[str] | None = None, seed: int = 0,
                   batch_size: int = 64) -> list[EvalSet]:
     """The in-domain set (SNLI test, or a local pair file) followed by one set per HANS-style subcase, each
@@ -49,7 +49,7 @@ PRUNING_PAIRS = REFERENCE_PAIRS  # what heurlens prune and the analyses prune on
 PRUNING_BATCH = 16  # pairs per micro-batch of mask training, by default
 
 
-def snli_pruning_data(model: HookedModel, examples: int = PRUNING_PAIRS, batch_size: int = PRUNING_BATCH
+def snli_pruning_data(model: PreparedModel, examples: int = PRUNING_PAIRS, batch_size: int = PRUNING_BATCH
                       ) -> EvalSet:
     """``examples`` SNLI training pairs (sample seed 0) to prune on, batched by length (see tokenize_pairs)."""
     from heurlens.data.snli import load_snli
@@ -59,7 +59,7 @@ def snli_pruning_data(model: HookedModel, examples: int = PRUNING_PAIRS, batch_s
                           sort_by_length=True)
 
 
-def snli_reference_means(model: HookedModel, examples: int = REFERENCE_PAIRS, seed: int = 0,
+def snli_reference_means(model: PreparedModel, examples: int = REFERENCE_PAIRS, seed: int = 0,
                          batch_size: int = 64) -> UnitMeans:
     """Unit means over ``examples`` SNLI training pairs: by default the one reference set that ablation,
     pruning, evaluation and the analyses all replace units by. Computed once per model and cached (a

@@ -2,10 +2,12 @@
 TransformerLens types its own utilities (``transformer_lens.model_protocol``): any object with these members
 works, whatever its class.
 
-- ``HookedModel``: a TransformerLens ``TransformerBridge`` (``.bridge``, whose hook points heurlens masks) with
-  a forward pass on a batch that returns one row of scores per example (class logits, or next-token logits at
-  the scored position). ``HookedClassifier`` is one; ``heurlens.wrap_bridge(bridge)`` makes one of a
-  researcher's own bridge in one call.
+- ``HookedModel``: a TransformerLens ``TransformerBridge`` (``.bridge``, whose hook points heurlens masks), a
+  tokenizer, and a forward pass on a batch that returns one row of scores per example (class logits, or
+  next-token logits at the scored position), run with hooks by ``hooks``. ``HookedClassifier`` is one;
+  ``heurlens.wrap_bridge(bridge)`` makes one of a researcher's own bridge in one call. ``ModelLike`` (either, or
+  a bare bridge) is what every public function takes; inside, heurlens works with a ``PreparedModel`` (the same
+  with its shape and identity), made by ``as_model``.
 - ``Task``: named, pre-tokenised batches and how a row of scores is judged (``accuracy``). NLI pair sets
   (``EvalSet``), prompt tasks (``PromptSet``) and plain token batches (``TokenSet``, no answers: enough for
   unit means and custom metrics) are all tasks.
@@ -39,11 +41,30 @@ HookList = list[tuple[str | Callable[..., Any], Callable[..., Any]]]
 
 
 class HookedModel(Protocol):
-    """A model heurlens can ablate, prune and read: layers of heads and one MLP each at TransformerLens hook
-    points (``blocks.{L}.attn.hook_z``, ``blocks.{L}.hook_mlp_out``), a tokenizer, and a forward pass on a
-    batch (``input_ids``, ``attention_mask``, optional ``token_type_ids``) giving ``[batch, output]`` scores."""
+    """What a model must have for heurlens to ablate, prune and read it (the cut of TransformerLens' own
+    ``model_protocol``: four members). ``bridge``: the TransformerLens ``TransformerBridge`` whose hook points
+    (``blocks.{L}.attn.hook_z``, ``blocks.{L}.hook_mlp_out``) heurlens masks and whose ``cfg`` gives the layers and
+    heads; ``tokenizer`` (None: data as token ids); a forward pass on a batch (``input_ids``, ``attention_mask``,
+    optional ``token_type_ids``) giving one row of scores per example; ``hooks(fwd_hooks)`` running it with hooks.
+    ``heurlens.wrap_bridge(bridge)`` makes one of a bare bridge; a bridge itself is accepted everywhere."""
 
-    bridge: TransformerBridge
+    @property
+    def bridge(self) -> TransformerBridge: ...
+
+    @property
+    def tokenizer(self) -> Any: ...
+
+    def __call__(self, input_ids: Tensor, attention_mask: Tensor | None = None,
+                 token_type_ids: Tensor | None = None) -> Float[Tensor, "batch output"]: ...
+
+    def hooks(self, fwd_hooks: HookList) -> AbstractContextManager[Any]: ...
+
+
+class PreparedModel(HookedModel, Protocol):
+    """A ``HookedModel`` as heurlens works with it inside: with its shape, output names, identity (the disk caches
+    and run folders are keyed by ``fingerprint``) and torch's module methods. ``HookedClassifier`` is one;
+    ``heurlens.models.classifier.as_model`` makes one of any ``ModelLike``, so a user's model needs none of these."""
+
     labels: tuple[str, ...] | None  # names of the outputs (None: a next-token model's vocabulary)
     model_id: str
 
@@ -55,14 +76,6 @@ class HookedModel(Protocol):
 
     @property
     def d_head(self) -> int: ...
-
-    @property
-    def tokenizer(self) -> Any: ...
-
-    def __call__(self, input_ids: Tensor, attention_mask: Tensor | None = None,
-                 token_type_ids: Tensor | None = None) -> Float[Tensor, "batch output"]: ...
-
-    def hooks(self, fwd_hooks: HookList) -> AbstractContextManager[Any]: ...
 
     def fingerprint(self) -> str: ...
 
@@ -105,6 +118,11 @@ def _has_members(obj: object, protocol: type) -> bool:
 def is_hooked_model(obj: object) -> TypeIs[HookedModel]:
     """Whether ``obj`` has every member of ``HookedModel`` (a ``HookedClassifier``, or a user's own class)."""
     return _has_members(obj, HookedModel)
+
+
+def is_prepared_model(obj: object) -> TypeIs[PreparedModel]:
+    """Whether ``obj`` has every member of ``PreparedModel`` (used by heurlens as it is, not adapted)."""
+    return _has_members(obj, PreparedModel)
 
 
 def is_task(obj: object) -> TypeIs[Task]:

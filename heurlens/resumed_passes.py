@@ -24,13 +24,13 @@ from tqdm.auto import tqdm
 from heurlens.activation_cache import residual_streams
 from heurlens.devices import device_of, to_device
 from heurlens.precision import Precision, autocast
-from heurlens.protocols import HookedModel, HookList, Task
+from heurlens.protocols import HookList, PreparedModel, Task
 
 Ablation = tuple[int, HookList]  # (first ablated layer, hooks [(hook name, fn)]) of one ablated model
 
 
 @contextmanager
-def lower_blocks_replaced(model: HookedModel, layer: int, block_output: Any) -> Iterator[None]:
+def lower_blocks_replaced(model: PreparedModel, layer: int, block_output: Any) -> Iterator[None]:
     """Inside, blocks 0..layer-1 compute nothing and return ``block_output`` (the full model's residual stream
     entering block ``layer`` on the batch about to run): block ``layer`` receives it as its input, as in a whole pass. The
     stand-in is an instance ``forward``, which ``nn.Module.__call__`` calls instead of the class's; it is set
@@ -46,7 +46,7 @@ def lower_blocks_replaced(model: HookedModel, layer: int, block_output: Any) -> 
 
 
 @torch.no_grad()
-def ablated_logits(model: HookedModel, ablations: Sequence[Ablation], eval_set: Task,
+def ablated_logits(model: PreparedModel, ablations: Sequence[Ablation], eval_set: Task,
                    dtype: Precision = "float32", bar: tqdm | None = None, model_fingerprint: str | None = None
                    ) -> list[Float[Tensor, "example label"]]:
     """For each (first ablated layer L, hooks) in ``ablations``, what ``predict_logits(model, eval_set, hooks,

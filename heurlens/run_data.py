@@ -19,7 +19,7 @@ from heurlens.nli import PRUNING_BATCH, PRUNING_PAIRS, REFERENCE_PAIRS
 if TYPE_CHECKING:  # imported where used: the CLI builds these without loading torch
     from heurlens.data.prompt_tasks import PromptSet
     from heurlens.means import UnitMeans
-    from heurlens.protocols import HookedModel, Task
+    from heurlens.protocols import PreparedModel, Task
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,7 @@ class PromptTaskData:
     seed: int = 0
     batch_size: int = 32
 
-    def prompts(self, model: HookedModel, seed: int, examples: int | None = None,
+    def prompts(self, model: PreparedModel, seed: int, examples: int | None = None,
                 batch_size: int | None = None) -> PromptSet:
         from heurlens.data.prompt_tasks import prompt_task_set
         from heurlens.errors import HeurlensError
@@ -43,21 +43,21 @@ class PromptTaskData:
         return prompt_task_set(self.task, model.tokenizer, model.bridge.cfg.n_ctx, examples or self.examples, seed,
                                batch_size or self.batch_size)
 
-    def train(self, model: HookedModel) -> PromptSet:
+    def train(self, model: PreparedModel) -> PromptSet:
         """The prompts pruning trains on: ``examples`` drawn with ``seed``."""
         return self.prompts(model, self.seed)
 
-    def means(self, model: HookedModel) -> UnitMeans:
+    def means(self, model: PreparedModel) -> UnitMeans:
         """Unit means over the training prompts."""
         from heurlens.means import compute_means
 
         return compute_means(model, self.train(model))
 
-    def eval_sets(self, model: HookedModel) -> list[Task]:
+    def eval_sets(self, model: PreparedModel) -> list[Task]:
         """One set: ``examples`` prompts drawn with ``seed + 1``."""
         return [self.prompts(model, self.seed + 1, batch_size=32)]
 
-    def pattern_data(self, model: HookedModel, examples: int | None = None) -> Task:
+    def pattern_data(self, model: PreparedModel, examples: int | None = None) -> Task:
         """Prompts (drawn with ``seed``) to score attention patterns on."""
         return self.prompts(model, self.seed, examples, batch_size=32)
 
@@ -76,24 +76,24 @@ class NliData:
     subcases: tuple[str, ...] | None = None
     seed: int = 0
 
-    def train(self, model: HookedModel) -> Task:
+    def train(self, model: PreparedModel) -> Task:
         from heurlens.nli import snli_pruning_data
 
         return snli_pruning_data(model, self.train_examples, self.batch_size)
 
-    def means(self, model: HookedModel) -> UnitMeans:
+    def means(self, model: PreparedModel) -> UnitMeans:
         """Means over ``reference_examples`` SNLI training pairs (cached on disk per model)."""
         from heurlens.nli import snli_reference_means
 
         return snli_reference_means(model, self.reference_examples)
 
-    def eval_sets(self, model: HookedModel) -> list[Task]:
+    def eval_sets(self, model: PreparedModel) -> list[Task]:
         from heurlens.nli import nli_eval_sets
 
         return list(nli_eval_sets(model, self.in_domain, self.in_domain_examples, self.per_subcase,
                                   list(self.subcases) if self.subcases else None, self.seed))
 
-    def pattern_data(self, model: HookedModel, examples: int = 300) -> Task:
+    def pattern_data(self, model: PreparedModel, examples: int = 300) -> Task:
         """``examples`` SNLI test pairs (drawn with ``seed``) to score attention patterns on."""
         from heurlens.data.snli import load_snli
         from heurlens.evaluate import tokenize_pairs

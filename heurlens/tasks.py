@@ -15,7 +15,7 @@ from transformer_lens.model_bridge import TransformerBridge
 
 from heurlens.errors import HeurlensError
 from heurlens.models.classifier import as_model
-from heurlens.protocols import Batch, HookedModel, ModelLike, Task, is_task
+from heurlens.protocols import Batch, ModelLike, PreparedModel, Task, is_task
 
 TaskLike = Task | Sequence[str] | Tensor  # what the library's functions accept as data
 
@@ -37,7 +37,7 @@ class TokenSet:
                             "(heurlens.data.prompt_tasks.tokenize_prompt_task, heurlens.tokenize_pairs)")
 
 
-def bridge_tokens(model: HookedModel, text: str, prepend_bos: bool | None = None) -> list[int]:
+def bridge_tokens(model: PreparedModel, text: str, prepend_bos: bool | None = None) -> list[int]:
     """``text`` as TransformerLens' ``bridge.to_tokens(text, prepend_bos)`` tokenises it: BOS prepended by the
     bridge's rule (``cfg.default_prepend_bos`` when None), an appended EOS stripped, truncated to ``n_ctx``. It is
     TransformerLens' own method, run with heurlens' tokenizer (``model.tokenizer``: for a wrapped bridge a copy
@@ -86,7 +86,7 @@ def token_batches(tokens: Int[Tensor, "example pos"], name: str = "tokens", batc
     return TokenSet(name, batches, [])
 
 
-def as_task(model: HookedModel, data: TaskLike, prepend_bos: bool | None = None) -> Task:
+def as_task(model: PreparedModel, data: TaskLike, prepend_bos: bool | None = None) -> Task:
     """``data`` as a task: a task as it is, a list of strings tokenised (``tokenize_texts``, with ``prepend_bos``),
     a token tensor batched (``token_batches``). Anything else, or nothing, is refused naming what to pass."""
     if isinstance(data, Tensor):

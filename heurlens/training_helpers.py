@@ -16,13 +16,13 @@ import torch
 from jaxtyping import Bool
 from torch import Tensor, nn
 
-from heurlens.protocols import HookedModel
+from heurlens.protocols import PreparedModel
 
 Result = TypeVar("Result")
 
 
 @contextmanager
-def frozen_parameters(module: nn.Module | HookedModel) -> Iterator[None]:
+def frozen_parameters(module: nn.Module | PreparedModel) -> Iterator[None]:
     """Inside the block no parameter of ``module`` takes gradients (only tensors made outside it, such as
     masks, train); on leaving, even by an exception, the parameters that did take them take them again."""
     trainable = [p for p in module.parameters() if p.requires_grad]

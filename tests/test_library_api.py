@@ -9,7 +9,7 @@ from transformer_lens.model_bridge import TransformerBridge
 import heurlens
 from heurlens.errors import HeurlensError
 from heurlens.models.classifier import as_model
-from heurlens.protocols import is_hooked_model, is_task
+from heurlens.protocols import is_hooked_model, is_prepared_model, is_task
 from heurlens.tasks import TokenSet, token_batches
 from heurlens.units import Unit, as_units
 
@@ -61,6 +61,38 @@ def test_a_model_is_recognised_by_its_members_on_every_python(llama_bridge):
     own = Delegating(model)
     assert as_model(own) is own and heurlens.is_hooked_model(own) and not heurlens.is_hooked_model(llama_bridge)
     assert heurlens.compute_means(own, ["the man sees the"]).heads[0].shape == (4, model.d_head)
+
+
+def test_a_users_model_needs_only_the_four_members_of_the_protocol(llama_bridge):
+    """TransformerLens' own model protocol has 4 members, and so has heurlens': a bridge, a tokenizer, a forward
+    pass on a batch, hooks. A plain class with those (no nn.Module, no fingerprint, no labels) gives the tables
+    the bridge itself gives."""
+
+    class LastTokenModel:
+        def __init__(self, bridge):
+            self.bridge = bridge
+            self.tokenizer = heurlens.wrap_bridge(bridge).tokenizer
+
+        def __call__(self, input_ids, attention_mask=None, token_type_ids=None):
+            logits = self.bridge(input_ids, attention_mask=attention_mask)
+            return logits[torch.arange(len(logits)), attention_mask.sum(-1) - 1]
+
+        def hooks(self, fwd_hooks):
+            return self.bridge.hooks(fwd_hooks=fwd_hooks)
+
+    own = LastTokenModel(llama_bridge)
+    assert heurlens.is_hooked_model(own) and not is_prepared_model(own) and not hasattr(own, "fingerprint")
+    texts = ["the man sees the", "a dog sleeps .", "the cat runs"]
+    means = heurlens.compute_means(own, texts)
+    assert all(torch.equal(means.heads[layer], heurlens.compute_means(llama_bridge, texts).heads[layer])
+               for layer in range(2))
+    metric = {"first_logit": lambda scores, task: scores[:, 0].mean().item()}
+    tables = [heurlens.ablate(model, "L0.H1,L1.MLP", [texts], means=means, metrics=metric, cache=False)
+              for model in (own, llama_bridge)]
+    assert tables[0].equals(tables[1]) and tables[0]["kl"].item() > 0
+    adapted = as_model(own)
+    assert adapted is as_model(own) and adapted.model_id == "LastTokenModel" and adapted.n_heads == 4
+    assert adapted.fingerprint() == as_model(LastTokenModel(llama_bridge)).fingerprint()  # weights, not the object
 
 
 def test_means_need_only_tokens_and_agree_across_the_ways_of_giving_them(llama_bridge):

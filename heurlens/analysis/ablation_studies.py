@@ -25,14 +25,14 @@ from heurlens.errors import HeurlensError
 from heurlens.means import UnitMeans
 from heurlens.models.classifier import as_model
 from heurlens.precision import Precision
-from heurlens.protocols import HookedModel, Metrics, ModelLike, Task
+from heurlens.protocols import Metrics, ModelLike, PreparedModel, Task
 from heurlens.tasks import TaskLike, as_task
 from heurlens.units import Unit, UnitsLike, as_units, format_units
 
 CHUNKS_PER_WORKER = 4  # Ray tasks per worker in a scan: enough to even out heads of different depths
 
 
-def _full_logits(model: HookedModel, eval_sets: Sequence[Task], dtype: Precision) -> dict[str, Tensor]:
+def _full_logits(model: PreparedModel, eval_sets: Sequence[Task], dtype: Precision) -> dict[str, Tensor]:
     fingerprint = model.fingerprint() if disk_cache_enabled() else None
     return {s.name: full_model_logits(model, s, fingerprint, dtype) for s in eval_sets}
 
@@ -41,7 +41,7 @@ def _full_logits(model: HookedModel, eval_sets: Sequence[Task], dtype: Precision
 class _AblationJob:
     """What every ablation of one scan shares (sent once to Ray's object store with ``workers``)."""
 
-    model: HookedModel
+    model: PreparedModel
     eval_sets: Sequence[Task]
     method: Method
     means: UnitMeans | None

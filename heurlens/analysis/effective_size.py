@@ -27,7 +27,7 @@ from heurlens.cache import atomic_write_csv, guard_run_settings
 from heurlens.distributed import Workers
 from heurlens.errors import HeurlensError
 from heurlens.means import UnitMeans
-from heurlens.protocols import HookedModel, Loss, Metrics, Task
+from heurlens.protocols import Loss, Metrics, PreparedModel, Task
 from heurlens.pruning.runs import SPARSITY_TOLERANCE, data_id_of, evaluate_subnetworks, prune
 from heurlens.pruning.settings import PruneSettings
 from heurlens.run_folders import check_writable_dir, exclusive, refuse_foreign_dir
@@ -93,7 +93,7 @@ def checkpoint_step(path: Path, index: int) -> int:
     return int(match.group(1)) if match else index
 
 
-def effective_size_of(model: HookedModel, train: Task, eval_sets: list[Task], means: UnitMeans,
+def effective_size_of(model: PreparedModel, train: Task, eval_sets: list[Task], means: UnitMeans,
                       sparsities: Sequence[float] = SPARSITY_GRID, seeds: Sequence[int] = range(3),
                       out: Path | None = None, config: PruneSettings = PruneSettings(), tolerance: float = 0.03,
                       search: Literal["grid", "bisect"] = "grid", progress: bool = True,
@@ -147,7 +147,7 @@ def effective_size_of(model: HookedModel, train: Task, eval_sets: list[Task], me
 
 
 def effective_size_over_checkpoints(checkpoints: Sequence[str | Path], out: Path,
-                                    eval_sets_for: Callable[[HookedModel], list[Task]],
+                                    eval_sets_for: Callable[[PreparedModel], list[Task]],
                                     sparsities: Sequence[float] = SPARSITY_GRID, seeds: Sequence[int] = range(3),
                                     config: PruneSettings = PruneSettings(), tolerance: float = 0.03,
                                     search: Literal["grid", "bisect"] = "grid", train_examples: int = 2000,

@@ -27,7 +27,7 @@ from torch import Tensor
 
 from heurlens.devices import device_of, to_device
 from heurlens.errors import HeurlensError
-from heurlens.protocols import Batch, HookedModel, Task
+from heurlens.protocols import Batch, PreparedModel, Task
 from heurlens.units import Unit
 
 PATTERNS = ("repeated_token", "previous_token", "next_token", "cls", "sep", "self")
@@ -83,7 +83,7 @@ def segments_of(batch: dict[str, Tensor], separator_id: int | None) -> Int[Tenso
     return is_separator.cumsum(-1) - is_separator
 
 
-def pattern_scores(model: HookedModel, data: Task, heads: list[Unit] | None = None,
+def pattern_scores(model: PreparedModel, data: Task, heads: list[Unit] | None = None,
                    min_score: float = 0.3) -> pd.DataFrame:
     """Score every head (or ``heads``) for each pattern over ``data``; one row per head with a label.
 
@@ -118,7 +118,7 @@ def pattern_scores(model: HookedModel, data: Task, heads: list[Unit] | None = No
 
 
 @torch.no_grad()
-def attention_patterns(model: HookedModel, batch: Batch,
+def attention_patterns(model: PreparedModel, batch: Batch,
                        layers: list[int]) -> dict[int, Float[Tensor, "batch head query key"]]:
     """Each layer's attention pattern (``blocks.{L}.attn.hook_pattern``) on one batch, cached by TransformerLens'
     own ``run_with_cache(names_filter=...)``, returned on the CPU."""
@@ -139,7 +139,7 @@ def best_label(scores: dict[str, float], min_score: float) -> str:
     return best if scores[best] >= min_score else "other"
 
 
-def example_patterns(model: HookedModel, text: str, text_pair: str | None,
+def example_patterns(model: PreparedModel, text: str, text_pair: str | None,
                      heads: list[Unit]) -> tuple[list[str], Float[Tensor, "head query key"]]:
     """The tokens of one sentence pair (or, with ``text_pair`` None, one prompt) and the attention pattern of
     each of ``heads`` on it."""
@@ -152,7 +152,7 @@ def example_patterns(model: HookedModel, text: str, text_pair: str | None,
     return tokens, torch.stack([captured[u.layer][0, u.head].float() for u in heads])
 
 
-def attention_plot(model: HookedModel, text: str, text_pair: str | None, heads: list[Unit]):
+def attention_plot(model: PreparedModel, text: str, text_pair: str | None, heads: list[Unit]):
     """circuitsvis head plot of ``heads`` on one pair (or one prompt: ``text_pair`` None): shows inline in a
     notebook; ``.local_src`` is a standalone HTML page with the JavaScript embedded (works offline)."""
     import circuitsvis

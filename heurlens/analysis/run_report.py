@@ -21,7 +21,7 @@ from heurlens.analysis.patterns import attention_plot, pattern_scores
 from heurlens.analysis.report import Report
 from heurlens.cache import atomic_write_csv, stored
 from heurlens.errors import HeurlensError
-from heurlens.protocols import HookedModel, Task
+from heurlens.protocols import PreparedModel, Task
 from heurlens.pruning.runs import (
     MEANS_FILE,
     accuracy_table,
@@ -34,7 +34,7 @@ from heurlens.pruning.runs import (
 EXAMPLE_PAIR = ("The doctor advised the president.", "The president advised the doctor.")  # Figure 7's SO-Swap pair
 
 
-def cache_path(run_dir: Path, kind: str, data: Sequence[Task], model: HookedModel) -> Path:
+def cache_path(run_dir: Path, kind: str, data: Sequence[Task], model: PreparedModel) -> Path:
     """``RUN_DIR/<kind>-<key>.csv``: the key changes with the data, the model's fingerprint and the bytes
     of every subnetwork and means file in the run directory (re-pruning changes it)."""
     digest = hashlib.sha256(model.fingerprint().encode())
@@ -47,7 +47,7 @@ def cache_path(run_dir: Path, kind: str, data: Sequence[Task], model: HookedMode
     return Path(run_dir) / f"{kind}-{digest.hexdigest()[:12]}.csv"
 
 
-def cached_evaluation(run_dir: Path, model: HookedModel, eval_sets: Sequence[Task]
+def cached_evaluation(run_dir: Path, model: PreparedModel, eval_sets: Sequence[Task]
                       ) -> pd.DataFrame:
     """The evaluation of every subnetwork of the run directory, read from its cache file or computed."""
     subnetworks = [s for group in subnetworks_by_sparsity([run_dir]).values() for s in group]
@@ -56,7 +56,7 @@ def cached_evaluation(run_dir: Path, model: HookedModel, eval_sets: Sequence[Tas
         lambda: evaluate_subnetworks(model, subnetworks, eval_sets, load_run_means(Path(run_dir))))
 
 
-def cached_patterns(run_dir: Path, eager_model: HookedModel, pattern_data: Task) -> pd.DataFrame:
+def cached_patterns(run_dir: Path, eager_model: PreparedModel, pattern_data: Task) -> pd.DataFrame:
     """Attention-pattern scores of every head (sentence pairs: ``pattern_scores``; a prompt task: TransformerLens'
     head-detector scores), read from the run directory's cache or computed."""
     def compute() -> pd.DataFrame:
@@ -96,7 +96,7 @@ def cached_table(path: Path, rows: int, compute) -> pd.DataFrame:
     return stored(path, compute, save, load)
 
 
-def build_run_report(run_dir: Path, model: HookedModel, eager_model: HookedModel,
+def build_run_report(run_dir: Path, model: PreparedModel, eager_model: PreparedModel,
                      eval_sets: Sequence[Task], pattern_data: Task) -> Report:
     """Every table and figure for one run directory (``eager_model``: the same weights with
     ``hook_pattern`` live, for the attention patterns; a ``PromptSet`` for a decoder on a prompt task)."""

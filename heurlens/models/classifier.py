@@ -26,7 +26,7 @@ from transformer_lens.model_bridge.exceptions import StopAtLayerException
 from heurlens.devices import device_of
 from heurlens.errors import HeurlensError
 from heurlens.model_identity import remembered, weights_digest
-from heurlens.protocols import HookedModel, HookList, ModelLike, is_hooked_model
+from heurlens.protocols import HookedModel, HookList, ModelLike, PreparedModel, is_hooked_model, is_prepared_model
 
 Pooling = Literal["first", "last"]
 
@@ -132,7 +132,7 @@ class HookedClassifier(nn.Module):
             digest.update(repr(sorted(map(str, self.tokenizer.all_special_tokens))).encode())
         return digest.hexdigest()[:16]
 
-    def known_fingerprints(self) -> tuple[str, str]:
+    def known_fingerprints(self) -> tuple[str, ...]:
         """This model's fingerprint and the one heurlens recorded before 2026-11-23 (the model id as typed,
         then the weights), so run folders written then still match. Each is hashed once per state of the
         weights."""
@@ -168,15 +168,75 @@ def wrap_bridge(bridge: TransformerBridge, model_id: str | None = None) -> Hooke
 _WRAPPER = "_heurlens_wrapper"
 
 
-def as_model(model: ModelLike) -> HookedModel:
-    """``model`` as heurlens uses it: a ``TransformerBridge`` is wrapped (``wrap_bridge``), a ``HookedModel``
-    (``HookedClassifier`` or any structural match) is used as it is; anything else is refused."""
+class AdaptedModel(HookedClassifier):
+    """A user's own ``HookedModel`` (bridge, tokenizer, forward pass, hooks) with what heurlens needs besides: the
+    shape from ``bridge.cfg``; ``labels`` and ``model_id`` when the model has them (else None and its class name);
+    its identity from its own ``fingerprint()`` when it has one, else from its weights (an ``nn.Module``'s, or the
+    bridge's) and tokenizer, as ``HookedClassifier``'s. Forward passes and hooks are the user's model's own."""
+
+    def __init__(self, users: HookedModel):
+        super().__init__(users.bridge, labels=getattr(users, "labels", None),
+                         model_id=getattr(users, "model_id", None) or type(users).__name__)
+        self.__dict__["users"] = users  # not a submodule: the bridge is not held twice in the state dict
+
+    @property
+    def tokenizer(self):
+        return self.__dict__["users"].tokenizer
+
+    def _weights(self) -> nn.Module:
+        users = self.__dict__["users"]
+        return users if isinstance(users, nn.Module) else self.bridge
+
+    def parameters(self, recurse: bool = True):
+        return self._weights().parameters(recurse)
+
+    def forward(self, input_ids: Int[Tensor, "batch pos"], attention_mask: Int[Tensor, "batch pos"] | None = None,
+                token_type_ids: Int[Tensor, "batch pos"] | None = None) -> Float[Tensor, "batch output"]:
+        extra = {} if token_type_ids is None else {"token_type_ids": token_type_ids}
+        return self.__dict__["users"](input_ids, attention_mask, **extra)
+
+    @contextmanager
+    def hooks(self, fwd_hooks: HookList) -> Iterator[AdaptedModel]:
+        with self.__dict__["users"].hooks(fwd_hooks):
+            yield self
+
+    def fingerprint(self) -> str:
+        own = getattr(self.__dict__["users"], "fingerprint", None)
+        if callable(own):
+            return str(own())
+        tokenizer = self.tokenizer
+        return remembered(self._weights(), "fingerprint", (id(tokenizer), len(tokenizer) if tokenizer else 0),
+                          self._fingerprint)
+
+    def _fingerprint(self) -> str:
+        digest = weights_digest(self._weights())
+        if self.tokenizer is not None:
+            digest.update(repr(sorted(self.tokenizer.get_vocab().items())).encode())
+        return digest.hexdigest()[:16]
+
+    def known_fingerprints(self) -> tuple[str, ...]:
+        return (self.fingerprint(),)
+
+
+def as_model(model: ModelLike) -> PreparedModel:
+    """``model`` as heurlens uses it: a ``TransformerBridge`` is wrapped (``wrap_bridge``), a ``PreparedModel``
+    (``HookedClassifier`` or any structural match) is used as it is, any other ``HookedModel`` is adapted
+    (``AdaptedModel``, kept with its bridge and reused); anything else is refused."""
     if isinstance(model, TransformerBridge):
         return wrap_bridge(model)
-    if is_hooked_model(model):
+    if is_prepared_model(model):
         return model
+    if is_hooked_model(model):
+        kept = model.bridge.__dict__.get(_ADAPTED)
+        if kept is None or kept.__dict__["users"] is not model:
+            kept = model.bridge.__dict__[_ADAPTED] = AdaptedModel(model)
+        return kept
     raise HeurlensError(f"a {type(model).__name__} is not a model heurlens can use: pass a TransformerLens "
-                        "TransformerBridge, or what heurlens.load_model returns")
+                        "TransformerBridge, what heurlens.load_model returns, or an object with a bridge, a tokenizer, "
+                        "a forward pass and hooks (heurlens.HookedModel)")
+
+
+_ADAPTED = "_heurlens_adapted"
 
 
 class BertPoolerHead(nn.Module):

@@ -32,7 +32,7 @@ from heurlens.evaluate import accuracy_metric, tokenize_pairs
 from heurlens.means import UnitMeans, compute_means
 from heurlens.models.classifier import as_model
 from heurlens.precision import Precision
-from heurlens.protocols import HookedModel, Loss, Metrics, ModelLike, Task
+from heurlens.protocols import Loss, Metrics, ModelLike, PreparedModel, Task
 from heurlens.pruning.settings import PruneSettings
 from heurlens.pruning.subnetwork import Subnetwork, discretize
 from heurlens.pruning.train import prunable_units, train_unit_masks
@@ -172,7 +172,7 @@ def data_id_of(data: Task) -> str:
     return f"{data.name}:{len(data)}:{data_fingerprint(data)}"
 
 
-def _check_run_folder(out: Path, model: HookedModel, data: Task, config: PruneSettings,
+def _check_run_folder(out: Path, model: PreparedModel, data: Task, config: PruneSettings,
                       means: UnitMeans, loss: Loss | None = None) -> None:
     """Refuse a run folder whose subnetworks (any sparsity) or means come from another model, data set or
     settings; record the means of a new run (what ``heurlens evaluate`` replaces pruned units by)."""
@@ -204,7 +204,7 @@ def _check_run_folder(out: Path, model: HookedModel, data: Task, config: PruneSe
 class _PruneJob:
     """What every (sparsity, seed) run of one ``prune`` call shares (sent once to Ray's object store)."""
 
-    model: HookedModel
+    model: PreparedModel
     data: Task
     out: Path | None
     config: PruneSettings
@@ -216,7 +216,7 @@ class _PruneJob:
     loss: Loss | None = None
 
 
-def _prune_each(model: HookedModel, data: Task, sparsities: list[float], seeds: Iterable[int],
+def _prune_each(model: PreparedModel, data: Task, sparsities: list[float], seeds: Iterable[int],
                 out: Path | None, config: PruneSettings, means: UnitMeans, progress: bool,
                 workers: Workers | None, loss: Loss | None = None, stack_seeds: bool | None = None
                 ) -> list[Subnetwork]:

@@ -17,7 +17,7 @@ from torch import Tensor
 
 from heurlens.cache import atomic_save_tensors, atomic_write_json
 from heurlens.errors import HeurlensError
-from heurlens.protocols import HookedModel
+from heurlens.protocols import PreparedModel
 from heurlens.pruning.hard_concrete import BETA, HardConcrete
 from heurlens.units import Unit, UnitLayout, format_units, parse_units
 
@@ -74,7 +74,7 @@ class Subnetwork:
     def kept_heads(self) -> list[Unit]:
         return [u for u in self.kept if not u.is_mlp]
 
-    def check_model(self, model: HookedModel, known: tuple[str, ...] | None = None) -> None:
+    def check_model(self, model: PreparedModel, known: tuple[str, ...] | None = None) -> None:
         """Refuse a model other than the one this subnetwork was pruned from (``known``: the model's
         ``known_fingerprints()``, when the caller checks several subnetworks)."""
         if self.model_fingerprint not in (known or model.known_fingerprints()):

@@ -35,7 +35,7 @@ from heurlens.errors import HeurlensError
 from heurlens.masking import UnitMaskHooks
 from heurlens.means import UnitMeans
 from heurlens.precision import autocast
-from heurlens.protocols import Batch, HookedModel, Loss, Task
+from heurlens.protocols import Batch, Loss, PreparedModel, Task
 from heurlens.pruning.hard_concrete import HardConcrete
 from heurlens.pruning.schedule import target_at
 from heurlens.pruning.settings import PruneSettings
@@ -117,7 +117,7 @@ class _SeedRun:
     model_sparsity: Tensor | None = None
 
 
-def train_unit_mask(model: HookedModel, data: Task, full_logits: Float[Tensor, "example label"],
+def train_unit_mask(model: PreparedModel, data: Task, full_logits: Float[Tensor, "example label"],
                     means: UnitMeans, sparsity: float, seed: int, config: PruneSettings = PruneSettings(),
                     progress: bool = True, loss: Loss | None = None) -> MaskTrainingResult:
     """Learn log_alpha for every head and MLP of ``model`` so the masked model matches ``full_logits``.
@@ -130,7 +130,7 @@ def train_unit_mask(model: HookedModel, data: Task, full_logits: Float[Tensor, "
     return train_unit_masks(model, data, full_logits, means, sparsity, [seed], config, progress, loss)[0]
 
 
-def train_unit_masks(model: HookedModel, data: Task, full_logits: Float[Tensor, "example label"],
+def train_unit_masks(model: PreparedModel, data: Task, full_logits: Float[Tensor, "example label"],
                      means: UnitMeans, sparsity: float, seeds: Sequence[int], config: PruneSettings = PruneSettings(),
                      progress: bool = True, loss: Loss | None = None) -> list[MaskTrainingResult]:
     """``train_unit_mask`` for several seeds at once: one forward pass per micro-batch over every seed's own
