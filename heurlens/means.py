@@ -40,6 +40,7 @@ class UnitMeans:
                          {k: v.to(device) for k, v in self.mlps.items()}, self.source)
 
     def save(self, path: Path) -> None:
+        """Write the means to ``path`` (safetensors, atomically), with their ``source``."""
         tensors = {f"heads.{layer}": t for layer, t in self.heads.items()}
         tensors |= {f"mlps.{layer}": t for layer, t in self.mlps.items()}
         atomic_save_tensors(path, tensors, metadata={"source": self.source})

@@ -49,15 +49,23 @@ class HookedModel(Protocol):
     ``heurlens.wrap_bridge(bridge)`` makes one of a bare bridge; a bridge itself is accepted everywhere."""
 
     @property
-    def bridge(self) -> TransformerBridge: ...
+    def bridge(self) -> TransformerBridge:
+        """The TransformerLens bridge whose hook points heurlens masks and whose ``cfg`` gives the shape."""
+        ...
 
     @property
-    def tokenizer(self) -> Any: ...
+    def tokenizer(self) -> Any:
+        """An HF tokenizer for texts (None: the model takes token ids only)."""
+        ...
 
-    def __call__(self, input_ids: Tensor, attention_mask: Tensor | None = None,
-                 token_type_ids: Tensor | None = None) -> Float[Tensor, "batch output"]: ...
+    def __call__(self, input_ids: Int[Tensor, "batch pos"], attention_mask: Int[Tensor, "batch pos"] | None = None,
+                 token_type_ids: Int[Tensor, "batch pos"] | None = None) -> Float[Tensor, "batch output"]:
+        """One row of scores per example: class logits, or the next-token logits at the scored position."""
+        ...
 
-    def hooks(self, fwd_hooks: HookList) -> AbstractContextManager[Any]: ...
+    def hooks(self, fwd_hooks: HookList) -> AbstractContextManager[Any]:
+        """A context in which forward passes run with ``fwd_hooks`` [(hook point name, function)] attached."""
+        ...
 
 
 class PreparedModel(HookedModel, Protocol):
@@ -102,11 +110,15 @@ class Task(Protocol):
 
 
 Metric = Callable[[Float[Tensor, "example output"], Task], float]
+"""A function (scores ``[example, output]``, task) -> float, evaluated on the full and the ablated model."""
 Metrics = Mapping[str, Metric]
 Loss = Callable[[Float[Tensor, "batch output"], Float[Tensor, "batch output"], Int[Tensor, " batch"]], Tensor]
+"""A differentiable function (masked scores ``[batch, output]``, full scores, example ids ``[batch]``) -> a
+one-element tensor, minimised by pruning in place of the KL to the full model."""
 Tasks = Sequence[Task]
 # what every public function takes as a model: a TransformerBridge is wrapped (heurlens.wrap_bridge)
 ModelLike: TypeAlias = "HookedModel | TransformerBridge"
+"""What every public function takes as a model: a ``HookedModel``, or a bare ``TransformerBridge`` (wrapped)."""
 
 
 def _has_members(obj: object, protocol: type) -> bool:

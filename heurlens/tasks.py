@@ -32,6 +32,7 @@ class TokenSet:
         return sum(len(batch["input_ids"]) for batch in self.batches)
 
     def accuracy(self, scores: Float[Tensor, "example output"], model_labels: tuple[str, ...] | None) -> float:
+        """Refused: tokens alone have no answers to be right about."""
         raise HeurlensError(f"{self.name} holds tokens only (no labels or answers), so it has no accuracy; pass "
                             "metrics={name: function(scores, task)} that need none, or build a task with answers "
                             "(heurlens.data.prompt_tasks.tokenize_prompt_task, heurlens.tokenize_pairs)")

@@ -32,10 +32,12 @@ class Unit:
 
     @property
     def is_mlp(self) -> bool:
+        """Whether it is a layer's MLP (else one attention head)."""
         return self.head is None
 
     @property
     def hook_name(self) -> str:
+        """The hook point holding its output: ``blocks.{L}.attn.hook_z`` (every head) or ``blocks.{L}.hook_mlp_out``."""
         return mlp_hook_name(self.layer) if self.is_mlp else heads_hook_name(self.layer)
 
     def __str__(self) -> str:

@@ -78,18 +78,22 @@ class HookedClassifier(nn.Module):
 
     @property
     def n_layers(self) -> int:
+        """The bridge's layers (``cfg.n_layers``)."""
         return self.bridge.cfg.n_layers
 
     @property
     def n_heads(self) -> int:
+        """Query heads per layer (``cfg.n_heads``; the units heurlens ablates)."""
         return self.bridge.cfg.n_heads
 
     @property
     def d_head(self) -> int:
+        """Each head's width (``cfg.d_head``)."""
         return self.bridge.cfg.d_head
 
     @property
     def tokenizer(self):
+        """The tokenizer heurlens tokenises with: the one given, else the bridge's."""
         return self.bridge.tokenizer if self._tokenizer is None else self._tokenizer
 
     @property

@@ -26,6 +26,19 @@ THRESHOLD_GRID = [round(0.05 * i, 2) for i in range(21)]  # [0, 1], stride 0.05 
 
 @dataclass
 class Subnetwork:
+    """A subnetwork of heads and MLPs found by pruning (the Heuristic Core paper, Section 2): the units it keeps,
+    the model it was pruned from, and how it was found.
+
+    Attributes:
+        kept: the heads and MLPs kept (every other unit is mean-ablated); ``pruned`` lists the others.
+        n_layers: the model's layers. n_heads: its heads per layer.
+        target_sparsity: the fraction of units asked to be pruned; achieved_sparsity: the fraction pruned.
+        threshold: the mask value at which the trained masks were cut to 0/1 (``discretize``).
+        seed: the seed of the run. model_id, model_fingerprint: the model (``fingerprint()``); data_id: the data.
+        hyperparameters: the run's settings; metrics: its final loss, expected sparsity, time, ``missed_target``.
+        log_alpha_heads: the trained hard-concrete log alpha, ``[layer, head]``; log_alpha_mlps: ``[layer]``.
+    """
+
     kept: list[Unit]
     n_layers: int
     n_heads: int
@@ -68,10 +81,12 @@ class Subnetwork:
 
     @property
     def pruned(self) -> list[Unit]:
+        """The units it does not keep (replaced by their means), in layer order."""
         return [u for u in UnitLayout(self.n_layers, self.n_heads).units() if u not in set(self.kept)]
 
     @property
     def kept_heads(self) -> list[Unit]:
+        """The heads it keeps (its MLPs left out)."""
         return [u for u in self.kept if not u.is_mlp]
 
     def check_model(self, model: PreparedModel, known: tuple[str, ...] | None = None) -> None:
@@ -85,6 +100,7 @@ class Subnetwork:
                    "were pruned, e.g. --weights-dtype / load_model(dtype=))" if self.model_id == model.model_id else ""))
 
     def to_json(self) -> dict:
+        """What ``NAME.json`` holds: every field but the log alphas, with ``kept`` and ``pruned`` as unit strings."""
         record = {k: v for k, v in asdict(self).items() if not k.startswith("log_alpha")}
         record["kept"] = format_units(self.kept)
         record["pruned"] = format_units(self.pruned)

@@ -20,16 +20,27 @@ from heurlens.errors import HeurlensError
 
 @dataclass
 class WeightSubnetwork:
+    """A weight-level subnetwork (Subtask Induction paper, Section 3): a 0/1 mask over each masked parameter,
+    found by continuous sparsification (``discover_subnetwork``) and copied into a fresh model by ``transfer``.
+
+    Attributes:
+        masks: per parameter name, a boolean mask of the parameter's shape (True: the weight is kept).
+        description: what it is (the subtask it was found for, or the control it is).
+        settings: how it was found (or the control's seed).
+    """
+
     masks: dict[str, Bool[Tensor, " ..."]]
     description: str = ""
     settings: dict = field(default_factory=dict)
 
     @property
     def kept(self) -> int:
+        """The number of weights kept, over every masked parameter."""
         return sum(int(m.sum()) for m in self.masks.values())
 
     @property
     def total(self) -> int:
+        """The number of weights in the masked parameters."""
         return sum(m.numel() for m in self.masks.values())
 
     @property
@@ -69,6 +80,7 @@ class WeightSubnetwork:
         return WeightSubnetwork(masks, f"{kind} control of {self.description}", {"seed": seed})
 
     def save(self, stem: Path) -> None:
+        """Write ``stem.safetensors`` (the masks) then ``stem.json`` (what it is and its sizes), each atomically."""
         stem = Path(stem)
         stem.parent.mkdir(parents=True, exist_ok=True)
         atomic_save_tensors(stem.with_suffix(".safetensors"), self.masks)
