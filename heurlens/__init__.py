@@ -21,7 +21,7 @@ _EXPORTS = {
     "Task": ".protocols", "is_hooked_model": ".protocols", "is_task": ".protocols",
     "PruneSettings": ".pruning", "Subnetwork": ".pruning", "accuracy_table": ".pruning",
     "evaluate_subnetworks": ".pruning", "prune": ".pruning",
-    "TokenSet": ".tasks", "tokenize_texts": ".tasks",
+    "TokenSet": ".tasks", "token_batches": ".tasks", "tokenize_texts": ".tasks",
     "Unit": ".units", "all_units": ".units", "as_units": ".units", "format_units": ".units", "parse_units": ".units",
     "single_unit_scan": ".analysis", "group_superadditivity": ".analysis", "head_detector_scores": ".analysis",
 }
@@ -63,6 +63,7 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors (nev
     from heurlens.pruning.settings import PruneSettings as PruneSettings
     from heurlens.pruning.subnetwork import Subnetwork as Subnetwork
     from heurlens.tasks import TokenSet as TokenSet
+    from heurlens.tasks import token_batches as token_batches
     from heurlens.tasks import tokenize_texts as tokenize_texts
     from heurlens.units import Unit as Unit
     from heurlens.units import all_units as all_units

@@ -33,6 +33,7 @@ from heurlens.errors import HeurlensError
 from heurlens.evaluate import predict_logits
 from heurlens.precision import CACHE_SUFFIX, Precision, autocast, check_precision
 from heurlens.protocols import Batch, PreparedModel, Task
+from heurlens.tasks import scored_rows
 
 BlockInput = Float[Tensor, "batch pos d_model"]
 
@@ -90,8 +91,8 @@ def full_model_logits(model: PreparedModel, eval_set: Task,
     def load() -> Tensor:
         with safe_open(str(path), "pt") as handle:
             logits = handle.get_tensor("logits")
-        if logits.shape[0] != len(eval_set):
-            raise HeurlensError(f"{path} holds logits of {logits.shape[0]} examples, not {len(eval_set)}")
+        if logits.shape[0] != scored_rows(eval_set):
+            raise HeurlensError(f"{path} holds {logits.shape[0]} rows of logits, not {scored_rows(eval_set)}")
         if not logits.isfinite().all():
             raise HeurlensError(f"{path} holds NaN or inf: damaged, computed again")
         return logits

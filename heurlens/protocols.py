@@ -34,7 +34,7 @@ from typing_extensions import TypeIs, get_protocol_members
 if TYPE_CHECKING:
     from transformer_lens.model_bridge import TransformerBridge
 
-Batch = dict[str, Tensor]  # input_ids, attention_mask and (BERT) token_type_ids
+Batch = dict[str, Tensor]  # input_ids, attention_mask, (BERT) token_type_ids, (scoring positions) score_mask
 # (hook point name, hook function): the type TransformerLens' run_with_hooks(fwd_hooks=...) takes, so heurlens'
 # hooks pass a user's type checker there (a list is invariant: list[tuple[str, HookFunction]] would not)
 HookList = list[tuple[str | Callable[..., Any], Callable[..., Any]]]
@@ -89,6 +89,12 @@ class PreparedModel(HookedModel, Protocol):
 
     def known_fingerprints(self) -> tuple[str, ...]: ...
 
+    def __call__(self, input_ids: Int[Tensor, "batch pos"], attention_mask: Int[Tensor, "batch pos"] | None = None,
+                 token_type_ids: Int[Tensor, "batch pos"] | None = None,
+                 score_mask: Int[Tensor, "batch pos"] | None = None) -> Float[Tensor, "row output"]:
+        """As ``HookedModel``'s; with ``score_mask`` one row per marked position (``heurlens.tasks``)."""
+        ...
+
     def parameters(self, recurse: bool = True) -> Iterator[Any]: ...
 
     def train(self, mode: bool = True) -> Any: ...
@@ -114,7 +120,8 @@ Metric = Callable[[Float[Tensor, "example output"], Task], float]
 Metrics = Mapping[str, Metric]
 Loss = Callable[[Float[Tensor, "batch output"], Float[Tensor, "batch output"], Int[Tensor, " batch"]], Tensor]
 """A differentiable function (masked scores ``[batch, output]``, full scores, example ids ``[batch]``) -> a
-one-element tensor, minimised by pruning in place of the KL to the full model."""
+one-element tensor, minimised by pruning in place of the KL to the full model. A row is an example, or with
+scoring positions (``heurlens.tasks``) a scored position, and the ids index the task's rows."""
 Tasks = Sequence[Task]
 # what every public function takes as a model: a TransformerBridge is wrapped (heurlens.wrap_bridge)
 ModelLike: TypeAlias = "HookedModel | TransformerBridge"

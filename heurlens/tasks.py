@@ -1,12 +1,19 @@
 """A researcher's own data as a heurlens task: plain prompt strings or a token tensor become a ``TokenSet``
 (tokens only: enough for unit means, pattern scores and custom metrics), and ``as_task`` turns whatever a
-library call is given into a ``Task``."""
+library call is given into a ``Task``.
+
+Scoring positions (``positions=``): a next-token model is scored at each example's last real token by default
+("last": one row of scores per example). "all" scores every real token, and a 0/1 tensor ``[example, pos]``
+the positions it marks (a copying or reversal task, induction on repeated tokens): the batches then carry that
+mask as ``score_mask``, and the model's scores, every metric, loss and KL, and pruning have one row per scored
+position, in example then position order (``scored_rows`` counts them)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import SimpleNamespace
+from typing import Literal
 
 import torch
 from jaxtyping import Float, Int
@@ -18,6 +25,7 @@ from heurlens.models.classifier import as_model
 from heurlens.protocols import Batch, ModelLike, PreparedModel, Task, is_task
 
 TaskLike = Task | Sequence[str] | Tensor  # what the library's functions accept as data
+Positions = Literal["last", "all"] | Tensor  # which positions are scored: see the module's docstring
 
 
 @dataclass
@@ -50,10 +58,11 @@ def bridge_tokens(model: PreparedModel, text: str, prepend_bos: bool | None = No
 
 
 def tokenize_texts(model: ModelLike, texts: Sequence[str], name: str = "texts", batch_size: int = 32,
-                   prepend_bos: bool | None = None) -> TokenSet:
+                   prepend_bos: bool | None = None, positions: Literal["last", "all"] = "last") -> TokenSet:
     """``texts`` in right-padded batches, each text tokenised as TransformerLens' ``bridge.to_tokens`` does
     (``bridge_tokens``; ``prepend_bos`` as there: None follows the bridge's ``cfg.default_prepend_bos``, False
-    leaves the BOS out, and a BERT-style tokenizer's [CLS])."""
+    leaves the BOS out, and a BERT-style tokenizer's [CLS]). ``positions``: the scored positions, "last" or "all"
+    (the module's docstring)."""
     model = as_model(model)
     texts = list(texts)
     if not texts or not all(isinstance(text, str) for text in texts):
@@ -70,21 +79,59 @@ def tokenize_texts(model: ModelLike, texts: Sequence[str], name: str = "texts", 
     for start in range(0, len(rows), batch_size):
         chunk = rows[start:start + batch_size]
         width = max(map(len, chunk))
-        batches.append({"input_ids": torch.tensor([row + [pad] * (width - len(row)) for row in chunk]),
-                        "attention_mask": torch.tensor([[1] * len(row) + [0] * (width - len(row)) for row in chunk])})
+        batches.append(_scored({"input_ids": torch.tensor([row + [pad] * (width - len(row)) for row in chunk]),
+                                "attention_mask": torch.tensor([[1] * len(row) + [0] * (width - len(row))
+                                                                for row in chunk])}, positions))
     return TokenSet(name, batches, texts)
 
 
 def token_batches(tokens: Int[Tensor, "example pos"], name: str = "tokens", batch_size: int = 32,
-                  attention_mask: Int[Tensor, "example pos"] | None = None) -> TokenSet:
-    """A token tensor (every row a real sequence unless ``attention_mask`` says otherwise) in batches."""
+                  attention_mask: Int[Tensor, "example pos"] | None = None, positions: Positions = "last") -> TokenSet:
+    """A token tensor in batches: every row a real sequence, or padded on the right where ``attention_mask`` (1
+    real, 0 padding) says so. ``positions``: the scored positions, "last", "all", or a 0/1 tensor ``[example,
+    pos]`` marking real tokens (the module's docstring)."""
     if tokens.dim() != 2 or tokens.dtype not in (torch.int64, torch.int32) or not len(tokens):
         raise HeurlensError(f"token ids must be a non-empty integer tensor [example, pos]; got {tuple(tokens.shape)} "
                             f"of {tokens.dtype}")
     mask = torch.ones_like(tokens) if attention_mask is None else attention_mask
-    batches = [{"input_ids": tokens[i:i + batch_size].long(), "attention_mask": mask[i:i + batch_size].long()}
+    if mask.shape != tokens.shape:
+        raise HeurlensError(f"the attention mask is {tuple(mask.shape)}, the tokens {tuple(tokens.shape)}: give one "
+                            "0/1 entry per token")
+    if isinstance(positions, Tensor):
+        if positions.shape != tokens.shape:
+            raise HeurlensError(f"the scored positions are {tuple(positions.shape)}, the tokens "
+                                f"{tuple(tokens.shape)}: give one 0/1 entry per token")
+        if bool((positions.bool() & ~mask.bool()).any()):
+            raise HeurlensError("the scored positions mark padding: mark real tokens only (attention_mask 1)")
+        if not bool(positions.bool().any(-1).all()):
+            empty = int((~positions.bool().any(-1)).nonzero()[0])
+            raise HeurlensError(f"example {empty} has no scored position: mark at least one per example")
+    batches = [_scored({"input_ids": tokens[i:i + batch_size].long(), "attention_mask": mask[i:i + batch_size].long()},
+                       positions[i:i + batch_size] if isinstance(positions, Tensor) else positions)
                for i in range(0, len(tokens), batch_size)]
     return TokenSet(name, batches, [])
+
+
+def _scored(batch: Batch, positions: Positions) -> Batch:
+    """``batch`` with the positions to score: no ``score_mask`` for "last" (the model's own default), the
+    attention mask for "all", the given 0/1 rows otherwise."""
+    if isinstance(positions, Tensor):
+        return batch | {"score_mask": positions.long()}
+    if positions == "all":
+        return batch | {"score_mask": batch["attention_mask"].clone()}
+    if positions != "last":
+        raise HeurlensError(f"unknown positions {positions!r}: use \"last\", \"all\" or a 0/1 tensor [example, pos]")
+    return batch
+
+
+def batch_rows(batch: Batch) -> int:
+    """How many rows of scores the model gives on ``batch``: one per example, or one per scored position."""
+    return int(batch["score_mask"].sum()) if "score_mask" in batch else len(batch["input_ids"])
+
+
+def scored_rows(task: Task) -> int:
+    """How many rows of scores the model gives on ``task`` (``batch_rows`` over its batches)."""
+    return sum(batch_rows(batch) for batch in task.batches)
 
 
 def as_task(model: PreparedModel, data: TaskLike, prepend_bos: bool | None = None) -> Task:

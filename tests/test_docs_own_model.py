@@ -30,6 +30,8 @@ def test_every_snippet_runs_and_gives_what_the_page_says(tiny_decoder_dirs):
     assert list(table["eval_set"]) == ["texts"] and table["kl"].item() > 0
     assert table["delta"].item() == table["ablated_dog_vs_cat"].item() - table["full_dog_vs_cat"].item()
     assert list(scan["ablated"]) == ["L0.H0", "L0.H1", "L0.H2", "L0.H3", "L1.MLP"]
+    per_token = namespace["per_token"]  # every real token of the four prompts scored: other values than the last's
+    assert per_token["examples"].item() == 4 and per_token["full_dog_vs_cat"].item() != table["full_dog_vs_cat"].item()
     subnetwork = namespace["subnetwork"]
     kept_heads = [u for u in subnetwork.kept if not u.is_mlp]
     assert {str(u) for u in subnetwork.kept} >= {"L0.MLP", "L1.MLP"}  # heads only: every MLP kept

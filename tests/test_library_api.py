@@ -271,3 +271,60 @@ def test_the_callers_tokenizer_is_left_as_it_was(tiny_decoder_dirs):
     assert model.tokenizer.padding_side == "right" and model.tokenizer.pad_token == model.tokenizer.eos_token
     batch = model.tokenizer(texts, padding=True, return_tensors="pt")
     assert batch["attention_mask"].tolist() == [[1, 1, 1, 1], [1, 1, 0, 0]]  # right padding, the last real token scored
+
+
+def test_every_position_or_a_mask_per_example_can_be_scored(llama_bridge, tmp_path, monkeypatch):
+    """positions="all": one row of scores per real token, so a metric and the KL average over every position (a
+    copying or induction task); a 0/1 mask per example scores the positions it marks. Checked against the bridge's
+    own logits, each example run alone and unpadded, with the ablation hooks through run_with_hooks."""
+    monkeypatch.setenv("HEURLENS_CACHE", str(tmp_path))
+    tokens = torch.tensor([[2, 4, 10, 2, 5], [3, 5, 7, 8, 0]])
+    mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 1, 0]])
+    means = heurlens.compute_means(llama_bridge, heurlens.token_batches(tokens, attention_mask=mask))
+    hooks = heurlens.ablation_hooks(llama_bridge, "L0.H1,L1.MLP", means=means)
+    alone = [tokens[:1], tokens[1:, :4]]
+    full = torch.cat([llama_bridge(example)[0] for example in alone])  # [9 real tokens, vocab]
+    ablated = torch.cat([llama_bridge.run_with_hooks(example, fwd_hooks=hooks)[0] for example in alone])
+    every = heurlens.token_batches(tokens, attention_mask=mask, positions="all")
+    metric = {"logit_0": lambda scores, task: scores[:, 0].mean().item()}
+    for cache in (False, True, True):  # in memory; written to the cache; read back from it
+        row = heurlens.ablate(llama_bridge, "L0.H1,L1.MLP", [every], means=means, metrics=metric, cache=cache)
+        assert row["full_logit_0"].item() == pytest.approx(full[:, 0].mean().item(), abs=1e-5)
+        assert row["ablated_logit_0"].item() == pytest.approx(ablated[:, 0].mean().item(), abs=1e-5)
+        by_hand = (full.softmax(-1) * (full.log_softmax(-1) - ablated.log_softmax(-1))).sum(-1).mean()
+        assert row["kl"].item() == pytest.approx(by_hand.item(), abs=1e-6)
+    marked = torch.zeros_like(tokens)
+    marked[0, 2] = marked[1, 1] = marked[1, 3] = 1
+    scores = heurlens.predict_logits(llama_bridge, heurlens.token_batches(tokens, attention_mask=mask,
+                                                                          positions=marked))
+    torch.testing.assert_close(scores, full[[2, 5 + 1, 5 + 3]], atol=1e-5, rtol=0)
+    with pytest.raises(HeurlensError, match="mark padding"):
+        heurlens.token_batches(tokens, attention_mask=mask, positions=mask.roll(1, -1))
+    texts = heurlens.tokenize_texts(llama_bridge, ["the man sees", "a dog"], positions="all")
+    assert [int(batch["score_mask"].sum()) for batch in texts.batches] == [3 + 2 + 2]  # a BOS before each text
+
+
+@pytest.mark.filterwarnings("ignore:subnetwork 50% seed")  # a random model: where the masks settle is no matter here
+def test_pruning_scores_every_position_and_seeds_stack_as_they_do_alone(llama_bridge):
+    """With positions="all" the loss gets one row per scored token and ids that index them; the stacked seeds'
+    per-example masks still cover whole examples, so stacking gives what the seeds give one by one."""
+    tokens = torch.tensor([[2, 4, 10, 2, 5], [3, 5, 7, 8, 0], [2, 9, 6, 8, 0], [3, 4, 10, 3, 5]])
+    mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 1, 0], [1, 1, 1, 0, 0], [1, 1, 1, 1, 1]])
+    data = heurlens.token_batches(tokens, attention_mask=mask, batch_size=2, positions="all")
+    seen: list[tuple[int, list[int]]] = []
+
+    def fit(scores, full_scores, example_ids):
+        seen.append((scores.shape[0], example_ids.tolist()))
+        return (scores - full_scores).pow(2).mean()
+
+    config = heurlens.PruneSettings(total_steps=30, warmup_steps=10, log_alpha_init=0.5)
+    alone = heurlens.prune(llama_bridge, data, 0.5, seeds=[0, 1], config=config, loss=fit, progress=False,
+                           stack_seeds=False, cache=False)
+    assert {rows for rows, _ in seen} == {9, 8} and {tuple(ids) for _, ids in seen} == {
+        tuple(range(9)), tuple(range(9, 17))}  # batches of 5+4 and 3+5 real tokens
+    stacked = heurlens.prune(llama_bridge, data, 0.5, seeds=[0, 1], config=config, loss=fit, progress=False,
+                             stack_seeds=True, cache=False)
+    assert all(0 < len(subnetwork.kept) < 10 for subnetwork in alone)  # the masks moved: some units pruned
+    for one, together in zip(alone, stacked):
+        assert one.kept == together.kept
+        torch.testing.assert_close(one.log_alpha_heads, together.log_alpha_heads, atol=1e-4, rtol=0)

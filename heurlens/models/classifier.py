@@ -102,12 +102,21 @@ class HookedClassifier(nn.Module):
         return device_of(self)
 
     def forward(self, input_ids: Int[Tensor, "batch pos"], attention_mask: Int[Tensor, "batch pos"] | None = None,
-                token_type_ids: Int[Tensor, "batch pos"] | None = None) -> Float[Tensor, "batch label"]:
+                token_type_ids: Int[Tensor, "batch pos"] | None = None,
+                score_mask: Int[Tensor, "batch pos"] | None = None) -> Float[Tensor, "row label"]:
+        """One row of scores per example: the head's logits on the pooled position, or a next-token model's
+        logits at the last real token. With ``score_mask`` (a next-token model only), one row per position it
+        marks instead, in example then position order (``heurlens.tasks``: scoring positions)."""
         device = self.device
         input_ids = input_ids.to(device)
         attention_mask = torch.ones_like(input_ids) if attention_mask is None else attention_mask.to(device)
         extra = {} if token_type_ids is None else {"token_type_ids": token_type_ids.to(device)}
+        if score_mask is not None and self.head is not None:
+            raise HeurlensError("a classifier scores its pooled position only: scoring positions (positions=) are "
+                                "for next-token models")
         out = self.bridge(input_ids, attention_mask=attention_mask, **extra)
+        if score_mask is not None:
+            return out[score_mask.to(device).bool()]
         if self.pooling == "first":
             pooled = out[:, 0]
         else:  # right padding: the last real token sits at (number of real tokens - 1)
@@ -195,7 +204,12 @@ class AdaptedModel(HookedClassifier):
         return self._weights().parameters(recurse)
 
     def forward(self, input_ids: Int[Tensor, "batch pos"], attention_mask: Int[Tensor, "batch pos"] | None = None,
-                token_type_ids: Int[Tensor, "batch pos"] | None = None) -> Float[Tensor, "batch output"]:
+                token_type_ids: Int[Tensor, "batch pos"] | None = None,
+                score_mask: Int[Tensor, "batch pos"] | None = None) -> Float[Tensor, "batch output"]:
+        """The user's model's own scores (which positions it scores is its own affair)."""
+        if score_mask is not None:
+            raise HeurlensError(f"a {type(self.__dict__['users']).__name__} scores the positions it chooses itself: "
+                                "scoring positions (positions=) need a bridge (pass it, or heurlens.wrap_bridge(it))")
         extra = {} if token_type_ids is None else {"token_type_ids": token_type_ids}
         return self.__dict__["users"](input_ids, attention_mask, **extra)
 

@@ -39,6 +39,7 @@ from heurlens.protocols import Batch, Loss, PreparedModel, Task
 from heurlens.pruning.hard_concrete import HardConcrete
 from heurlens.pruning.schedule import target_at
 from heurlens.pruning.settings import PruneSettings
+from heurlens.tasks import batch_rows
 from heurlens.training_helpers import frozen_parameters
 from heurlens.units import UnitLayout
 
@@ -125,7 +126,8 @@ def train_unit_mask(model: PreparedModel, data: Task, full_logits: Float[Tensor,
     ``data`` is the pruning set in batches; ``full_logits`` the full model's logits on it, in the
     same order (computed once, in eval mode, and shared by every seed). Batches are drawn in a
     seeded random order, one pass over the data after another. ``loss(scores, full scores, example ids)``
-    replaces the KL (``kl_loss``) when given; ``example ids`` are the batch's indices in ``data``.
+    replaces the KL (``kl_loss``) when given; ``example ids`` are the indices of the batch's rows of scores among
+    ``data``'s (its examples' indices, or with scoring positions its scored positions': ``heurlens.tasks``).
     """
     return train_unit_masks(model, data, full_logits, means, sparsity, [seed], config, progress, loss)[0]
 
@@ -162,7 +164,8 @@ def train_unit_masks(model: PreparedModel, data: Task, full_logits: Float[Tensor
         order_generator = torch.Generator(device="cpu").manual_seed(seed)
         mask_draws = order_generator if device.type == "cpu" else torch.Generator(device=device).manual_seed(seed)
         runs.append(_SeedRun(mask, lambdas, optimizer, schedule, order_generator, mask_draws))
-    offsets = torch.tensor([0] + [b["input_ids"].shape[0] for b in data.batches], device="cpu").cumsum(0)
+    examples = [b["input_ids"].shape[0] for b in data.batches]  # each seed's mask draw covers its batch's examples
+    offsets = torch.tensor([0] + [batch_rows(b) for b in data.batches], device="cpu").cumsum(0)  # rows of scores
     tokenizer = getattr(model, "tokenizer", None)
     pad_token_id = getattr(tokenizer, "pad_token_id", None) or 0
 
@@ -190,8 +193,8 @@ def train_unit_masks(model: PreparedModel, data: Task, full_logits: Float[Tensor
                         with autocast(config.dtype, device):
                             logits = model(**data.batches[indices[0]]).float()
                     else:
-                        rows = torch.tensor([int(offsets[i + 1] - offsets[i]) for i in indices], device=device)
-                        per_example = torch.stack(draws).repeat_interleave(rows, dim=0)
+                        counts = torch.tensor([examples[i] for i in indices], device=device)
+                        per_example = torch.stack(draws).repeat_interleave(counts, dim=0)
                         hooks.heads, hooks.mlps = layout.split(per_example)
                         with autocast(config.dtype, device):
                             logits = model(**stacked_batches([data.batches[i] for i in indices], pad_token_id)).float()
