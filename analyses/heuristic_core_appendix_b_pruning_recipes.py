@@ -87,10 +87,10 @@ def main() -> None:
         start = time.time()
         train = snli_pruning_data(model, PRUNING_PAIRS, batch_size)
         means = snli_reference_means(model, REFERENCE_PAIRS, 0, batch_size)
-        subnetworks = prune(model, train, 0.5, range(args.seeds), folder, config, means)
+        subnetworks = prune(model, train, sparsity=0.5, seeds=range(args.seeds), out=folder, config=config, means=means)
         if method:
             subnetworks = rediscretised(subnetworks, method)
-        evaluation = evaluate_subnetworks(model, subnetworks, eval_sets, means)
+        evaluation = evaluate_subnetworks(model, subnetworks, eval_sets, means=means)
         wide = accuracy_table(evaluation)
         full = wide.iloc[0]
         rows = []

@@ -37,12 +37,13 @@ def main() -> None:
 
     model = heurlens.load_model("default")
     means = snli_reference_means(model)
-    heurlens.prune(model, snli_pruning_data(model), SPARSITIES, range(args.seeds), args.out, PruneSettings(), means)
+    heurlens.prune(model, snli_pruning_data(model), sparsity=SPARSITIES, seeds=range(args.seeds), out=args.out,
+                   config=PruneSettings(), means=means)
     wanted = [round(s, 2) for s in SPARSITIES]
     subnetworks = [sub for sparsity, group in subnetworks_by_sparsity([args.out]).items()
                    if round(sparsity, 2) in wanted for sub in group if sub.seed < args.seeds]
     eval_sets = nli_eval_sets(model, "snli", 2000, 200, list(FOCUS_SUBCASES), seed=0)
-    evaluation = evaluate_subnetworks(model, subnetworks, eval_sets, means)
+    evaluation = evaluate_subnetworks(model, subnetworks, eval_sets, means=means)
 
     summary = accuracy_by_sparsity(evaluation)
     percent = [c for c in summary.columns if c.endswith(("mean", "min", "max"))]

@@ -82,7 +82,7 @@ def main() -> None:
     train = snli_pruning_data(model, args.train_examples, args.batch_size)
     means = snli_reference_means(model)  # the reference set every command uses
     config = PruneSettings()  # heurlens prune's defaults (docs/pruning.md)
-    heurlens.prune(model, train, args.sparsity, range(args.seeds), args.out, config, means)
+    heurlens.prune(model, train, sparsity=args.sparsity, seeds=range(args.seeds), out=args.out, config=config, means=means)
     timings["pruning"] = time.time() - start
 
     wanted = [round(s, 2) for s in args.sparsity]  # the run folder may hold other sparsities and seeds too
@@ -102,11 +102,11 @@ def main() -> None:
     mark = time.time()
     others = [u for u in all_units(model.n_layers, model.n_heads, include_mlps=False) if u not in core]
     controls = random.Random(0).sample(others, min(args.control_heads, len(others))) if args.control_heads else others
-    scan = single_unit_scan(model, core + controls, eval_sets, means)
+    scan = single_unit_scan(model, core + controls, eval_sets, means=means)
     table3 = scan_table(scan, core)
-    ood = scan[scan["eval_set"] != eval_sets[0].name].groupby("ablated", sort=False)["drop"].mean()
+    ood = -scan[scan["eval_set"] != eval_sets[0].name].groupby("ablated", sort=False)["delta"].mean()  # the drop
     strongest = sorted(core, key=lambda u: -ood[str(u)])[:3]
-    summary, interactions = (group_superadditivity(model, strongest, eval_sets, means) if len(strongest) >= 2
+    summary, interactions = (group_superadditivity(model, strongest, eval_sets, means=means) if len(strongest) >= 2
                              else (None, None))
     timings["ablations"] = time.time() - mark
 

@@ -49,11 +49,11 @@ def main() -> None:
         full_model_logits(model, data)  # the cache a command's first run leaves
 
     def run_before():
-        return heurlens.ablate(model, units, before, "mean", means,
+        return heurlens.ablate(model, units, before, method="mean", means=means,
                                full_logits={s.name: predict_logits(model, s) for s in before})
 
     def run_after():
-        return heurlens.ablate(model, units, after, "mean", means)
+        return heurlens.ablate(model, units, after, method="mean", means=means)
 
     times: dict[str, list[float]] = {"before": [], "after": []}
     tables = {}

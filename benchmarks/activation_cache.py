@@ -144,9 +144,9 @@ def main() -> None:
                         os.environ.pop(key) if value is None else os.environ.__setitem__(key, value)
         return without_cache
 
-    ablate = {head: (lambda head=head: heurlens.ablate(model, head, eval_sets, "mean", means, full)) for head in
-              ("L4.H0", "L0.H0")}
-    layer_scan = lambda: heurlens.single_unit_scan(model, scan, eval_sets, means, full_logits=full,  # noqa: E731
+    ablate = {head: (lambda head=head: heurlens.ablate(model, head, eval_sets, method="mean", means=means,
+                                                       full_logits=full)) for head in ("L4.H0", "L0.H0")}
+    layer_scan = lambda: heurlens.single_unit_scan(model, scan, eval_sets, means=means, full_logits=full,  # noqa: E731
                                                    progress=False)
     variants = {"L4.H0, lower blocks in memory": in_memory(ablate["L4.H0"]),
                 "L4.H0, residual read": ablate["L4.H0"],

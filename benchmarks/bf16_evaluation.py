@@ -28,7 +28,7 @@ from heurlens.nli import nli_eval_sets, snli_reference_means
 
 def logits_on(model, sets, hooks, bf16: bool) -> list[torch.Tensor]:
     with torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else nullcontext():
-        return [predict_logits(model, eval_set, hooks) for eval_set in sets]
+        return [predict_logits(model, eval_set, fwd_hooks=hooks) for eval_set in sets]
 
 
 def main() -> None:
@@ -40,7 +40,7 @@ def main() -> None:
     sets = nli_eval_sets(model)
     means = snli_reference_means(model)
     units = heurlens.parse_units(args.heads, model.n_layers, model.n_heads)
-    variants = {"full": [], f"{args.heads} ablated": ablation_hooks(model, units, "mean", means)}
+    variants = {"full": [], f"{args.heads} ablated": ablation_hooks(model, units, method="mean", means=means)}
     seconds: dict[bool, list[float]] = {False: [], True: []}
     outputs: dict[tuple[str, bool], list[torch.Tensor]] = {}
     for _ in range(args.rounds):

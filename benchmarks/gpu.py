@@ -41,8 +41,8 @@ def main_command_evaluation(device: str, dtype: str = "float32"):
     model = heurlens.load_model("default", device=device)
     data = NliData()
     eval_sets, means = data.eval_sets(model), data.means(model)
-    heurlens.ablate(model, "L4.H0", eval_sets, "mean", means, dtype=dtype)  # fills the caches
-    return lambda: heurlens.ablate(model, "L4.H0", eval_sets, "mean", means, dtype=dtype)
+    heurlens.ablate(model, "L4.H0", eval_sets, method="mean", means=means, dtype=dtype)  # fills the caches
+    return lambda: heurlens.ablate(model, "L4.H0", eval_sets, method="mean", means=means, dtype=dtype)
 
 
 def prune_seeds(device: str, seeds: int, steps: int | None, stacked: bool):
@@ -57,7 +57,7 @@ def prune_seeds(device: str, seeds: int, steps: int | None, stacked: bool):
 
     def run():
         return [[str(unit) for unit in s.kept] for s in heurlens.prune(
-            model, train, 0.5, seeds=range(seeds), config=config, means=means, progress=False, stack_seeds=stacked)]
+            model, train, sparsity=0.5, seeds=range(seeds), config=config, means=means, progress=False, stack_seeds=stacked)]
     return run
 
 

@@ -34,18 +34,18 @@ def main() -> None:
     data, means = snli_pruning_data(model), snli_reference_means(model)
     config = PruneSettings(total_steps=args.steps, warmup_steps=args.steps * 2 // 3)
     seeds = range(args.seeds)
-    prune(model, data, 0.5, [0], config=PruneSettings(total_steps=2), means=means, progress=False)  # warm-up
+    prune(model, data, sparsity=0.5, seeds=[0], config=PruneSettings(total_steps=2), means=means, progress=False)  # warm-up
 
     torch.set_num_threads(2)
     start = time.perf_counter()
-    in_process = prune(model, data, 0.5, seeds, config=config, means=means, progress=False)
+    in_process = prune(model, data, sparsity=0.5, seeds=seeds, config=config, means=means, progress=False)
     process_seconds = time.perf_counter() - start
 
     start = time.perf_counter()
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
     ray_start_seconds = time.perf_counter() - start
     start = time.perf_counter()
-    on_ray = prune(model, data, 0.5, seeds, config=config, means=means, progress=False, workers=Workers(2))
+    on_ray = prune(model, data, sparsity=0.5, seeds=seeds, config=config, means=means, progress=False, workers=Workers(2))
     ray_seconds = time.perf_counter() - start
     ray.shutdown()
 

@@ -32,14 +32,14 @@ from heurlens.units import all_units
 def hook_loop(model, heads, eval_set, means, full) -> pd.DataFrame:
     rows = []
     for head in heads:
-        ablated = predict_logits(model, eval_set, ablation_hooks(model, [head], "mean", means))
+        ablated = predict_logits(model, eval_set, fwd_hooks=ablation_hooks(model, [head], method="mean", means=means))
         rows.append({"ablated": str(head), "accuracy": accuracy(ablated, eval_set, model.labels),
                      "kl": mean_kl(full, ablated)})
     return pd.DataFrame(rows)
 
 
 def resumed_scan(model, heads, eval_set, means, full) -> pd.DataFrame:
-    scan = single_unit_scan(model, heads, [eval_set], means, full_logits={eval_set.name: full}, progress=False)
+    scan = single_unit_scan(model, heads, [eval_set], means=means, full_logits={eval_set.name: full}, progress=False)
     return scan[["ablated", "accuracy", "kl"]]
 
 

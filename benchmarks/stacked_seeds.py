@@ -38,7 +38,7 @@ def main() -> None:
                           sort_by_length=True)
     means = compute_means(model, data)
     config = heurlens.PruneSettings(total_steps=args.steps)
-    heurlens.prune(model, data, 0.5, seeds=[0], means=means, config=heurlens.PruneSettings(total_steps=2),
+    heurlens.prune(model, data, sparsity=0.5, seeds=[0], means=means, config=heurlens.PruneSettings(total_steps=2),
                    progress=False)  # warm-up: the full logits cached, kernels loaded
     print(f"device {heurlens.devices.device_of(model)}, {torch.get_num_threads()} threads, {args.seeds} seeds x "
           f"{args.steps} steps")
@@ -47,7 +47,7 @@ def main() -> None:
     for _ in range(args.rounds):
         for stacked in (False, True):
             start = time.perf_counter()
-            found = heurlens.prune(model, data, 0.5, seeds=range(args.seeds), means=means, config=config,
+            found = heurlens.prune(model, data, sparsity=0.5, seeds=range(args.seeds), means=means, config=config,
                                    progress=False, stack_seeds=stacked)
             seconds[stacked].append(time.perf_counter() - start)
             kept[stacked] = [sub.kept for sub in found]

@@ -34,7 +34,7 @@ from heurlens.units import UnitLayout, UnitsLike, as_units, format_units
 Method = Literal["mean", "zero"]
 
 
-def ablation_hooks(model: ModelLike, units: UnitsLike, method: Method = "mean",
+def ablation_hooks(model: ModelLike, units: UnitsLike, *, method: Method = "mean",
                    means: UnitMeans | None = None) -> HookList:
     """Hooks that replace each unit's output by its mean (or zero) and leave every other unit as is, for
     TransformerLens' ``model.hooks(fwd_hooks=...)`` / ``run_with_hooks`` (a bridge of one's own is taken as it
@@ -44,7 +44,7 @@ def ablation_hooks(model: ModelLike, units: UnitsLike, method: Method = "mean",
 
 
 @contextmanager
-def ablated(model: ModelLike, units: UnitsLike, method: Method = "mean",
+def ablated(model: ModelLike, units: UnitsLike, *, method: Method = "mean",
             means: UnitMeans | None = None) -> Iterator[PreparedModel]:
     """Inside the block ``model`` runs with ``units`` mean- (or zero-) ablated; the model is restored on
     leaving, by an error too: ``with heurlens.ablated(model, "L4.H0", means=means) as m: m(**batch)``."""
@@ -74,10 +74,9 @@ def _unit_mask(model: PreparedModel, units: UnitsLike, replacement: UnitMeans) -
     return UnitMaskHooks(replacement, *layout.mask(units_off, device_of(model)))
 
 
-def ablate(model: ModelLike, units: UnitsLike, eval_sets: Sequence[TaskLike], method: Method = "mean",
+def ablate(model: ModelLike, units: UnitsLike, eval_sets: Sequence[TaskLike], *, method: Method = "mean",
            means: UnitMeans | None = None, full_logits: dict[str, Tensor] | None = None,
-           dtype: Precision = "float32", metrics: Metrics | None = None, *,
-           cache: bool | None = None) -> pd.DataFrame:
+           dtype: Precision = "float32", metrics: Metrics | None = None, cache: bool | None = None) -> pd.DataFrame:
     """Each metric of the full and the ablated model on each evaluation set, the change, and KL.
 
     Returns one row per evaluation set: eval_set, examples, then per metric ``full_{name}`` and
@@ -93,14 +92,14 @@ def ablate(model: ModelLike, units: UnitsLike, eval_sets: Sequence[TaskLike], me
     here and nothing is read from or written to heurlens' cache folder; None (default): as a surrounding
     ``heurlens.cache.disk_cache(...)`` block says, else the cache is used.
     """
-    return ablate_groups(model, [units], eval_sets, method, means, full_logits, dtype, metrics=metrics,
-                         cache=cache).drop(columns="ablated")
+    return ablate_groups(model, [units], eval_sets, method=method, means=means, full_logits=full_logits, dtype=dtype,
+                         metrics=metrics, cache=cache).drop(columns="ablated")
 
 
-def ablate_groups(model: ModelLike, groups: Sequence[UnitsLike], eval_sets: Sequence[TaskLike],
+def ablate_groups(model: ModelLike, groups: Sequence[UnitsLike], eval_sets: Sequence[TaskLike], *,
                   method: Method = "mean", means: UnitMeans | None = None,
                   full_logits: dict[str, Tensor] | None = None, dtype: Precision = "float32",
-                  progress: bool = False, desc: str = "ablations", metrics: Metrics | None = None, *,
+                  progress: bool = False, desc: str = "ablations", metrics: Metrics | None = None,
                   cache: bool | None = None) -> pd.DataFrame:
     """``ablate`` for each group of units, the group named in a first column ``ablated``; rows group by group.
 

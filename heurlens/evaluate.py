@@ -72,7 +72,7 @@ def tokenize_pairs(name: str, data: datasets.Dataset, tokenizer, batch_size: int
 
 
 @torch.no_grad()
-def predict_logits(model: ModelLike, eval_set: TaskLike, fwd_hooks: HookList | None = None,
+def predict_logits(model: ModelLike, eval_set: TaskLike, *, fwd_hooks: HookList | None = None,
                    dtype: Precision = "float32") -> Float[Tensor, "example label"]:
     """The model's logits on every example (float32, on the CPU), with optional hooks ([(hook name, fn)])
     active; ``eval_set`` a task, a list of texts or a token tensor. ``dtype`` "bfloat16" or "float16" runs the

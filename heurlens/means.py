@@ -84,7 +84,7 @@ class UnitMeans:
 
 
 @torch.no_grad()
-def compute_means(model: ModelLike, reference: TaskLike, prepend_bos: bool | None = None) -> UnitMeans:
+def compute_means(model: ModelLike, reference: TaskLike, *, prepend_bos: bool | None = None) -> UnitMeans:
     """Average ``hook_z`` and ``hook_mlp_out`` of every layer over the reference data's real tokens. Only tokens
     are needed: ``reference`` is any task, a list of texts (tokenised with or without the tokenizer's special
     tokens, ``add_special_tokens``), or a token tensor ``[example, pos]``."""

@@ -57,7 +57,7 @@ def bridge_tokens(model: PreparedModel, text: str, prepend_bos: bool | None = No
     return tokens[0].tolist()
 
 
-def tokenize_texts(model: ModelLike, texts: Sequence[str], name: str = "texts", batch_size: int = 32,
+def tokenize_texts(model: ModelLike, texts: Sequence[str], *, name: str = "texts", batch_size: int = 32,
                    prepend_bos: bool | None = None, positions: Literal["last", "all"] = "last") -> TokenSet:
     """``texts`` in right-padded batches, each text tokenised as TransformerLens' ``bridge.to_tokens`` does
     (``bridge_tokens``; ``prepend_bos`` as there: None follows the bridge's ``cfg.default_prepend_bos``, False
@@ -85,7 +85,7 @@ def tokenize_texts(model: ModelLike, texts: Sequence[str], name: str = "texts", 
     return TokenSet(name, batches, texts)
 
 
-def token_batches(tokens: Int[Tensor, "example pos"], name: str = "tokens", batch_size: int = 32,
+def token_batches(tokens: Int[Tensor, "example pos"], *, name: str = "tokens", batch_size: int = 32,
                   attention_mask: Int[Tensor, "example pos"] | None = None, positions: Positions = "last") -> TokenSet:
     """A token tensor in batches: every row a real sequence, or padded on the right where ``attention_mask`` (1
     real, 0 padding) says so. ``positions``: the scored positions, "last", "all", or a 0/1 tensor ``[example,

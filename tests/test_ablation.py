@@ -26,9 +26,10 @@ def test_hand_model_full_output(hand_model):
 
 def test_zero_ablating_a_head_removes_exactly_its_contribution(hand_model):
     data = one_sequence([0, 2, 3])
-    head0 = predict_logits(hand_model, data, ablation_hooks(hand_model, [Unit(0, 0)], "zero"))
+    head0 = predict_logits(hand_model, data, fwd_hooks=ablation_hooks(hand_model, [Unit(0, 0)], method="zero"))
     assert torch.allclose(head0[0], torch.tensor([0.5, 3.75, 0.0, 0.0]))  # loses mean x[0] = 1
-    both = predict_logits(hand_model, data, ablation_hooks(hand_model, parse_units("L0.*,L0.MLP", 1, 2), "zero"))
+    both = predict_logits(hand_model, data,
+                          fwd_hooks=ablation_hooks(hand_model, parse_units("L0.*,L0.MLP", 1, 2), method="zero"))
     assert torch.allclose(both[0], torch.tensor([0.0, 3.0, 0.0, 0.0]))  # only x_last is left
 
 
@@ -38,10 +39,12 @@ def test_mean_ablation_uses_the_mean_over_reference_tokens(hand_model):
     # head 0 output per position: 1, (1+2)/2, (1+2+0)/3 -> mean 7/6; head 1: 0, 0, 1 -> mean 1/3
     assert torch.allclose(means.heads[0].flatten(), torch.tensor([7 / 6, 1 / 3]))
     assert torch.allclose(means.mlps[0], MLP_BIAS)
-    ablated = predict_logits(hand_model, one_sequence([1, 1]), ablation_hooks(hand_model, [Unit(0, 1)], "mean", means))
+    ablated = predict_logits(hand_model, one_sequence([1, 1]),
+                             fwd_hooks=ablation_hooks(hand_model, [Unit(0, 1)], method="mean", means=means))
     # x_last (0,1); head 0 over [(0,1),(0,1)] -> 0; head 1 replaced by 1/3; MLP (.5, -.25)
     assert torch.allclose(ablated[0], torch.tensor([0.5, 1 + 1 / 3 - 0.25, 0.0, 0.0]))
-    mlp = predict_logits(hand_model, one_sequence([1, 1]), ablation_hooks(hand_model, [Unit(0)], "mean", means))
+    mlp = predict_logits(hand_model, one_sequence([1, 1]),
+                         fwd_hooks=ablation_hooks(hand_model, [Unit(0)], method="mean", means=means))
     assert torch.allclose(mlp, predict_logits(hand_model, one_sequence([1, 1])))  # constant MLP: no change
 
 
@@ -73,7 +76,7 @@ def test_mean_ablation_matches_plain_torch_hooks(tiny_bert_dir):
     eval_set = tokenize_pairs("hans", data, model.tokenizer, batch_size=5)  # uneven batches, padding
     means = compute_means(model, eval_set)
     units = [Unit(0, 1), Unit(1, 3), Unit(1, 0), Unit(0)]
-    ours = predict_logits(model, eval_set, ablation_hooks(model, units, "mean", means))
+    ours = predict_logits(model, eval_set, fwd_hooks=ablation_hooks(model, units, method="mean", means=means))
 
     hf = BertForSequenceClassification.from_pretrained(tiny_bert_dir).eval()
     d_head = 32 // 4
@@ -130,7 +133,7 @@ def test_ablate_table_reports_accuracy_delta_and_kl(tiny_bert_dir, tmp_path, mon
     monkeypatch.setenv("HEURLENS_CACHE", str(tmp_path))
     model = load_model(tiny_bert_dir)
     sets = [tokenize_pairs(name, generate_hans(20, [name], seed=0), model.tokenizer) for name in ("SO-Swap", "le_passive")]
-    table = ablate(model, [Unit(1, 2)], sets, "zero")
+    table = ablate(model, [Unit(1, 2)], sets, method="zero")
     assert isinstance(table, pd.DataFrame)
     assert list(table["eval_set"]) == ["SO-Swap", "le_passive"]
     full = predict_logits(model, sets[0])
@@ -138,15 +141,15 @@ def test_ablate_table_reports_accuracy_delta_and_kl(tiny_bert_dir, tmp_path, mon
     assert table["full_accuracy"][0] == pytest.approx(gold_non_entailment)
     assert (table["delta"] == table["ablated_accuracy"] - table["full_accuracy"]).all()
     assert (table["kl"] > 0).all()
-    nothing = ablate(model, [], sets, "zero")
+    nothing = ablate(model, [], sets, method="zero")
     assert (nothing["kl"].abs() < 1e-9).all() and (nothing["delta"] == 0).all()
 
 
 def test_mean_ablation_without_means_is_a_clear_error(hand_model):
     with pytest.raises(HeurlensError, match="compute_means"):
-        ablation_hooks(hand_model, [Unit(0, 0)], "mean", None)
+        ablation_hooks(hand_model, [Unit(0, 0)], method="mean", means=None)
     with pytest.raises(HeurlensError, match="unknown ablation method"):
-        ablation_hooks(hand_model, [Unit(0, 0)], "resample")
+        ablation_hooks(hand_model, [Unit(0, 0)], method="resample")
 
 
 def test_full_model_logits_are_kept_per_model_and_data(tiny_bert_dir, tmp_path, monkeypatch):
@@ -199,9 +202,9 @@ def test_half_precision_evaluation_is_close_to_float32_and_cached_apart(tiny_ber
     assert torch.equal(full_model_logits(model, data), exact)
     assert torch.equal(full_model_logits(model, data, dtype=dtype), low)  # not the float32 entry
     assert len(list((tmp_path / "activations").glob("*/logits.safetensors"))) == 2
-    table = ablate(model, [Unit(0, 0)], [data], "zero", dtype=dtype)
-    assert table["kl"][0] == pytest.approx(mean_kl(low, predict_logits(model, data, ablation_hooks(
-        model, [Unit(0, 0)], "zero"), dtype=dtype)), abs=1e-7)
+    table = ablate(model, [Unit(0, 0)], [data], method="zero", dtype=dtype)
+    assert table["kl"][0] == pytest.approx(mean_kl(low, predict_logits(model, data, fwd_hooks=ablation_hooks(
+        model, [Unit(0, 0)], method="zero"), dtype=dtype)), abs=1e-7)
 
 
 def test_an_unknown_precision_is_refused_naming_the_choices(tiny_bert_dir):

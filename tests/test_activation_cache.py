@@ -51,14 +51,14 @@ def test_tables_equal_whole_passes_at_every_layer_first_and_second_time(four_lay
     data = padded_set(0)
     means = compute_means(model, padded_set(1))
     groups = [[Unit(layer, layer % 2)] for layer in range(4)] + [[Unit(layer)] for layer in range(4)]
-    cold = ablate_groups(model, groups, [data], "mean", means)
+    cold = ablate_groups(model, groups, [data], method="mean", means=means)
     assert sorted(p.name for p in tmp_path.glob("activations/*/*")) == [
         "logits.safetensors", "residual-1.safetensors", "residual-2.safetensors", "residual-3.safetensors"]
-    warm = ablate_groups(model, groups, [data], "mean", means)
+    warm = ablate_groups(model, groups, [data], method="mean", means=means)
     pd.testing.assert_frame_equal(cold, warm, check_exact=True)
     full = predict_logits(model, data)
     for group, row in zip(groups, warm.itertuples()):
-        whole = predict_logits(model, data, ablation_hooks(model, group, "mean", means))
+        whole = predict_logits(model, data, fwd_hooks=ablation_hooks(model, group, method="mean", means=means))
         assert row.ablated_accuracy == data.accuracy(whole, model.labels)
         assert row.kl == pytest.approx(mean_kl(full, whole), abs=1e-7)
 
@@ -113,25 +113,25 @@ def test_nan_in_a_cached_entry_is_computed_again_and_never_read_as_a_result(four
     monkeypatch.setenv("HEURLENS_CACHE", str(tmp_path))
     model = four_layer_bert
     data, means = padded_set(6), compute_means(model, padded_set(7))
-    clean = ablate_groups(model, [[Unit(2, 0)]], [data], "mean", means)
+    clean = ablate_groups(model, [[Unit(2, 0)]], [data], method="mean", means=means)
     for path in tmp_path.glob("activations/*/*.safetensors"):
         tensors = load_file(str(path))
         for tensor in tensors.values():
             tensor.view(-1)[::7] = float("nan")
         save_file(tensors, str(path), metadata={"block_output": "tensor"} if "residual" in path.name else None)
-    again = ablate_groups(model, [[Unit(2, 0)]], [data], "mean", means)
+    again = ablate_groups(model, [[Unit(2, 0)]], [data], method="mean", means=means)
     pd.testing.assert_frame_equal(clean, again, check_exact=True)
     assert all(t.isfinite().all() for p in tmp_path.glob("activations/*/*.safetensors") for t in load_file(str(p)).values())
     assert torch.isnan(torch.tensor(mean_kl(torch.tensor([[float("nan"), 0.0]]), torch.zeros(1, 2))))
     broken = compute_means(model, padded_set(7))
     broken.heads[1][0, 0] = float("nan")
     with pytest.raises(HeurlensError, match="hold NaN or inf values"):
-        ablate_groups(model, [[Unit(2, 0)]], [data], "mean", broken)
+        ablate_groups(model, [[Unit(2, 0)]], [data], method="mean", means=broken)
     with torch.no_grad():
         nan_model = load_model(model.model_id)
         next(nan_model.head.parameters()).fill_(float("nan"))
     with pytest.raises(HeurlensError, match="gives NaN or inf scores on random"):
-        ablate_groups(nan_model, [[Unit(2, 0)]], [data], "mean", means)
+        ablate_groups(nan_model, [[Unit(2, 0)]], [data], method="mean", means=means)
 
 
 def test_cache_false_leaves_the_cache_folder_untouched_and_gives_the_same_tables(four_layer_bert, tmp_path,
@@ -150,14 +150,14 @@ def test_cache_false_leaves_the_cache_folder_untouched_and_gives_the_same_tables
     config = heurlens.PruneSettings(total_steps=4, warmup_steps=1)
 
     def every_call(cache_flag: bool | None) -> list:
-        subnetworks = heurlens.prune(model, data, 0.3, seeds=[0], config=config, means=means, progress=False,
+        subnetworks = heurlens.prune(model, data, sparsity=0.3, seeds=[0], config=config, means=means, progress=False,
                                      cache=cache_flag)
-        return [heurlens.ablate(model, "L2.H1", [data], "mean", means, cache=cache_flag),
-                ablate_groups(model, [[Unit(3, 0)], [Unit(1)]], [data], "mean", means, cache=cache_flag),
-                single_unit_scan(model, "L2.*", [data], means, progress=False, cache=cache_flag),
-                group_superadditivity(model, "L1.H0,L2.H1,L3.MLP", [data], means, progress=False,
+        return [heurlens.ablate(model, "L2.H1", [data], method="mean", means=means, cache=cache_flag),
+                ablate_groups(model, [[Unit(3, 0)], [Unit(1)]], [data], method="mean", means=means, cache=cache_flag),
+                single_unit_scan(model, "L2.*", [data], means=means, progress=False, cache=cache_flag),
+                group_superadditivity(model, "L1.H0,L2.H1,L3.MLP", [data], means=means, progress=False,
                                       cache=cache_flag)[0],
-                heurlens.evaluate_subnetworks(model, subnetworks, [data], means, cache=cache_flag),
+                heurlens.evaluate_subnetworks(model, subnetworks, [data], means=means, cache=cache_flag),
                 subnetworks[0].log_alpha_heads]
 
     import warnings
@@ -257,8 +257,8 @@ def test_a_native_model_whose_blocks_return_tuples_resumes_from_the_cache(tmp_pa
     monkeypatch.setenv("HEURLENS_CACHE", str(tmp_path))
     model = build_planted_model()
     data = token_batches(torch.randint(0, 4, (24, 6), generator=torch.Generator().manual_seed(1)), batch_size=8)
-    hooks = ablation_hooks(model, "L1.MLP", "mean", compute_means(model, data))
-    whole = predict_logits(model, data, hooks)
+    hooks = ablation_hooks(model, "L1.MLP", method="mean", means=compute_means(model, data))
+    whole = predict_logits(model, data, fwd_hooks=hooks)
     assert not torch.equal(whole, predict_logits(model, data))  # the MLP carries information
     for _ in range(2):  # computed, then read
         assert torch.equal(ablated_logits(model, [(1, hooks)], data)[0], whole)

@@ -29,23 +29,23 @@ def model_and_data():
 
 def test_the_derivation_holds(model_and_data):
     model, data = model_and_data
-    assert ablate(model, [H0, MLP], [data], "zero")["ablated_accuracy"][0] == 0.0
-    assert ablate(model, [H0, H1, MLP], [data], "zero")["ablated_accuracy"][0] == 1.0
+    assert ablate(model, [H0, MLP], [data], method="zero")["ablated_accuracy"][0] == 0.0
+    assert ablate(model, [H0, H1, MLP], [data], method="zero")["ablated_accuracy"][0] == 1.0
 
 
 def test_single_unit_scan_and_table(model_and_data):
     model, data = model_and_data
-    scan = single_unit_scan(model, [H0, H1, MLP], [data], None, method="zero", progress=False)
+    scan = single_unit_scan(model, [H0, H1, MLP], [data], means=None, method="zero", progress=False)
     assert list(scan["ablated"]) == ["L0.H0", "L0.H1", "L0.MLP"]
-    assert (scan["drop"] == 0).all() and (scan["accuracy"] == 1.0).all()
+    assert (scan["delta"] == 0).all() and (scan["accuracy"] == 1.0).all()
     table = scan_table(scan, core=[H0]).set_index("ablated")
     assert list(table.index) == ["none", "avg (non-core)", "L0.H0"]
-    assert table.loc["avg (non-core)", "hand"] == 100.0 and table.loc["L0.H0", "hand change"] == 0.0
+    assert table.loc["avg (non-core)", "hand"] == 100.0 and table.loc["L0.H0", "hand delta"] == 0.0
 
 
 def test_pair_is_superadditive(model_and_data):
     model, data = model_and_data
-    summary, interactions = group_superadditivity(model, [H0, MLP], [data], None, method="zero", progress=False)
+    summary, interactions = group_superadditivity(model, [H0, MLP], [data], means=None, method="zero", progress=False)
     row = summary.iloc[0]
     assert row["group_drop"] == 1.0 and row["sum_of_single_drops"] == 0.0 and row["excess"] == 1.0
     assert bool(row["superadditive"])
@@ -54,7 +54,7 @@ def test_pair_is_superadditive(model_and_data):
 
 def test_pairwise_interactions_of_a_triple(model_and_data):
     model, data = model_and_data
-    summary, interactions = group_superadditivity(model, [H0, H1, MLP], [data], None, method="zero", progress=False)
+    summary, interactions = group_superadditivity(model, [H0, H1, MLP], [data], means=None, method="zero", progress=False)
     assert summary.iloc[0]["group_drop"] == 0.0 and not bool(summary.iloc[0]["superadditive"])
     by_pair = interactions.set_index("pair")["interaction"].to_dict()
     assert by_pair == {"L0.H0,L0.H1": 0.0, "L0.H0,L0.MLP": 1.0, "L0.H1,L0.MLP": 0.0}

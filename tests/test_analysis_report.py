@@ -26,7 +26,7 @@ def run_dir(tiny_bert_dir, tmp_path_factory):
     out = tmp_path_factory.mktemp("run")
     # 8 steps from a half-on, widely spread start (log_alpha ~ N(0, 3)) so that the subnetworks differ and reach
     # their targets; from 10 nothing is pruned yet
-    prune(model, train, [0.3, 0.6], range(2), out, PruneSettings(total_steps=8, log_alpha_init=0.0,
+    prune(model, train, sparsity=[0.3, 0.6], seeds=range(2), out=out, config=PruneSettings(total_steps=8, log_alpha_init=0.0,
                                                                   log_alpha_init_std=3.0), progress=False)
     return out
 

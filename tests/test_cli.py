@@ -123,7 +123,7 @@ def test_ablate_scan_and_superadditivity(tiny_bert_dir, pairs_file):
     rows = json.loads(scan.stdout)
     assert [r["ablated"] for r in rows] == ["L0.H0", "L0.H0", "L0.H1", "L0.H1", "L0.H2", "L0.H2", "L0.H3", "L0.H3"]
     for row in rows:
-        assert row["drop"] == pytest.approx(row["full_accuracy"] - row["accuracy"])
+        assert row["delta"] == pytest.approx(row["accuracy"] - row["full_accuracy"])
     if importlib.util.find_spec("ray") is not None:  # the same scan as Ray tasks on 2 local workers
         on_ray = heurlens("ablate", "--scan", "--heads", "L0.*", *common, "--json", "--workers", "2")
         assert on_ray.returncode == 0, on_ray.stderr[-2000:]

@@ -68,9 +68,9 @@ def test_ablation_scans_and_superadditivity_keep_to_the_models_device(planted):
     model, data, means = planted
     with meta_default():
         table = heurlens.ablate(model, "L0.H0,L1.MLP", [data], means=means, metrics=METRIC)
-        zero = heurlens.ablate(model, "L0.H0", [data], "zero", metrics=METRIC)
-        scan = heurlens.single_unit_scan(model, "L0.*,L1.MLP", [data], means, metrics=METRIC, progress=False)
-        summary, _ = heurlens.group_superadditivity(model, "L0.H0,L0.H1,L1.MLP", [data], means, metrics=METRIC,
+        zero = heurlens.ablate(model, "L0.H0", [data], method="zero", metrics=METRIC)
+        scan = heurlens.single_unit_scan(model, "L0.*,L1.MLP", [data], means=means, metrics=METRIC, progress=False)
+        summary, _ = heurlens.group_superadditivity(model, "L0.H0,L0.H1,L1.MLP", [data], means=means, metrics=METRIC,
                                                     progress=False)
         with heurlens.ablated(model, "L0.H0", means=means) as ablated:
             ablated(**data.batches[0])
@@ -83,10 +83,10 @@ def test_pruning_evaluation_and_effective_size_keep_to_the_models_device(planted
     ood = token_batches(torch.randint(0, 4, (8, 5), generator=torch.Generator().manual_seed(1)), name="ood")
     settings = heurlens.PruneSettings(total_steps=4)
     with meta_default(), pytest.warns(UserWarning):  # 4 steps miss the target: said, not a failure here
-        subnetworks = heurlens.prune(model, data, 0.5, seeds=[0, 1], means=means, config=settings, progress=False)
-        stacked = heurlens.prune(model, data, 0.5, seeds=[0, 1], means=means, config=settings, progress=False,
+        subnetworks = heurlens.prune(model, data, sparsity=0.5, seeds=[0, 1], means=means, config=settings, progress=False)
+        stacked = heurlens.prune(model, data, sparsity=0.5, seeds=[0, 1], means=means, config=settings, progress=False,
                                  stack_seeds=True)
-        evaluation = heurlens.evaluate_subnetworks(model, subnetworks, [data], means, metrics=METRIC)
+        evaluation = heurlens.evaluate_subnetworks(model, subnetworks, [data], means=means, metrics=METRIC)
         from heurlens.analysis.effective_size import effective_size_of
 
         sizes, _ = effective_size_of(model, data, [data, ood], means, sparsities=[0.3, 0.6], seeds=[0],
@@ -115,7 +115,7 @@ def test_a_prompt_task_on_a_llama_keeps_to_the_models_device(tiny_decoder_dirs):
         means = heurlens.compute_means(model, prompts)
         table = heurlens.ablate(model, "L1.H2", [prompts], means=means)
         detector = heurlens.head_detector_scores(model, prompts)
-        heurlens.prune(model, prompts, 0.5, seeds=[0], means=means, progress=False,
+        heurlens.prune(model, prompts, sparsity=0.5, seeds=[0], means=means, progress=False,
                        config=heurlens.PruneSettings(total_steps=2, units="heads"))
     assert list(table["eval_set"]) == ["p"] and len(detector) == 8
 

@@ -108,14 +108,15 @@ def test_prune_on_two_ray_workers_matches_in_process_and_survives_a_killed_worke
     model = load_model(tiny_bert_dir)
     data = tokenize_pairs("snli-train", load_snli("train", limit=128, seed=0), model.tokenizer, 32)
     config = PruneSettings(total_steps=60, warmup_steps=40, lr_log_alpha=0.3, log_alpha_init=0.0)
-    here = prune(model, data, 0.5, range(4), tmp_path / "here", config, progress=False)
+    here = prune(model, data, sparsity=0.5, seeds=range(4), out=tmp_path / "here", config=config, progress=False)
 
     killed: list[int] = []
     stop = threading.Event()
     killer = threading.Thread(target=_kill_first_busy_worker, args=(killed, stop))
     killer.start()
     try:
-        on_ray = prune(model, data, 0.5, range(4), tmp_path / "ray", config, progress=False, workers=Workers(2))
+        on_ray = prune(model, data, sparsity=0.5, seeds=range(4), out=tmp_path / "ray", config=config, progress=False,
+                       workers=Workers(2))
     finally:
         stop.set()
         killer.join()
@@ -139,11 +140,11 @@ def test_pair_interactions_on_ray_are_the_hand_derived_ones(local_ray):
     model, sequence = build_hand_model(), one_sequence([3, 3, 3, 3, 2])  # test_analysis_ablation's derivation
     data = EvalSet("hand", sequence.batches, torch.tensor([0]), sequence.label_names)
     h0, h1, mlp = Unit(0, 0), Unit(0, 1), Unit(0, None)
-    summary, interactions = group_superadditivity(model, [h0, h1, mlp], [data], None, method="zero", progress=False,
+    summary, interactions = group_superadditivity(model, [h0, h1, mlp], [data], means=None, method="zero", progress=False,
                                                   workers=Workers(2))
     assert interactions.set_index("pair")["interaction"].to_dict() == {
         "L0.H0,L0.H1": 0.0, "L0.H0,L0.MLP": 1.0, "L0.H1,L0.MLP": 0.0}
-    scan = single_unit_scan(model, [h0, h1, mlp], [data], None, method="zero", progress=False, workers=Workers(2))
+    scan = single_unit_scan(model, [h0, h1, mlp], [data], means=None, method="zero", progress=False, workers=Workers(2))
     assert list(scan["ablated"]) == ["L0.H0", "L0.H1", "L0.MLP"] and (scan["accuracy"] == 1.0).all()
 
 

@@ -27,7 +27,7 @@ def test_ablation_tables_equal_on_cpu_and_cuda(tiny_bert_dir, tmp_path, monkeypa
         model = heurlens.load_model(tiny_bert_dir, device=device)
         data = heurlens.tokenize_pairs("SO-Swap", generate_hans(64, ["SO-Swap"], seed=0), model.tokenizer)
         means = heurlens.compute_means(model, data)
-        tables.append(heurlens.ablate(model, "L0.H1,L1.MLP", [data], "mean", means))
+        tables.append(heurlens.ablate(model, "L0.H1,L1.MLP", [data], method="mean", means=means))
     pd.testing.assert_frame_equal(tables[0], tables[1], check_exact=False, atol=1e-4, rtol=0)
 
 
@@ -35,7 +35,7 @@ def test_pruning_on_cuda_keeps_exactly_the_planted_units(planted_data):
     """The known answer of tests/test_planted_pruning.py on the GPU (its mask draws come from a CUDA generator,
     so the path differs from the CPU's; the answer must not)."""
     model = build_planted_model().to("cuda")
-    for subnetwork in heurlens.prune(model, planted_data, 2 / 3, seeds=[0, 1], progress=False,
+    for subnetwork in heurlens.prune(model, planted_data, sparsity=2 / 3, seeds=[0, 1], progress=False,
                                      config=heurlens.PruneSettings(total_steps=300, warmup_steps=100)):
         assert {str(unit) for unit in subnetwork.kept} == set(PLANTED)
 
@@ -49,8 +49,8 @@ def test_stacked_seeds_on_cuda_match_the_seeds_one_by_one_there(random_bert_dir)
     data = heurlens.tokenize_pairs("snli-train", load_snli("train", limit=256, seed=0), model.tokenizer, 16,
                                    sort_by_length=True)
     config = heurlens.PruneSettings(total_steps=40, warmup_steps=20, log_alpha_init=1.0, lr_log_alpha=0.3)
-    stacked = heurlens.prune(model, data, 0.5, seeds=range(3), config=config, progress=False)
-    alone = heurlens.prune(model, data, 0.5, seeds=range(3), config=config, progress=False, stack_seeds=False)
+    stacked = heurlens.prune(model, data, sparsity=0.5, seeds=range(3), config=config, progress=False)
+    alone = heurlens.prune(model, data, sparsity=0.5, seeds=range(3), config=config, progress=False, stack_seeds=False)
     for together, single in zip(stacked, alone):
         assert torch.allclose(together.log_alpha_heads, single.log_alpha_heads, atol=1e-3)
 

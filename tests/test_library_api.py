@@ -171,7 +171,7 @@ def test_a_token_set_has_no_accuracy_and_is_a_task(llama_bridge):
     data = heurlens.tokenize_texts(heurlens.wrap_bridge(llama_bridge), ["the man", "a dog sees"])
     assert is_task(data) and isinstance(data, TokenSet) and len(data) == 2
     with pytest.raises(HeurlensError, match="no labels or answers"):
-        heurlens.ablate(llama_bridge, "L0.H0", [data], "zero")
+        heurlens.ablate(llama_bridge, "L0.H0", [data], method="zero")
 
 
 def test_means_of_another_model_are_refused_by_name(llama_bridge, random_bert_dir):
@@ -193,12 +193,12 @@ def test_the_ablated_context_manager_masks_inside_and_restores_the_model_even_af
     batch = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}
     means = heurlens.compute_means(model, ["the man sees the dog", "a cat runs"])
     full = model(**batch)
-    with model.hooks(heurlens.ablation_hooks(model, "L0.H1,L1.MLP", "mean", means)):
+    with model.hooks(heurlens.ablation_hooks(model, "L0.H1,L1.MLP", method="mean", means=means)):
         by_hooks = model(**batch)
     with heurlens.ablated(llama_bridge, ["L0.H1", "L1.MLP"], means=means) as ablated_model:
         inside = ablated_model(**batch)
     assert torch.equal(inside, by_hooks) and not torch.allclose(inside, full)
-    with pytest.raises(RuntimeError, match="stop"), heurlens.ablated(model, "L0.*", "zero"):
+    with pytest.raises(RuntimeError, match="stop"), heurlens.ablated(model, "L0.*", method="zero"):
         raise RuntimeError("stop")
     assert torch.equal(model(**batch), full)  # no hook left behind
 
@@ -226,13 +226,13 @@ def test_library_misuse_is_answered_by_name(llama_bridge):
     means = heurlens.compute_means(model, ["the man sees the dog"])
     metrics = {"first": lambda scores, task: float(scores[:, 0].mean())}
     with pytest.raises(HeurlensError, match="at least one unit to scan"):
-        single_unit_scan(model, [], [["the man"]], means, progress=False, metrics=metrics)
+        single_unit_scan(model, [], [["the man"]], means=means, progress=False, metrics=metrics)
     with pytest.raises(HeurlensError, match="at least two units"):
-        group_superadditivity(model, "L0.H1", [["the man"]], means, progress=False, metrics=metrics)
+        group_superadditivity(model, "L0.H1", [["the man"]], means=means, progress=False, metrics=metrics)
     data = heurlens.tokenize_texts(model, ["the man sees the", "a dog sleeps"])
     config = heurlens.PruneSettings(total_steps=20, warmup_steps=5)
     with pytest.raises(HeurlensError, match="one-element torch tensor .*got a float"):
-        heurlens.prune(model, data, 0.5, seeds=[0], config=config, progress=False,
+        heurlens.prune(model, data, sparsity=0.5, seeds=[0], config=config, progress=False,
                        loss=lambda scores, full, ids: (scores - full).pow(2).mean().item())  # type: ignore
     steps: list[int] = []
 
@@ -241,7 +241,7 @@ def test_library_misuse_is_answered_by_name(llama_bridge):
         return (scores - full).pow(2).mean() * (float("nan") if len(steps) > 3 else 1.0)
 
     with pytest.raises(HeurlensError, match=r"the loss was \[nan\] at step 4 of 20"):
-        heurlens.prune(model, data, 0.5, seeds=[0], config=config, progress=False, loss=nan_after_three)
+        heurlens.prune(model, data, sparsity=0.5, seeds=[0], config=config, progress=False, loss=nan_after_three)
 
 
 def test_ablation_hooks_take_a_bridge_as_the_other_functions_do(llama_bridge):
@@ -318,11 +318,11 @@ def test_pruning_scores_every_position_and_seeds_stack_as_they_do_alone(llama_br
         return (scores - full_scores).pow(2).mean()
 
     config = heurlens.PruneSettings(total_steps=30, warmup_steps=10, log_alpha_init=0.5)
-    alone = heurlens.prune(llama_bridge, data, 0.5, seeds=[0, 1], config=config, loss=fit, progress=False,
+    alone = heurlens.prune(llama_bridge, data, sparsity=0.5, seeds=[0, 1], config=config, loss=fit, progress=False,
                            stack_seeds=False, cache=False)
     assert {rows for rows, _ in seen} == {9, 8} and {tuple(ids) for _, ids in seen} == {
         tuple(range(9)), tuple(range(9, 17))}  # batches of 5+4 and 3+5 real tokens
-    stacked = heurlens.prune(llama_bridge, data, 0.5, seeds=[0, 1], config=config, loss=fit, progress=False,
+    stacked = heurlens.prune(llama_bridge, data, sparsity=0.5, seeds=[0, 1], config=config, loss=fit, progress=False,
                              stack_seeds=True, cache=False)
     assert all(0 < len(subnetwork.kept) < 10 for subnetwork in alone)  # the masks moved: some units pruned
     for one, together in zip(alone, stacked):

@@ -44,12 +44,12 @@ def test_the_default_models_tables_from_cached_residual_streams(monkeypatch, tmp
     with monkeypatch.context() as empty_cache:
         empty_cache.setenv("HEURLENS_CACHE", str(tmp_path))
         empty_cache.setenv("HEURLENS_CACHE_LIMIT_GB", "0")
-        in_memory = ablate_groups(model, groups, eval_sets, "mean", means, full_logits=full)
+        in_memory = ablate_groups(model, groups, eval_sets, method="mean", means=means, full_logits=full)
     assert not list(tmp_path.rglob("*.safetensors"))
     for eval_set in eval_sets:
         residual_streams(model, eval_set, [1, 3, 5], fingerprint)
         assert all((entry_dir(fingerprint, eval_set) / f"residual-{layer}.safetensors").exists() for layer in (1, 3, 5))
-    from_cache = ablate_groups(model, groups, eval_sets, "mean", means)
+    from_cache = ablate_groups(model, groups, eval_sets, method="mean", means=means)
     assert len(from_cache) == 3 * 31
     pd.testing.assert_frame_equal(from_cache, in_memory, check_exact=False, rtol=0, atol=1e-6)
     assert (from_cache["ablated_accuracy"] == in_memory["ablated_accuracy"]).all()

@@ -162,7 +162,7 @@ def test_ablating_a_query_head_is_zeroing_its_slice_of_the_output_projection_inp
     with torch.no_grad():
         expected = reference(**batch).logits[torch.arange(2), last]
     handle.remove()
-    with torch.no_grad(), model.hooks(ablation_hooks(model, [Unit(1, 2)], "zero")):
+    with torch.no_grad(), model.hooks(ablation_hooks(model, [Unit(1, 2)], method="zero")):
         ablated = model(**batch)
         full = reference(**batch).logits[torch.arange(2), last]
     assert (ablated - expected).abs().max() < 1e-4 and (ablated - full).abs().max() > 1e-3  # it changed, rightly

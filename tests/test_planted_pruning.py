@@ -39,14 +39,14 @@ def test_only_the_planted_units_matter(planted):
                          ids=["kl", "squared-error"])
 def test_pruning_to_a_third_keeps_exactly_the_planted_head_and_mlp(planted, loss):
     model, data = planted
-    for subnetwork in heurlens.prune(model, data, 2 / 3, seeds=[0, 1], config=SETTINGS, progress=False, loss=loss):
+    for subnetwork in heurlens.prune(model, data, sparsity=2 / 3, seeds=[0, 1], config=SETTINGS, progress=False, loss=loss):
         assert kept(subnetwork) == set(PLANTED)
         assert subnetwork.achieved_sparsity == pytest.approx(2 / 3) and not subnetwork.missed_target
 
 
 def test_heads_only_pruning_keeps_every_mlp_and_counts_heads_alone(planted):
     model, data = planted
-    [subnetwork] = heurlens.prune(model, data, 0.75, seeds=[0], progress=False,
+    [subnetwork] = heurlens.prune(model, data, sparsity=0.75, seeds=[0], progress=False,
                                   config=heurlens.PruneSettings(total_steps=300, warmup_steps=100, units="heads"))
     assert kept(subnetwork) == {"L0.H0", "L0.MLP", "L1.MLP"} and subnetwork.achieved_sparsity == 0.75
 
@@ -55,12 +55,12 @@ def test_a_missed_sparsity_target_is_warned_and_recorded(planted):
     model, data = planted
     with pytest.warns(SparsityTargetMissed, match="reached sparsity 0.00, not its target 0.50.*Train longer.*"
                                                   r"\(--log-alpha-init 7; these started at 10\)"):
-        [subnetwork] = heurlens.prune(model, data, 0.5, seeds=[0], progress=False,
+        [subnetwork] = heurlens.prune(model, data, sparsity=0.5, seeds=[0], progress=False,
                                       config=heurlens.PruneSettings(total_steps=3))
     assert subnetwork.missed_target and subnetwork.metrics["missed_target"] is True
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a target met raises no warning
-        heurlens.prune(model, data, 2 / 3, seeds=[0], config=SETTINGS, progress=False)
+        heurlens.prune(model, data, sparsity=2 / 3, seeds=[0], config=SETTINGS, progress=False)
 
 
 def test_a_subnetwork_that_missed_is_marked_in_tables_and_left_out_of_pooled_analyses(planted, tmp_path):
@@ -69,11 +69,11 @@ def test_a_subnetwork_that_missed_is_marked_in_tables_and_left_out_of_pooled_ana
     model, data = planted
     means = heurlens.compute_means(model, data)
     with pytest.warns(SparsityTargetMissed):
-        missed = heurlens.prune(model, data, 0.5, seeds=[0], out=tmp_path / "short", means=means, progress=False,
+        missed = heurlens.prune(model, data, sparsity=0.5, seeds=[0], out=tmp_path / "short", means=means, progress=False,
                                 config=heurlens.PruneSettings(total_steps=3))
-    met = heurlens.prune(model, data, 2 / 3, seeds=[0], out=tmp_path / "long", means=means, progress=False,
+    met = heurlens.prune(model, data, sparsity=2 / 3, seeds=[0], out=tmp_path / "long", means=means, progress=False,
                          config=SETTINGS)
-    evaluation = heurlens.evaluate_subnetworks(model, missed + met, [data], means, metrics={})
+    evaluation = heurlens.evaluate_subnetworks(model, missed + met, [data], means=means, metrics={})
     assert list(evaluation["subnetwork"]) == ["full model", "50% seed 0 (missed its target)", "67% seed 0"]
     with pytest.warns(SparsityTargetMissed, match="sparsity-0.50/seed-00.json is left out"):
         pooled = subnetworks_by_sparsity([tmp_path / "short", tmp_path / "long"], pooled=True)

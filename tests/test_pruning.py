@@ -125,9 +125,9 @@ def test_achieved_sparsity_near_target_and_same_seed_same_subnetwork(pruning_dat
     # (and a half-on start, log_alpha 0: from the default 10 the masks of this random model, where no unit
     # matters, are still on their way down after 240 steps; on the default model 1,516 steps reach 0.50-0.51)
     config = PruneSettings(total_steps=240, warmup_steps=160, lr_log_alpha=0.3, log_alpha_init=0.0)
-    first = prune(model, data, 0.5, [3], config=config, progress=False)[0]
+    first = prune(model, data, sparsity=0.5, seeds=[3], config=config, progress=False)[0]
     assert abs(first.achieved_sparsity - 0.5) <= 0.03
-    again = prune(model, data, 0.5, [3], config=config, progress=False)[0]
+    again = prune(model, data, sparsity=0.5, seeds=[3], config=config, progress=False)[0]
     assert again.kept == first.kept and torch.equal(again.log_alpha_heads, first.log_alpha_heads)
 
 
@@ -145,26 +145,26 @@ def test_run_resumes_after_an_interruption(pruning_data, tmp_path, monkeypatch):
 
     monkeypatch.setattr(runs_module, "train_unit_masks", train_then_die)
     with pytest.raises(KeyboardInterrupt):
-        prune(model, data, 0.5, [0, 1], out=tmp_path, config=config, progress=False)
+        prune(model, data, sparsity=0.5, seeds=[0, 1], out=tmp_path, config=config, progress=False)
     files = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file())
     assert files == [".heurlens.lock",  # the (released) lock that keeps a second process out
                      "sparsity-0.50/seed-00.json", "sparsity-0.50/seed-00.safetensors", "unit-means.safetensors"]
 
     calls.clear()
     monkeypatch.setattr(runs_module, "train_unit_masks", lambda *a, **k: calls.extend(a[5]) or real_train(*a, **k))
-    found = prune(model, data, 0.5, [0, 1], out=tmp_path, config=config, progress=False)
+    found = prune(model, data, sparsity=0.5, seeds=[0, 1], out=tmp_path, config=config, progress=False)
     assert calls == [1]  # seed 0 was loaded, not retrained
     assert [s.seed for s in found] == [0, 1]
-    fresh = prune(model, data, 0.5, [1], config=config, progress=False)[0]
+    fresh = prune(model, data, sparsity=0.5, seeds=[1], config=config, progress=False)[0]
     assert fresh.kept == found[1].kept  # the resumed seed is the one an uninterrupted run gives
 
     with pytest.raises(HeurlensError, match="another model, data set or settings.*nothing was overwritten"):
-        prune(model, data, 0.5, [0], out=tmp_path, config=PruneSettings(total_steps=5), progress=False)
+        prune(model, data, sparsity=0.5, seeds=[0], out=tmp_path, config=PruneSettings(total_steps=5), progress=False)
 
 
 def test_subnetwork_save_load_and_wrong_model(pruning_data, tiny_bert_dir, tmp_path):
     model, data = pruning_data
-    sub = prune(model, data, 0.3, [0], config=PruneSettings(total_steps=3), progress=False)[0]
+    sub = prune(model, data, sparsity=0.3, seeds=[0], config=PruneSettings(total_steps=3), progress=False)[0]
     sub.save(tmp_path / "s")
     loaded = Subnetwork.load(tmp_path / "s.json")
     assert loaded.kept == sub.kept and loaded.pruned == sub.pruned and loaded.seed == 0
@@ -174,4 +174,4 @@ def test_subnetwork_save_load_and_wrong_model(pruning_data, tiny_bert_dir, tmp_p
     with pytest.raises(HeurlensError, match="was pruned from model .* load that model instead"):
         loaded.check_model(load_model(tiny_bert_dir))
     with pytest.raises(HeurlensError, match="outside"):
-        prune(model, data, 1.2, [0], progress=False)
+        prune(model, data, sparsity=1.2, seeds=[0], progress=False)

@@ -44,25 +44,25 @@ def test_ablations_and_scans_give_the_float32_results_within_bfloat16_tolerance(
     for unit in ("L0.H1", "L1.H0"):  # units whose output is 0 everywhere: nothing changes, exactly
         assert heurlens.ablate(bfloat16, unit, [data], means=means, metrics={})["kl"].item() == 0
     metrics = {"squared_norm": squared_norm}
-    scans = [single_unit_scan(model, "L0.H0,L1.MLP,L1.H1", [data], means, progress=False, metrics=metrics)
+    scans = [single_unit_scan(model, "L0.H0,L1.MLP,L1.H1", [data], means=means, progress=False, metrics=metrics)
              for model in (float32, bfloat16)]
-    assert (scans[1]["drop"].abs() > 0.1).tolist() == [True, True, False]  # the planted units move the metric
-    torch.testing.assert_close(torch.tensor(scans[1]["drop"].to_numpy()), torch.tensor(scans[0]["drop"].to_numpy()),
+    assert (scans[1]["delta"].abs() > 0.1).tolist() == [True, True, False]  # the planted units move the metric
+    torch.testing.assert_close(torch.tensor(scans[1]["delta"].to_numpy()), torch.tensor(scans[0]["delta"].to_numpy()),
                                atol=5e-2, rtol=2e-2)
     torch.testing.assert_close(torch.tensor(scans[1]["kl"].to_numpy()), torch.tensor(scans[0]["kl"].to_numpy()),
                                atol=5e-3, rtol=5e-2)
-    summaries = [group_superadditivity(model, list(PLANTED), [data], means, progress=False, metrics=metrics)[0]
+    summaries = [group_superadditivity(model, list(PLANTED), [data], means=means, progress=False, metrics=metrics)[0]
                  for model in (float32, bfloat16)]
     assert summaries[1]["group_drop"].item() == pytest.approx(summaries[0]["group_drop"].item(), rel=2e-2, abs=5e-2)
 
 
 def test_pruning_bfloat16_weights_keeps_the_planted_units_and_evaluates(planted_in_both):
     _, bfloat16, data = planted_in_both
-    subnetworks = heurlens.prune(bfloat16, data, 2 / 3, seeds=[0, 1], config=SETTINGS, progress=False)
+    subnetworks = heurlens.prune(bfloat16, data, sparsity=2 / 3, seeds=[0, 1], config=SETTINGS, progress=False)
     assert all({str(unit) for unit in s.kept} == set(PLANTED) for s in subnetworks)
     assert subnetworks[0].log_alpha_heads.dtype == torch.float32
     means = heurlens.compute_means(bfloat16, data)
-    table = heurlens.evaluate_subnetworks(bfloat16, subnetworks, [data], means, metrics={"squared_norm": squared_norm})
+    table = heurlens.evaluate_subnetworks(bfloat16, subnetworks, [data], means=means, metrics={"squared_norm": squared_norm})
     full, pruned = table["squared_norm"].iloc[0], table["squared_norm"].iloc[1]
     assert pruned == pytest.approx(full, abs=1e-6) and table["kl"].iloc[1] < 1e-4  # faithful: only dead units gone
 

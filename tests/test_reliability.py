@@ -227,7 +227,7 @@ def small_run(tiny_bert_dir, tmp_path_factory):
     model = load_model(tiny_bert_dir)
     data = tokenize_pairs("snli-train", load_snli("train", limit=32, seed=0), model.tokenizer, 16)
     out = tmp_path_factory.mktemp("small-run")
-    prune(model, data, 0.5, [0], out, PruneSettings(total_steps=3), progress=False)
+    prune(model, data, sparsity=0.5, seeds=[0], out=out, config=PruneSettings(total_steps=3), progress=False)
     return model, data, out
 
 
@@ -236,13 +236,14 @@ def test_run_folder_refuses_other_settings_model_or_data_at_any_sparsity(small_r
 
     model, data, out = small_run
     with pytest.raises(HeurlensError, match="another model, data set or settings"):
-        prune(model, data, 0.3, [0], out, PruneSettings(total_steps=3, lr_log_alpha=0.2), progress=False)
+        prune(model, data, sparsity=0.3, seeds=[0], out=out, config=PruneSettings(total_steps=3, lr_log_alpha=0.2),
+              progress=False)
     fewer = type(data)(data.name, data.batches[:1], data.labels[:16], data.label_names)
     with pytest.raises(HeurlensError, match="another model, data set or settings"):
-        prune(model, fewer, 0.3, [0], out, PruneSettings(total_steps=3), progress=False)
+        prune(model, fewer, sparsity=0.3, seeds=[0], out=out, config=PruneSettings(total_steps=3), progress=False)
     other = load_model(tiny_finetuned)
     with pytest.raises(HeurlensError, match="another model"):
-        prune(other, data, 0.3, [0], out, PruneSettings(total_steps=3), progress=False)
+        prune(other, data, sparsity=0.3, seeds=[0], out=out, config=PruneSettings(total_steps=3), progress=False)
     assert sorted(p.name for p in out.iterdir()) == [".heurlens.lock", "sparsity-0.50", "unit-means.safetensors"]
 
 
@@ -258,7 +259,7 @@ def test_two_prunes_into_one_folder_do_not_both_work(small_run):
     try:
         assert holder.stdout.readline().strip() == "held"
         with pytest.raises(HeurlensError, match="another heurlens process is writing to run directory"):
-            prune(model, data, 0.5, [0, 1], out, PruneSettings(total_steps=3), progress=False)
+            prune(model, data, sparsity=0.5, seeds=[0, 1], out=out, config=PruneSettings(total_steps=3), progress=False)
     finally:
         holder.kill()
         holder.wait()

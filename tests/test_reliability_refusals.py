@@ -229,8 +229,8 @@ def test_sparsities_that_share_a_folder_are_refused_and_minus_zero_is_zero(tmp_p
     model = build_planted_model()
     data = token_batches(torch.randint(0, 4, (8, 5), generator=torch.Generator().manual_seed(0)))
     with pytest.raises(HeurlensError, match=r"0.496, 0.504 round to the same folder \(sparsity-0.50\)"):
-        heurlens.prune(model, data, [0.504, 0.496], seeds=[0], out=tmp_path / "p", progress=False)
-    heurlens.prune(model, data, -0.0, seeds=[0], out=tmp_path / "q", progress=False,
+        heurlens.prune(model, data, sparsity=[0.504, 0.496], seeds=[0], out=tmp_path / "p", progress=False)
+    heurlens.prune(model, data, sparsity=-0.0, seeds=[0], out=tmp_path / "q", progress=False,
                    config=heurlens.PruneSettings(total_steps=1))
     assert [p.name for p in (tmp_path / "q").glob("sparsity-*")] == ["sparsity-0.00"]
 

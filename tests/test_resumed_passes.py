@@ -42,12 +42,12 @@ def random_set(vocab: int, token_types: bool, seed: int = 0) -> EvalSet:
 
 def check_same_bits(model, groups: list[list[Unit]], data: EvalSet, dtype: str = "float32") -> None:
     """Resumed logits equal whole-pass logits bit for bit, and every group's ablation changes them."""
-    hooks = [ablation_hooks(model, group, "zero") for group in groups]
+    hooks = [ablation_hooks(model, group, method="zero") for group in groups]
     resumed = ablated_logits(model, [(min(u.layer for u in group), h) for group, h in zip(groups, hooks)], data,
                              dtype)
     full = predict_logits(model, data, dtype=dtype)
     for group, group_hooks, logits in zip(groups, hooks, resumed):
-        assert torch.equal(logits, predict_logits(model, data, group_hooks, dtype)), group
+        assert torch.equal(logits, predict_logits(model, data, fwd_hooks=group_hooks, dtype=dtype)), group
         assert not torch.equal(logits, full), group  # the hooks fired in the resumed blocks
 
 
@@ -76,8 +76,9 @@ def test_lower_blocks_run_once_then_never_again(three_layer_bert, tmp_path, monk
     runs = [0, 0, 0]
     handles = [model.bridge.blocks[i].attn.register_forward_pre_hook(lambda *_, i=i: runs.__setitem__(i, runs[i] + 1))
                for i in range(3)]
-    ablations = [(2, ablation_hooks(model, [Unit(2, 0)], "zero")), (2, ablation_hooks(model, [Unit(2)], "zero")),
-                 (1, ablation_hooks(model, [Unit(1, 3)], "zero"))]
+    ablations = [(2, ablation_hooks(model, [Unit(2, 0)], method="zero")),
+                 (2, ablation_hooks(model, [Unit(2)], method="zero")),
+                 (1, ablation_hooks(model, [Unit(1, 3)], method="zero"))]
     data = random_set(30522, token_types=True)
     try:
         first = ablated_logits(model, ablations, data)
@@ -113,10 +114,10 @@ def test_ablate_groups_rows_group_by_group(three_layer_bert):
     sets = [random_set(30522, True, seed=0), random_set(30522, True, seed=1)]
     sets[1].name = "random-2"
     groups = [[Unit(2, 1)], [Unit(0, 0), Unit(2)], [Unit(1, 3)]]
-    table = ablate_groups(model, groups, sets, "zero", full_logits={s.name: predict_logits(model, s) for s in sets})
+    table = ablate_groups(model, groups, sets, method="zero", full_logits={s.name: predict_logits(model, s) for s in sets})
     assert list(table["ablated"]) == ["L2.H1", "L2.H1", "L0.H0,L2.MLP", "L0.H0,L2.MLP", "L1.H3", "L1.H3"]
     assert list(table["eval_set"]) == ["random", "random-2"] * 3
     for index, group in enumerate(groups):
-        alone = ablate(model, group, sets, "zero", full_logits={s.name: predict_logits(model, s) for s in sets})
+        alone = ablate(model, group, sets, method="zero", full_logits={s.name: predict_logits(model, s) for s in sets})
         together = table.iloc[2 * index:2 * index + 2].drop(columns="ablated").reset_index(drop=True)
         assert together.equals(alone)

@@ -67,16 +67,16 @@ def test_stacked_prune_keeps_the_planted_units_and_resumes_only_missing_seeds(tm
     model = build_planted_model()
     data = token_batches(torch.randint(0, 4, (128, 6), generator=torch.Generator().manual_seed(0)), batch_size=16)
     settings = heurlens.PruneSettings(total_steps=300, warmup_steps=100)
-    first = heurlens.prune(model, data, 2 / 3, seeds=[0], out=tmp_path, config=settings, progress=False)
+    first = heurlens.prune(model, data, sparsity=2 / 3, seeds=[0], out=tmp_path, config=settings, progress=False)
     calls = []
     real = runs_module.train_unit_masks
     monkeypatch.setattr(runs_module, "train_unit_masks", lambda *a, **k: calls.append(list(a[5])) or real(*a, **k))
-    found = heurlens.prune(model, data, 2 / 3, seeds=[0, 1, 2], out=tmp_path, config=settings, progress=False,
+    found = heurlens.prune(model, data, sparsity=2 / 3, seeds=[0, 1, 2], out=tmp_path, config=settings, progress=False,
                            stack_seeds=True)
     assert calls == [[1, 2]]  # seed 0 came from the folder; 1 and 2 trained together
     assert [s.seed for s in found] == [0, 1, 2] and found[0].kept == first[0].kept
     assert all({str(unit) for unit in s.kept} == set(PLANTED) for s in found)
-    alone = heurlens.prune(model, data, 2 / 3, seeds=[2], config=settings, progress=False)[0]
+    alone = heurlens.prune(model, data, sparsity=2 / 3, seeds=[2], config=settings, progress=False)[0]
     assert torch.allclose(alone.log_alpha_heads, found[2].log_alpha_heads, atol=1e-4)
 
 
@@ -97,9 +97,9 @@ def test_stacked_seeds_give_the_same_subnetworks_as_one_by_one_on_the_default_mo
                           sort_by_length=True)
     means = compute_means(model, data)
     config = heurlens.PruneSettings(total_steps=120)
-    one_by_one = heurlens.prune(model, data, 0.5, seeds=range(3), means=means, config=config, progress=False,
+    one_by_one = heurlens.prune(model, data, sparsity=0.5, seeds=range(3), means=means, config=config, progress=False,
                                 stack_seeds=False)
-    stacked = heurlens.prune(model, data, 0.5, seeds=range(3), means=means, config=config, progress=False,
+    stacked = heurlens.prune(model, data, sparsity=0.5, seeds=range(3), means=means, config=config, progress=False,
                              stack_seeds=True)
     for alone, together in zip(one_by_one, stacked):
         assert together.kept == alone.kept

@@ -1,7 +1,8 @@
 """Ablation studies of the Heuristic Core paper, Section 5 (Table 3): every head ablated on its own, and groups
 ablated together to measure super-additivity.
 
-With acc(S) the accuracy after mean-ablating the set S of heads and drop(S) = acc(∅) - acc(S):
+With acc(S) the accuracy after mean-ablating the set S of heads, every table's ``delta`` is the change ablating
+makes, acc(S) - acc(∅) (as in ``heurlens.ablate``), and the paper's drop(S) = acc(∅) - acc(S) = -delta:
 
 - the group is *super-additive* when drop(G) > sum over g in G of drop({g});
 - the pairwise interaction of heads i and j is drop({i, j}) - drop({i}) - drop({j})
@@ -62,52 +63,54 @@ def _job(model: ModelLike, eval_sets: Sequence[TaskLike], method: Method, means:
     return _AblationJob(model, tasks, method, means, full, dtype, metrics, cache)
 
 
-def _drops(job: _AblationJob, groups: list[list[Unit]], progress: bool, desc: str,
+def _deltas(job: _AblationJob, groups: list[list[Unit]], progress: bool, desc: str,
            workers: Workers | None = None) -> pd.DataFrame:
-    """One row per (group, eval set), group by group: ablated group, accuracy, drop (full - ablated) and KL.
+    """One row per (group, eval set), group by group: ablated group, accuracy, delta (ablated - full) and KL.
     In process all groups share each batch's lower layers (``ablate_groups``); on Ray ``workers`` the groups
     are dealt round-robin into a few chunks per worker, each chunk one task that shares them likewise."""
     if workers is None:
-        return _drop_table(job, groups, progress, desc)
+        return _delta_table(job, groups, progress, desc)
     chunks = [groups[start::CHUNKS_PER_WORKER * workers.count] for start in range(CHUNKS_PER_WORKER * workers.count)]
     chunks = [chunk for chunk in chunks if chunk]
-    tables = run_each(_drop_table, job, chunks, workers, desc, progress)
+    tables = run_each(_delta_table, job, chunks, workers, desc, progress)
     order = {format_units(group): index for index, group in enumerate(groups)}
     table = pd.concat(tables, ignore_index=True)
     return table.sort_values("ablated", key=lambda names: names.map(order), kind="stable", ignore_index=True)
 
 
-def _drop_table(job: _AblationJob, groups: list[list[Unit]], progress: bool = False, desc: str = "") -> pd.DataFrame:
-    """ablated, eval_set, then per metric ``full_{name}`` and ``{name}`` (the ablated model's), ``drop`` (full -
-    ablated of the first metric), kl."""
-    table = ablate_groups(job.model, groups, job.eval_sets, job.method, job.means, job.full_logits, job.dtype,
-                          progress, desc, job.metrics, cache=job.cache)
+def _delta_table(job: _AblationJob, groups: list[list[Unit]], progress: bool = False, desc: str = "") -> pd.DataFrame:
+    """ablated, eval_set, then per metric ``full_{name}`` and ``{name}`` (the ablated model's), ``delta`` (ablated -
+    full of the first metric, as ``ablate``'s), kl."""
+    table = ablate_groups(job.model, groups, job.eval_sets, method=job.method, means=job.means,
+                          full_logits=job.full_logits, dtype=job.dtype, progress=progress, desc=desc,
+                          metrics=job.metrics, cache=job.cache)
     names = metric_names(job.metrics)
     for name in names:
         table[name] = table[f"ablated_{name}"]
-    table["drop"] = table[f"full_{names[0]}"] - table[f"ablated_{names[0]}"]
     return table[["ablated", "eval_set", *(column for name in names for column in (f"full_{name}", name)),
-                  "drop", "kl"]]
+                  "delta", "kl"]]
 
 
-def single_unit_scan(model: ModelLike, units: UnitsLike, eval_sets: Sequence[TaskLike],
-                     means: UnitMeans | None, method: Method = "mean", full_logits: dict[str, Tensor] | None = None,
-                     progress: bool = True, workers: Workers | None = None, dtype: Precision = "float32",
-                     metrics: Metrics | None = None, *, cache: bool | None = None) -> pd.DataFrame:
+def single_unit_scan(model: ModelLike, units: UnitsLike, eval_sets: Sequence[TaskLike], *,
+                     means: UnitMeans | None = None, method: Method = "mean",
+                     full_logits: dict[str, Tensor] | None = None, progress: bool = True,
+                     workers: Workers | None = None, dtype: Precision = "float32", metrics: Metrics | None = None,
+                     cache: bool | None = None) -> pd.DataFrame:
     """Ablate each unit alone (one after another, or on Ray ``workers``; matrix products in ``dtype`` and
-    ``cache`` as for ``ablate``); long table with columns ablated, eval_set, full_accuracy, accuracy, drop, kl (with
-    ``metrics``, ``full_{name}`` and ``{name}`` per metric, ``drop`` of the first)."""
+    ``cache`` as for ``ablate``); long table with columns ablated, eval_set, full_accuracy, accuracy, delta
+    (ablated - full, as ``ablate``'s), kl (with ``metrics``, ``full_{name}`` and ``{name}`` per metric, ``delta`` of
+    the first)."""
     job = _job(model, eval_sets, method, means, full_logits, dtype, metrics, cache)
     units = as_units(units, job.model.n_layers, job.model.n_heads)
     if not units:
         raise HeurlensError("give at least one unit to scan: 'L4.*', a list of units, or heurlens.all_units(n_layers, "
                             "n_heads)")
-    return _drops(job, [[u] for u in units], progress, "single-unit ablation", workers)
+    return _deltas(job, [[u] for u in units], progress, "single-unit ablation", workers)
 
 
 def scan_table(scan: pd.DataFrame, core: list[Unit] | None = None) -> pd.DataFrame:
     """Table 3's layout: accuracy (%) per eval set for no ablation, the average over the heads outside
-    ``core`` (when given), and each scanned unit, with the change next to it."""
+    ``core`` (when given), and each scanned unit, with its delta (ablated - none) next to it."""
     wide = scan.pivot_table(index="ablated", columns="eval_set", values="accuracy", sort=False) * 100
     full = scan.drop_duplicates("eval_set").set_index("eval_set")["full_accuracy"] * 100
     sets = list(dict.fromkeys(scan["eval_set"]))
@@ -121,32 +124,35 @@ def scan_table(scan: pd.DataFrame, core: list[Unit] | None = None) -> pd.DataFra
     rows |= {name: wide.loc[name, sets] for name in wide.index}
     table = pd.DataFrame(rows).T.round(1)
     for name in sets:
-        table[f"{name} change"] = (table[name] - table.loc["none", name]).round(1)
+        table[f"{name} delta"] = (table[name] - table.loc["none", name]).round(1)
     return table.rename_axis("ablated").reset_index()
 
 
-def group_superadditivity(model: ModelLike, group: UnitsLike, eval_sets: Sequence[TaskLike],
-                          means: UnitMeans | None, method: Method = "mean", pairs: bool = True,
+def group_superadditivity(model: ModelLike, group: UnitsLike, eval_sets: Sequence[TaskLike], *,
+                          means: UnitMeans | None = None, method: Method = "mean", pairs: bool = True,
                           full_logits: dict[str, Tensor] | None = None,
                           progress: bool = True, workers: Workers | None = None,
-                          dtype: Precision = "float32", metrics: Metrics | None = None, *,
+                          dtype: Precision = "float32", metrics: Metrics | None = None,
                           cache: bool | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Ablate ``group`` together and each member alone (and each pair, with ``pairs``).
 
-    Returns (summary, interactions). summary: per eval set, the group's drop, the sum of single
-    drops, their difference (excess) and whether the group is super-additive. interactions: per
-    pair and eval set, drop(pair) - drop(i) - drop(j). The single and pair ablations may run on Ray ``workers``;
-    ``dtype``, ``metrics`` and ``cache`` as for ``ablate`` (drops are of the first metric).
+    Returns (summary, interactions), in the paper's drops (drop = full - ablated = -delta). summary: per eval
+    set, the group's drop, the sum of single drops, their difference (excess) and whether the group is
+    super-additive. interactions: per pair and eval set, drop(pair) - drop(i) - drop(j). The single and pair
+    ablations may run on Ray ``workers``; ``dtype``, ``metrics`` and ``cache`` as for ``ablate`` (drops are of the
+    first metric).
     """
     job = _job(model, eval_sets, method, means, full_logits, dtype, metrics, cache)
     group = as_units(group, job.model.n_layers, job.model.n_heads)
     if len(group) < 2:
         raise HeurlensError(f"super-additivity compares a group with its members: give at least two units (got "
                             f"{len(group)})")
-    singles = _drops(job, [[u] for u in group], progress, "single ablations", workers)
-    together = _drops(job, [group], progress, "group ablation")
+    singles = _deltas(job, [[u] for u in group], progress, "single ablations", workers)
+    together = _deltas(job, [group], progress, "group ablation")
+    singles["drop"] = -singles["delta"]
     single_sum = singles.groupby("eval_set", sort=False)["drop"].sum()
-    summary = together.set_index("eval_set")[[metric_names(metrics)[0], "drop"]].rename(columns={"drop": "group_drop"})
+    summary = together.assign(group_drop=-together["delta"]).set_index("eval_set")[[metric_names(metrics)[0],
+                                                                                   "group_drop"]]
     summary["sum_of_single_drops"] = single_sum
     summary["excess"] = summary["group_drop"] - summary["sum_of_single_drops"]
     summary["superadditive"] = summary["excess"] > 0
@@ -155,11 +161,11 @@ def group_superadditivity(model: ModelLike, group: UnitsLike, eval_sets: Sequenc
     if pairs and len(group) > 2:
         single = singles.set_index(["ablated", "eval_set"])["drop"]
         pair_groups = [list(p) for p in combinations(group, 2)]
-        paired = _drops(job, pair_groups, progress, "pair ablations", workers)
+        paired = _deltas(job, pair_groups, progress, "pair ablations", workers)
         rows = []
         for (i, j), (_, row) in zip([(a, b) for a, b in pair_groups for _ in job.eval_sets], paired.iterrows()):
             drop_i, drop_j = single[(str(i), row["eval_set"])], single[(str(j), row["eval_set"])]
-            rows.append({"pair": row["ablated"], "eval_set": row["eval_set"], "pair_drop": row["drop"],
-                         "interaction": row["drop"] - drop_i - drop_j})
+            rows.append({"pair": row["ablated"], "eval_set": row["eval_set"], "pair_drop": -row["delta"],
+                         "interaction": -row["delta"] - drop_i - drop_j})
         interactions = pd.DataFrame(rows)
     return summary.reset_index(), interactions

@@ -115,18 +115,19 @@ def effective_size_of(model: PreparedModel, train: Task, eval_sets: list[Task], 
 
     def evaluation_at(sparsity: float) -> pd.DataFrame:
         if sparsity not in evaluated:
-            subnetworks = prune(model, train, sparsity, seeds, out, config, means, progress=progress, workers=workers,
-                                loss=loss)
-            evaluated[sparsity] = evaluate_subnetworks(model, subnetworks, eval_sets, means, metrics,
+            subnetworks = prune(model, train, sparsity=sparsity, seeds=seeds, out=out, config=config, means=means,
+                                progress=progress, workers=workers, loss=loss)
+            evaluated[sparsity] = evaluate_subnetworks(model, subnetworks, eval_sets, means=means, metrics=metrics,
                                                        dtype=config.dtype)
         return evaluated[sparsity]
 
     if search == "grid":
-        found = prune(model, train, grid, seeds, out, config, means, progress=progress, workers=workers, loss=loss)
+        found = prune(model, train, sparsity=grid, seeds=seeds, out=out, config=config, means=means, progress=progress,
+                      workers=workers, loss=loss)
         for sparsity in grid:
             evaluated[sparsity] = evaluate_subnetworks(
-                model, [sub for sub in found if sub.target_sparsity == sparsity], eval_sets, means, metrics,
-                dtype=config.dtype)
+                model, [sub for sub in found if sub.target_sparsity == sparsity], eval_sets, means=means,
+                metrics=metrics, dtype=config.dtype)
     elif search == "bisect":
         for kind in DATA_KINDS:
             for seed in seeds:

@@ -45,7 +45,7 @@ def detection_scores(attention: Float[Tensor, "head query key"], detection: Floa
     return (attention * detection).sum((-2, -1)) / attention.sum((-2, -1))
 
 
-def head_detector_scores(model: ModelLike, prompts: TaskLike, heads: UnitsLike | None = None,
+def head_detector_scores(model: ModelLike, prompts: TaskLike, *, heads: UnitsLike | None = None,
                          min_score: float = 0.3, exclude_bos: bool = True) -> pd.DataFrame:
     """One row per head (or per head of ``heads``): the mean score of each detection pattern over the prompts,
     and a label. ``prompts``: any task, a list of texts or a token tensor (tokens are all it reads). The model

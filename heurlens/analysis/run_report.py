@@ -53,7 +53,7 @@ def cached_evaluation(run_dir: Path, model: PreparedModel, eval_sets: Sequence[T
     subnetworks = [s for group in subnetworks_by_sparsity([run_dir]).values() for s in group]
     return cached_table(
         cache_path(run_dir, "evaluation", eval_sets, model), (1 + len(subnetworks)) * len(eval_sets),
-        lambda: evaluate_subnetworks(model, subnetworks, eval_sets, load_run_means(Path(run_dir))))
+        lambda: evaluate_subnetworks(model, subnetworks, eval_sets, means=load_run_means(Path(run_dir))))
 
 
 def cached_patterns(run_dir: Path, eager_model: PreparedModel, pattern_data: Task) -> pd.DataFrame:

@@ -88,7 +88,7 @@ def patterns(heads: str | None, model: str, device: str | None, weights_dtype: s
         from heurlens.analysis.head_detector import head_detector_scores
 
         data = run_data(task, task_examples).pattern_data(hooked)
-        table = head_detector_scores(hooked, data, units, min_score, exclude_bos)
+        table = head_detector_scores(hooked, data, heads=units, min_score=min_score, exclude_bos=exclude_bos)
         what = f"{len(data)} prompts of {task}" + (", attention on the first position left out" if exclude_bos else "")
         shown_text, shown_pair = data.prompts[0], None
     else:

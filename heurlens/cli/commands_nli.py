@@ -103,7 +103,7 @@ def _core_units(core: str, hooked):
 def _print_ablation(hooked, units, eval_sets, method, means, dtype, as_json, as_csv) -> None:
     import heurlens
 
-    table = heurlens.ablate(hooked, units, eval_sets, method, means, dtype=dtype)
+    table = heurlens.ablate(hooked, units, eval_sets, method=method, means=means, dtype=dtype)
     table.insert(0, "ablated", heurlens.format_units(units, hooked.n_heads))
 
     def pretty(table):
@@ -126,7 +126,7 @@ def _print_scan(hooked, units, core_units, eval_sets, method, means, workers, dt
     from heurlens.analysis.ablation_studies import scan_table, single_unit_scan
 
     units = units or heurlens.all_units(hooked.n_layers, hooked.n_heads, include_mlps=False)
-    scan = single_unit_scan(hooked, units, eval_sets, means, method=method, workers=workers, dtype=dtype)
+    scan = single_unit_scan(hooked, units, eval_sets, means=means, method=method, workers=workers, dtype=dtype)
 
     def pretty(scan):
         return (f"model {model_label(hooked, dtype)}, each unit {method}-ablated alone (accuracy in %; replaced by "
@@ -141,8 +141,8 @@ def _print_superadditivity(hooked, units, eval_sets, method, means, workers, dty
 
     from heurlens.analysis.ablation_studies import group_superadditivity
 
-    summary, interactions = group_superadditivity(hooked, units, eval_sets, means, method=method, workers=workers,
-                                                  dtype=dtype)
+    summary, interactions = group_superadditivity(hooked, units, eval_sets, means=means, method=method,
+                                                  workers=workers, dtype=dtype)
     if as_json or as_csv:  # both tables in one, told apart by the "table" column
         both = pd.concat([summary.assign(table="group"), interactions.assign(table="pairwise")], ignore_index=True)
         print_table(both[["table", *both.columns.drop("table")]], as_json, as_csv, str)
@@ -194,8 +194,8 @@ def prune(sparsity: tuple[float, ...], seeds: int, out: str, model: str, device:
         chosen = run_data(task, task_examples, data, in_domain_examples, per_subcase, subcases, seed, batch_size,
                           train_examples=train_examples)
         train, means, eval_sets = chosen.train(hooked), chosen.means(hooked), chosen.eval_sets(hooked)
-        subnetworks = prune_model(hooked, train, sorted(set(sparsity)), range(seeds), Path(out), config, means,
-                                  workers=workers, stack_seeds=stack_seeds)
+        subnetworks = prune_model(hooked, train, sparsity=sorted(set(sparsity)), seeds=range(seeds), out=Path(out),
+                                  config=config, means=means, workers=workers, stack_seeds=stack_seeds)
     _report(hooked, subnetworks, means, eval_sets, as_json, as_csv, config.dtype)
 
 
@@ -227,7 +227,7 @@ def evaluate(run_dir: str, model: str | None, device: str | None, weights_dtype:
 def _report(hooked, subnetworks, means, eval_sets, as_json, as_csv, dtype: Precision = "float32"):
     from heurlens.pruning import accuracy_table, evaluate_subnetworks
 
-    evaluation = evaluate_subnetworks(hooked, subnetworks, eval_sets, means, dtype=dtype)
+    evaluation = evaluate_subnetworks(hooked, subnetworks, eval_sets, means=means, dtype=dtype)
 
     def pretty(evaluation):
         wide = accuracy_table(evaluation)

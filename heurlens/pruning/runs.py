@@ -97,10 +97,10 @@ def subnetworks_by_sparsity(run_dirs: Iterable[str | Path], pooled: bool = False
     return dict(sorted(groups.items()))
 
 
-def prune(model: ModelLike, data: TaskLike | datasets.Dataset, sparsity: float | Iterable[float] = 0.5,
+def prune(model: ModelLike, data: TaskLike | datasets.Dataset, *, sparsity: float | Iterable[float] = 0.5,
           seeds: Iterable[int] = range(3), out: str | Path | None = None, config: PruneSettings = PruneSettings(),
           means: UnitMeans | None = None, batch_size: int = 16, progress: bool = True,
-          workers: Workers | None = None, loss: Loss | None = None, stack_seeds: bool | None = None, *,
+          workers: Workers | None = None, loss: Loss | None = None, stack_seeds: bool | None = None,
           cache: bool | None = None) -> list[Subnetwork]:
     """Prune ``model`` once per (sparsity, seed) and return the subnetworks, in that order.
 
@@ -302,8 +302,8 @@ def _trained_together(job: _PruneJob, target: float, seeds: list[int]) -> list[S
     return subnetworks
 
 
-def evaluate_subnetworks(model: ModelLike, subnetworks: list[Subnetwork], eval_sets: Sequence[TaskLike],
-                         means: UnitMeans, metrics: Metrics | None = None, dtype: Precision = "float32", *,
+def evaluate_subnetworks(model: ModelLike, subnetworks: list[Subnetwork], eval_sets: Sequence[TaskLike], *,
+                         means: UnitMeans, metrics: Metrics | None = None, dtype: Precision = "float32",
                          cache: bool | None = None) -> pd.DataFrame:
     """Each metric (default: accuracy) and the KL to the full model of the full model and each subnetwork on
     each set.
@@ -330,8 +330,8 @@ def _evaluate_subnetworks(model: ModelLike, subnetworks: list[Subnetwork], eval_
     known = model.known_fingerprints()
     for sub in subnetworks:
         sub.check_model(model, known)
-    table = ablate_groups(model, [sub.pruned for sub in subnetworks], tasks, "mean", means, full_logits, dtype,
-                          metrics=chosen)
+    table = ablate_groups(model, [sub.pruned for sub in subnetworks], tasks, method="mean", means=means,
+                          full_logits=full_logits, dtype=dtype, metrics=chosen)
     for sub, (_, row) in zip([sub for sub in subnetworks for _ in tasks], table.iterrows()):
         rows.append({"subnetwork": sub.label + (" (missed its target)" if sub.missed_target else ""),
                      "target_sparsity": sub.target_sparsity,
