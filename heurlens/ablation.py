@@ -24,6 +24,7 @@ from heurlens.errors import HeurlensError
 from heurlens.evaluate import accuracy_metric, mean_kl
 from heurlens.masking import UnitMaskHooks
 from heurlens.means import UnitMeans, zero_means
+from heurlens.metrics import metric_value
 from heurlens.models.classifier import as_model
 from heurlens.precision import Precision
 from heurlens.protocols import HookList, Metrics, ModelLike, PreparedModel
@@ -133,11 +134,11 @@ def _ablate_groups(model: ModelLike, groups: Sequence[UnitsLike], eval_sets: Seq
         full = (full_logits or {}).get(task.name)
         if full is None:
             full = full_model_logits(model, task, fingerprint, dtype)
-        full_values = {name: metric(full, task) for name, metric in metrics.items()}
+        full_values = {name: metric_value(metric, full, task, name) for name, metric in metrics.items()}
         for group, group_rows, ablated in zip(unit_groups, rows, ablated_logits(model, ablations, task, dtype, bar,
                                                                                 fingerprint)):
             group_rows.append({"ablated": format_units(group), "eval_set": task.name, "examples": len(task),
-                               **_metric_columns(full_values, {name: metric(ablated, task)
+                               **_metric_columns(full_values, {name: metric_value(metric, ablated, task, name)
                                                                for name, metric in metrics.items()}),
                                "kl": mean_kl(full, ablated)})
     bar.close()

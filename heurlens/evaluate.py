@@ -21,7 +21,7 @@ from heurlens.errors import HeurlensError
 from heurlens.models.classifier import as_model
 from heurlens.precision import Precision, autocast
 from heurlens.protocols import Batch, HookList, Metric, ModelLike, PreparedModel, Task
-from heurlens.tasks import TaskLike, as_task
+from heurlens.tasks import TaskLike, as_task, batch_examples
 
 
 @dataclass
@@ -35,6 +35,11 @@ class EvalSet:
 
     def __len__(self) -> int:
         return len(self.labels)
+
+    def batch_task(self, index: int) -> EvalSet:
+        """Batch ``index`` alone, as a task (a metric's view of one pruning batch: ``heurlens.metrics``)."""
+        return EvalSet(self.name, [self.batches[index]], self.labels[batch_examples(self.batches, index)],
+                       self.label_names)
 
     def accuracy(self, scores: Float[Tensor, "example label"], model_labels: tuple[str, ...] | None) -> float:
         """Fraction of examples whose top label, mapped to the data's labels (``label_map``), is the gold label."""

@@ -115,8 +115,10 @@ class Task(Protocol):
         ...
 
 
-Metric = Callable[[Float[Tensor, "example output"], Task], float]
-"""A function (scores ``[example, output]``, task) -> float, evaluated on the full and the ablated model."""
+Metric = Callable[..., "float | Tensor"]
+"""A function of the scores ``[row, output]`` to a float or a one-element tensor, as ``metric(scores, task)`` or
+TransformerLens' ``metric(scores)`` (``heurlens.metrics``): reported for the full and the ablated model, and, when
+differentiable, kept by pruning (``prune(metric=...)``)."""
 Metrics = Mapping[str, Metric]
 Loss = Callable[[Float[Tensor, "batch output"], Float[Tensor, "batch output"], Int[Tensor, " batch"]], Tensor]
 """A differentiable function (masked scores ``[batch, output]``, full scores, example ids ``[batch]``) -> a

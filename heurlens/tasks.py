@@ -39,6 +39,10 @@ class TokenSet:
     def __len__(self) -> int:
         return sum(len(batch["input_ids"]) for batch in self.batches)
 
+    def batch_task(self, index: int) -> TokenSet:
+        """Batch ``index`` alone, as a task (a metric's view of one pruning batch: ``heurlens.metrics``)."""
+        return TokenSet(self.name, [self.batches[index]], self.texts[batch_examples(self.batches, index)])
+
     def accuracy(self, scores: Float[Tensor, "example output"], model_labels: tuple[str, ...] | None) -> float:
         """Refused: tokens alone have no answers to be right about."""
         raise HeurlensError(f"{self.name} holds tokens only (no labels or answers), so it has no accuracy; pass "
@@ -122,6 +126,12 @@ def _scored(batch: Batch, positions: Positions) -> Batch:
     if positions != "last":
         raise HeurlensError(f"unknown positions {positions!r}: use \"last\", \"all\" or a 0/1 tensor [example, pos]")
     return batch
+
+
+def batch_examples(batches: Sequence[Batch], index: int) -> slice:
+    """The examples of batch ``index`` among all the batches' (for a task's per-example fields)."""
+    start = sum(len(batch["input_ids"]) for batch in batches[:index])
+    return slice(start, start + len(batches[index]["input_ids"]))
 
 
 def batch_rows(batch: Batch) -> int:

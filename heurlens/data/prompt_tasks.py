@@ -27,6 +27,7 @@ from torch import Tensor
 from heurlens.data.files import read_jsonl_objects
 from heurlens.errors import HeurlensError
 from heurlens.evaluate import mean_kl
+from heurlens.tasks import batch_examples
 
 
 @dataclass(frozen=True)
@@ -230,6 +231,12 @@ class PromptSet:
 
     def __len__(self) -> int:
         return len(self.answers)
+
+    def batch_task(self, index: int) -> PromptSet:
+        """Batch ``index`` alone, as a task (a metric's view of one pruning batch: ``heurlens.metrics``)."""
+        rows = batch_examples(self.batches, index)
+        return PromptSet(self.name, [self.batches[index]], self.answers[rows],
+                         self.distractors[rows] if self.distractors.numel() else self.distractors, self.prompts[rows])
 
     def accuracy(self, scores: Float[Tensor, "example vocab"], model_labels: tuple[str, ...] | None = None) -> float:
         """Fraction of prompts whose best correct answer beats every distractor (``prompt_metrics``)."""

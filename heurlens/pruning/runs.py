@@ -30,9 +30,10 @@ from heurlens.distributed import Workers, run_each
 from heurlens.errors import HeurlensError
 from heurlens.evaluate import accuracy_metric, tokenize_pairs
 from heurlens.means import UnitMeans, compute_means
+from heurlens.metrics import metric_loss, metric_value
 from heurlens.models.classifier import as_model
 from heurlens.precision import Precision
-from heurlens.protocols import Loss, Metrics, ModelLike, PreparedModel, Task
+from heurlens.protocols import Loss, Metric, Metrics, ModelLike, PreparedModel, Task
 from heurlens.pruning.settings import PruneSettings
 from heurlens.pruning.subnetwork import Subnetwork, discretize
 from heurlens.pruning.train import prunable_units, train_unit_masks
@@ -100,14 +101,16 @@ def subnetworks_by_sparsity(run_dirs: Iterable[str | Path], pooled: bool = False
 def prune(model: ModelLike, data: TaskLike | datasets.Dataset, *, sparsity: float | Iterable[float] = 0.5,
           seeds: Iterable[int] = range(3), out: str | Path | None = None, config: PruneSettings = PruneSettings(),
           means: UnitMeans | None = None, batch_size: int = 16, progress: bool = True,
-          workers: Workers | None = None, loss: Loss | None = None, stack_seeds: bool | None = None,
-          cache: bool | None = None) -> list[Subnetwork]:
+          workers: Workers | None = None, loss: Loss | None = None, metric: Metric | None = None,
+          stack_seeds: bool | None = None, cache: bool | None = None) -> list[Subnetwork]:
     """Prune ``model`` once per (sparsity, seed) and return the subnetworks, in that order.
 
     ``data`` is the pruning (training) data: a task (``EvalSet``, ``PromptSet``, ``TokenSet``), a list of texts,
     a token tensor, or a Dataset of premise/hypothesis pairs (batched by length, ``batch_size`` pairs a
     micro-batch). Pruned units are replaced by ``means`` (default: their means over ``data``). ``loss(scores,
-    full scores, example ids)`` replaces the KL to the full model (``pruning.train.kl_loss``); which units may
+    full scores, example ids)`` replaces the KL to the full model (``pruning.train.kl_loss``), or ``metric`` (a
+    differentiable ``Metric``, as the tables report it) is kept at the full model's value
+    (``heurlens.metrics.metric_loss``); which units may
     be pruned is ``config.units``. With ``out``, each subnetwork is saved when found and a repeated call
     resumes; ``out`` is refused if it holds anything but a heurlens prune run of this model, data and settings
     (and loss), or if another process is writing to it. With ``workers`` the runs go to Ray workers
@@ -125,6 +128,10 @@ def prune(model: ModelLike, data: TaskLike | datasets.Dataset, *, sparsity: floa
             raise HeurlensError("the pruning data set is empty; give it at least one pair")
         data = tokenize_pairs("pruning-data", data, model.tokenizer, batch_size, sort_by_length=True)
     data = as_task(model, data)
+    if metric is not None:
+        if loss is not None:
+            raise HeurlensError("give a loss or a metric to prune for, not both")
+        loss = metric_loss(metric, data)
     sparsities = [float(s) + 0.0 for s in ([sparsity] if isinstance(sparsity, (int, float)) else sparsity)]  # no -0
     for target in sparsities:
         if not 0 <= target < 1:
@@ -326,7 +333,8 @@ def _evaluate_subnetworks(model: ModelLike, subnetworks: list[Subnetwork], eval_
     chosen = {"accuracy": accuracy_metric(model)} if metrics is None else dict(metrics)
     rows = [{"subnetwork": "full model", "target_sparsity": 0.0, "achieved_sparsity": 0.0, "seed": None,
              "eval_set": s.name, "examples": len(s),
-             **{name: metric(full_logits[s.name], s) for name, metric in chosen.items()}, "kl": 0.0} for s in tasks]
+             **{name: metric_value(metric, full_logits[s.name], s, name) for name, metric in chosen.items()},
+             "kl": 0.0} for s in tasks]
     known = model.known_fingerprints()
     for sub in subnetworks:
         sub.check_model(model, known)
