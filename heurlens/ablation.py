@@ -14,11 +14,13 @@ from contextlib import contextmanager
 from typing import Literal
 
 import pandas as pd
+import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
 from heurlens.activation_cache import full_model_logits
-from heurlens.cache import disk_cache, disk_cache_enabled
+from heurlens.cache import disk_cache
+from heurlens.call_context import CallContext, call_context
 from heurlens.devices import device_of
 from heurlens.errors import HeurlensError
 from heurlens.evaluate import accuracy_metric, mean_kl
@@ -27,7 +29,7 @@ from heurlens.means import UnitMeans, zero_means
 from heurlens.metrics import metric_value
 from heurlens.models.classifier import as_model
 from heurlens.precision import Precision
-from heurlens.protocols import HookList, Metrics, ModelLike, PreparedModel
+from heurlens.protocols import HookList, Metrics, ModelLike, PreparedModel, Task
 from heurlens.resumed_passes import ablated_logits
 from heurlens.tasks import TaskLike, as_task
 from heurlens.units import UnitLayout, UnitsLike, as_units, format_units
@@ -41,7 +43,8 @@ def ablation_hooks(model: ModelLike, units: UnitsLike, *, method: Method = "mean
     TransformerLens' ``model.hooks(fwd_hooks=...)`` / ``run_with_hooks`` (a bridge of one's own is taken as it
     is). ``units``: ``"L4.H0,L2.*"``, ``Unit``s, or a list of either."""
     model = as_model(model)
-    return _unit_mask(model, units, _replacement(model, method, means)).hooks
+    device = device_of(model)
+    return _unit_mask(model, units, _replacement(model, method, means, device), device).hooks
 
 
 @contextmanager
@@ -50,29 +53,30 @@ def ablated(model: ModelLike, units: UnitsLike, *, method: Method = "mean",
     """Inside the block ``model`` runs with ``units`` mean- (or zero-) ablated; the model is restored on
     leaving, by an error too: ``with heurlens.ablated(model, "L4.H0", means=means) as m: m(**batch)``."""
     model = as_model(model)
-    with _unit_mask(model, units, _replacement(model, method, means)).attached(model):
+    device = device_of(model)
+    with _unit_mask(model, units, _replacement(model, method, means, device), device).attached(model):
         yield model
 
 
-def _replacement(model: PreparedModel, method: Method, means: UnitMeans | None) -> UnitMeans:
+def _replacement(model: PreparedModel, method: Method, means: UnitMeans | None, device: torch.device) -> UnitMeans:
     """What ablated units are replaced by: ``means`` (checked to fit the model) or zeros, on the model's device."""
     if method not in ("mean", "zero"):
         raise HeurlensError(f"unknown ablation method {method!r}; use mean or zero")
     if method == "zero":
-        replacement = zero_means(model)
+        replacement = zero_means(model, device)
     elif means is None:
         raise HeurlensError("mean ablation needs the units' means: pass means=compute_means(model, reference)")
     else:
         replacement = means
     replacement.check_fits(model)
-    return replacement.to(device_of(model))
+    return replacement.to(device)
 
 
-def _unit_mask(model: PreparedModel, units: UnitsLike, replacement: UnitMeans) -> UnitMaskHooks:
-    """Masks that are 0 on ``units`` and 1 elsewhere, replacing the masked units by ``replacement``."""
+def _unit_mask(model: PreparedModel, units: UnitsLike, replacement: UnitMeans, device: torch.device) -> UnitMaskHooks:
+    """Masks (on ``device``) that are 0 on ``units`` and 1 elsewhere, replacing the masked units by ``replacement``."""
     units_off = as_units(units, model.n_layers, model.n_heads)
     layout = UnitLayout(model.n_layers, model.n_heads)
-    return UnitMaskHooks(replacement, *layout.mask(units_off, device_of(model)))
+    return UnitMaskHooks(replacement, *layout.mask(units_off, device))
 
 
 def ablate(model: ModelLike, units: UnitsLike, eval_sets: Sequence[TaskLike], *, method: Method = "mean",
@@ -109,34 +113,33 @@ def ablate_groups(model: ModelLike, groups: Sequence[UnitsLike], eval_sets: Sequ
     higher the ablated units sit. ``progress``: a bar named
     ``desc`` counting ablated passes over a batch. ``cache``: as for ``ablate``.
     """
-    with disk_cache(cache):
-        return _ablate_groups(model, groups, eval_sets, method, means, full_logits, dtype, progress, desc, metrics)
-
-
-def _ablate_groups(model: ModelLike, groups: Sequence[UnitsLike], eval_sets: Sequence[TaskLike], method: Method,
-                   means: UnitMeans | None, full_logits: dict[str, Tensor] | None, dtype: Precision, progress: bool,
-                   desc: str, metrics: Metrics | None) -> pd.DataFrame:
     model = as_model(model)
-    tasks = [as_task(model, data) for data in eval_sets]
+    with disk_cache(cache):
+        return ablated_tables(model, groups, [as_task(model, data) for data in eval_sets], method, means, full_logits,
+                              call_context(model, dtype), progress, desc, metrics)
+
+
+def ablated_tables(model: PreparedModel, groups: Sequence[UnitsLike], tasks: Sequence[Task], method: Method,
+                   means: UnitMeans | None, full_logits: dict[str, Tensor] | None, context: CallContext,
+                   progress: bool = False, desc: str = "ablations", metrics: Metrics | None = None) -> pd.DataFrame:
+    """``ablate_groups`` below the public door: the model and tasks as heurlens holds them, and the call's
+    ``context`` (device, precision, cache use, fingerprint) decided once by the caller."""
     if not tasks:
         raise HeurlensError("give at least one evaluation set (eval_sets)")
     unit_groups = [as_units(group, model.n_layers, model.n_heads) for group in groups]
     metrics = {"accuracy": accuracy_metric(model)} if metrics is None else dict(metrics)
-    replacement = _replacement(model, method, means)  # checked and moved once, whatever the number of groups
-    ablations = [(min((unit.layer for unit in group), default=0), _unit_mask(model, group, replacement).hooks)
-                 for group in unit_groups]
-    needs_cache = disk_cache_enabled() and (full_logits is None or any(layer > 0 for layer, _ in ablations))
-    fingerprint = model.fingerprint() if needs_cache else None  # hashes every weight: once per call
+    replacement = _replacement(model, method, means, context.device)  # checked and moved once for every group
+    ablations = [(min((unit.layer for unit in group), default=0),
+                  _unit_mask(model, group, replacement, context.device).hooks) for group in unit_groups]
     rows: list[list[dict]] = [[] for _ in unit_groups]
     bar = tqdm(total=len(unit_groups) * sum(len(s.batches) for s in tasks), desc=desc, unit="pass",
                disable=not progress)
     for task in tasks:
         full = (full_logits or {}).get(task.name)
         if full is None:
-            full = full_model_logits(model, task, fingerprint, dtype)
+            full = full_model_logits(model, task, context)
         full_values = {name: metric_value(metric, full, task, name) for name, metric in metrics.items()}
-        for group, group_rows, ablated in zip(unit_groups, rows, ablated_logits(model, ablations, task, dtype, bar,
-                                                                                fingerprint)):
+        for group, group_rows, ablated in zip(unit_groups, rows, ablated_logits(model, ablations, task, context, bar)):
             group_rows.append({"ablated": format_units(group), "eval_set": task.name, "examples": len(task),
                                **_metric_columns(full_values, {name: metric_value(metric, ablated, task, name)
                                                                for name, metric in metrics.items()}),

@@ -26,9 +26,10 @@ from safetensors import safe_open
 from torch import Tensor
 from transformer_lens.model_bridge.exceptions import StopAtLayerException
 
-from heurlens.cache import UNREADABLE, atomic_save_tensors, cache_dir, disk_cache_enabled, stored
+from heurlens.cache import UNREADABLE, atomic_save_tensors, cache_dir, stored
 from heurlens.cache_contents import mark_used
-from heurlens.devices import device_of, to_device
+from heurlens.call_context import CallContext, call_context
+from heurlens.devices import to_device
 from heurlens.errors import HeurlensError
 from heurlens.evaluate import predict_logits
 from heurlens.precision import CACHE_SUFFIX, Precision, autocast, check_precision
@@ -69,24 +70,25 @@ def entry_dir(model_fingerprint: str, data: Task, dtype: Precision = "float32") 
                                           + CACHE_SUFFIX[check_precision(dtype)])
 
 
-def full_model_logits(model: PreparedModel, eval_set: Task,
-                      model_fingerprint: str | None = None, dtype: Precision = "float32"
-                      ) -> Float[Tensor, "example label"]:
+def full_model_logits(model: PreparedModel, eval_set: Task, context: CallContext | None = None
+                      ) -> Float[Tensor, "row label"]:
     """``predict_logits`` of the model without hooks, read from the activation cache or computed and kept
     there: evaluation sets do not change, so ablations, scans and subnetwork evaluations read the full model's
-    logits instead of recomputing them. A caller looping over sets passes ``model.fingerprint()`` once (it
-    hashes every weight)."""
+    logits instead of recomputing them. ``context``: the call's device, precision, cache use and fingerprint
+    (``heurlens.call_context``; None: the model's own, in float32, as a surrounding ``disk_cache`` says)."""
+    context = context or call_context(model)
+
     def compute() -> Tensor:
-        logits = predict_logits(model, eval_set, dtype=dtype)
+        logits = predict_logits(model, eval_set, dtype=context.dtype)
         if not logits.isfinite().all():
             raise HeurlensError(f"the full model {model.model_id!r} gives NaN or inf scores on {eval_set.name} "
-                                f"(in {dtype}): nothing to compare an ablation with. Check the model's weights, or "
-                                "run it in float32")
+                                f"(in {context.dtype}): nothing to compare an ablation with. Check the model's "
+                                "weights, or run it in float32")
         return logits
 
-    if not disk_cache_enabled():
+    if not context.cache:
         return compute()
-    path = entry_dir(model_fingerprint or model.fingerprint(), eval_set, dtype) / "logits.safetensors"
+    path = entry_dir(context.fingerprint or model.fingerprint(), eval_set, context.dtype) / "logits.safetensors"
 
     def load() -> Tensor:
         with safe_open(str(path), "pt") as handle:
@@ -101,17 +103,18 @@ def full_model_logits(model: PreparedModel, eval_set: Task,
                   lambda logits: atomic_save_tensors(path, {"logits": logits}, _about(model, eval_set)), load)
 
 
-def residual_streams(model: PreparedModel, data: Task, layers: Iterable[int], model_fingerprint: str | None = None,
-                     dtype: Precision = "float32") -> dict[int, ResidualStream]:
+def residual_streams(model: PreparedModel, data: Task, layers: Iterable[int], context: CallContext | None = None
+                     ) -> dict[int, ResidualStream]:
     """For each layer l in ``layers`` (1 <= l < n_layers), the full model's residual stream entering block l on
     each batch of ``data``. Layers the cache lacks are computed in one pass over the data that stops after the
-    deepest of them, then stored."""
+    deepest of them, then stored. ``context`` as for ``full_model_logits``."""
+    context = context or call_context(model)
     wanted = sorted(set(layers))
     if any(not 1 <= layer < model.n_layers for layer in wanted):
         raise HeurlensError(f"residual streams enter blocks 1..{model.n_layers - 1}; asked for {wanted}")
-    if not disk_cache_enabled():
-        return _compute(model, data, wanted, dtype) if wanted else {}
-    folder = entry_dir(model_fingerprint or model.fingerprint(), data, dtype)
+    if not context.cache:
+        return _compute(model, data, wanted, context) if wanted else {}
+    folder = entry_dir(context.fingerprint or model.fingerprint(), data, context.dtype)
     streams: dict[int, ResidualStream] = {}
     for layer in wanted:
         path = folder / f"residual-{layer}.safetensors"
@@ -122,7 +125,7 @@ def residual_streams(model: PreparedModel, data: Task, layers: Iterable[int], mo
             pass  # missing, or cannot be read back whole: computed below
     missing = [layer for layer in wanted if layer not in streams]
     if missing:
-        computed = _compute(model, data, missing, dtype)
+        computed = _compute(model, data, missing, context)
         for layer in missing:
             atomic_save_tensors(folder / f"residual-{layer}.safetensors",
                                 {"residual": _unpadded(computed[layer].batches, data)},
@@ -137,13 +140,13 @@ def _about(model: PreparedModel, data: Task) -> dict[str, str]:
     return {"model": str(getattr(model, "model_id", "")), "eval_set": data.name, "examples": str(len(data))}
 
 
-def _compute(model: PreparedModel, data: Task, layers: list[int], dtype: Precision) -> dict[int, ResidualStream]:
+def _compute(model: PreparedModel, data: Task, layers: list[int], context: CallContext) -> dict[int, ResidualStream]:
     """The full model's residual streams entering each of ``layers``, batch by batch, on the CPU."""
     batches: dict[int, list[BlockInput]] = {layer: [] for layer in layers}
     as_tuple = False
-    with torch.no_grad(), autocast(dtype, device_of(model)):
+    with torch.no_grad(), autocast(context.dtype, context.device):
         for batch in data.batches:
-            outputs = full_block_outputs(model, to_device(batch, device_of(model)), {layer - 1 for layer in layers})
+            outputs = full_block_outputs(model, to_device(batch, context.device), {layer - 1 for layer in layers})
             for layer in layers:
                 output = outputs[layer - 1]
                 as_tuple = isinstance(output, tuple)

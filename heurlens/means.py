@@ -109,9 +109,9 @@ def compute_means(model: ModelLike, reference: TaskLike, *, prepend_bos: bool | 
     return UnitMeans(heads, mlps, source=f"{reference.name} ({len(reference)} examples, {tokens} tokens)")
 
 
-def zero_means(model: PreparedModel) -> UnitMeans:
-    """All-zero replacements on the model's device: masking with these is zero ablation."""
-    cfg, device = model.bridge.cfg, device_of(model)
+def zero_means(model: PreparedModel, device: torch.device | None = None) -> UnitMeans:
+    """All-zero replacements on ``device`` (default: the model's): masking with these is zero ablation."""
+    cfg, device = model.bridge.cfg, device or device_of(model)
     heads = {layer: torch.zeros(cfg.n_heads, cfg.d_head, device=device) for layer in range(cfg.n_layers)}
     mlps = {layer: torch.zeros(cfg.d_model, device=device) for layer in range(cfg.n_layers)}
     return UnitMeans(heads, mlps, source="zeros")

@@ -22,8 +22,9 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from heurlens.activation_cache import residual_streams
-from heurlens.devices import device_of, to_device
-from heurlens.precision import Precision, autocast
+from heurlens.call_context import CallContext, call_context
+from heurlens.devices import to_device
+from heurlens.precision import autocast
 from heurlens.protocols import HookList, PreparedModel, Task
 
 Ablation = tuple[int, HookList]  # (first ablated layer, hooks [(hook name, fn)]) of one ablated model
@@ -47,16 +48,16 @@ def lower_blocks_replaced(model: PreparedModel, layer: int, block_output: Any) -
 
 @torch.no_grad()
 def ablated_logits(model: PreparedModel, ablations: Sequence[Ablation], eval_set: Task,
-                   dtype: Precision = "float32", bar: tqdm | None = None, model_fingerprint: str | None = None
-                   ) -> list[Float[Tensor, "example label"]]:
-    """For each (first ablated layer L, hooks) in ``ablations``, what ``predict_logits(model, eval_set, hooks,
-    dtype)`` returns, the hooks firing only in blocks L and up, which start from the full model's residual stream
-    entering L (from the activation cache; ``model_fingerprint``: ``model.fingerprint()``, when the caller has
-    it). ``L`` must not exceed the lowest layer the hooks change (0 is always right). ``bar`` (a progress bar)
-    advances by one per ablated pass over a batch."""
+                   context: CallContext | None = None, bar: tqdm | None = None) -> list[Float[Tensor, "row label"]]:
+    """For each (first ablated layer L, hooks) in ``ablations``, what ``predict_logits(model, eval_set,
+    fwd_hooks=hooks, dtype=context.dtype)`` returns, the hooks firing only in blocks L and up, which start from the
+    full model's residual stream entering L (from the activation cache; ``context``: the call's, as for
+    ``full_model_logits``). ``L`` must not exceed the lowest layer the hooks change (0 is always right). ``bar`` (a
+    progress bar) advances by one per ablated pass over a batch."""
+    context = context or call_context(model)
     layers = {layer for layer, _ in ablations if layer > 0}
-    streams = residual_streams(model, eval_set, layers, model_fingerprint, dtype) if layers else {}
-    device = device_of(model)
+    streams = residual_streams(model, eval_set, layers, context) if layers else {}
+    device, dtype = context.device, context.dtype
     dtypes = {layer: next(model.bridge.blocks[layer].parameters()).dtype for layer in layers}
     logits: list[list[Tensor]] = [[] for _ in ablations]
     with autocast(dtype, device):

@@ -189,6 +189,7 @@ def test_half_precision_evaluation_is_close_to_float32_and_cached_apart(tiny_ber
     """dtype runs the matrix products in bfloat16 or float16: logits within that rounding of float32's but not
     equal to them (so the cast happened), float32 out, and the cache keeps them apart from float32 logits."""
     from heurlens.activation_cache import full_model_logits
+    from heurlens.call_context import call_context
     from heurlens.data.hans import generate_hans
 
     monkeypatch.setenv("HEURLENS_CACHE", str(tmp_path))
@@ -200,7 +201,7 @@ def test_half_precision_evaluation_is_close_to_float32_and_cached_apart(tiny_ber
     tolerance = 12.5 * 2 ** -significant_bits
     assert torch.allclose(low, exact, rtol=tolerance, atol=tolerance * float(exact.abs().max()))
     assert torch.equal(full_model_logits(model, data), exact)
-    assert torch.equal(full_model_logits(model, data, dtype=dtype), low)  # not the float32 entry
+    assert torch.equal(full_model_logits(model, data, call_context(model, dtype)), low)  # not the float32 entry
     assert len(list((tmp_path / "activations").glob("*/logits.safetensors"))) == 2
     table = ablate(model, [Unit(0, 0)], [data], method="zero", dtype=dtype)
     assert table["kl"][0] == pytest.approx(mean_kl(low, predict_logits(model, data, fwd_hooks=ablation_hooks(

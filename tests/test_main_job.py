@@ -32,6 +32,7 @@ def test_the_default_models_tables_from_cached_residual_streams(monkeypatch, tmp
     number. (Every layer, against whole passes, on a tiny model: tests/test_activation_cache.py.)"""
     from heurlens.ablation import ablate_groups
     from heurlens.activation_cache import entry_dir, full_model_logits, residual_streams
+    from heurlens.call_context import call_context
     from heurlens.models import load_model
     from heurlens.run_data import NliData
 
@@ -39,15 +40,16 @@ def test_the_default_models_tables_from_cached_residual_streams(monkeypatch, tmp
     data = NliData()
     eval_sets, means = data.eval_sets(model), data.means(model)
     groups = ["L1.H3", "L3.H7", "L5.H11"]
+    context = call_context(model)
     fingerprint = model.fingerprint()
-    full = {s.name: full_model_logits(model, s, fingerprint) for s in eval_sets}
+    full = {s.name: full_model_logits(model, s, context) for s in eval_sets}
     with monkeypatch.context() as empty_cache:
         empty_cache.setenv("HEURLENS_CACHE", str(tmp_path))
         empty_cache.setenv("HEURLENS_CACHE_LIMIT_GB", "0")
         in_memory = ablate_groups(model, groups, eval_sets, method="mean", means=means, full_logits=full)
     assert not list(tmp_path.rglob("*.safetensors"))
     for eval_set in eval_sets:
-        residual_streams(model, eval_set, [1, 3, 5], fingerprint)
+        residual_streams(model, eval_set, [1, 3, 5], context)
         assert all((entry_dir(fingerprint, eval_set) / f"residual-{layer}.safetensors").exists() for layer in (1, 3, 5))
     from_cache = ablate_groups(model, groups, eval_sets, method="mean", means=means)
     assert len(from_cache) == 3 * 31

@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from heurlens.ablation import ablate_groups, ablation_hooks
+from heurlens.call_context import call_context
 from heurlens.evaluate import EvalSet, predict_logits
 from heurlens.models import load_model
 from heurlens.resumed_passes import ablated_logits
@@ -44,7 +45,7 @@ def check_same_bits(model, groups: list[list[Unit]], data: EvalSet, dtype: str =
     """Resumed logits equal whole-pass logits bit for bit, and every group's ablation changes them."""
     hooks = [ablation_hooks(model, group, method="zero") for group in groups]
     resumed = ablated_logits(model, [(min(u.layer for u in group), h) for group, h in zip(groups, hooks)], data,
-                             dtype)
+                             call_context(model, dtype))
     full = predict_logits(model, data, dtype=dtype)
     for group, group_hooks, logits in zip(groups, hooks, resumed):
         assert torch.equal(logits, predict_logits(model, data, fwd_hooks=group_hooks, dtype=dtype)), group

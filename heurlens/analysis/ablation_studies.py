@@ -18,9 +18,10 @@ from itertools import combinations
 import pandas as pd
 from torch import Tensor
 
-from heurlens.ablation import Method, ablate_groups, metric_names
+from heurlens.ablation import Method, ablated_tables, metric_names
 from heurlens.activation_cache import full_model_logits
-from heurlens.cache import disk_cache, disk_cache_enabled
+from heurlens.cache import disk_cache
+from heurlens.call_context import CallContext, call_context
 from heurlens.distributed import Workers, run_each
 from heurlens.errors import HeurlensError
 from heurlens.means import UnitMeans
@@ -33,11 +34,6 @@ from heurlens.units import Unit, UnitsLike, as_units, format_units
 CHUNKS_PER_WORKER = 4  # Ray tasks per worker in a scan: enough to even out heads of different depths
 
 
-def _full_logits(model: PreparedModel, eval_sets: Sequence[Task], dtype: Precision) -> dict[str, Tensor]:
-    fingerprint = model.fingerprint() if disk_cache_enabled() else None
-    return {s.name: full_model_logits(model, s, fingerprint, dtype) for s in eval_sets}
-
-
 @dataclass(frozen=True)
 class _AblationJob:
     """What every ablation of one scan shares (sent once to Ray's object store with ``workers``)."""
@@ -47,9 +43,8 @@ class _AblationJob:
     method: Method
     means: UnitMeans | None
     full_logits: dict[str, Tensor]
-    dtype: Precision
+    context: CallContext  # device, precision, cache use and fingerprint: resolved once, also for Ray workers
     metrics: Metrics | None = None
-    cache: bool = True  # heurlens' disk cache read and written (Ray workers get it here, not from the context)
 
 
 def _job(model: ModelLike, eval_sets: Sequence[TaskLike], method: Method, means: UnitMeans | None,
@@ -57,10 +52,10 @@ def _job(model: ModelLike, eval_sets: Sequence[TaskLike], method: Method, means:
          cache: bool | None = None) -> _AblationJob:
     model = as_model(model)
     tasks = [as_task(model, data) for data in eval_sets]
-    cache = disk_cache_enabled() if cache is None else cache  # resolved here: Ray workers do not see the context
-    with disk_cache(cache):
-        full = full_logits or _full_logits(model, tasks, dtype)
-    return _AblationJob(model, tasks, method, means, full, dtype, metrics, cache)
+    with disk_cache(cache):  # resolved into the context here: Ray workers do not see the surrounding block
+        context = call_context(model, dtype)
+        full = full_logits or {s.name: full_model_logits(model, s, context) for s in tasks}
+    return _AblationJob(model, tasks, method, means, full, context, metrics)
 
 
 def _deltas(job: _AblationJob, groups: list[list[Unit]], progress: bool, desc: str,
@@ -81,9 +76,9 @@ def _deltas(job: _AblationJob, groups: list[list[Unit]], progress: bool, desc: s
 def _delta_table(job: _AblationJob, groups: list[list[Unit]], progress: bool = False, desc: str = "") -> pd.DataFrame:
     """ablated, eval_set, then per metric ``full_{name}`` and ``{name}`` (the ablated model's), ``delta`` (ablated -
     full of the first metric, as ``ablate``'s), kl."""
-    table = ablate_groups(job.model, groups, job.eval_sets, method=job.method, means=job.means,
-                          full_logits=job.full_logits, dtype=job.dtype, progress=progress, desc=desc,
-                          metrics=job.metrics, cache=job.cache)
+    with disk_cache(job.context.cache):
+        table = ablated_tables(job.model, groups, job.eval_sets, job.method, job.means, job.full_logits, job.context,
+                               progress, desc, job.metrics)
     names = metric_names(job.metrics)
     for name in names:
         table[name] = table[f"ablated_{name}"]

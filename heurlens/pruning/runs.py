@@ -22,10 +22,10 @@ import pandas as pd
 import torch
 from torch import Tensor
 
-from heurlens.ablation import ablate_groups
+from heurlens.ablation import ablated_tables
 from heurlens.activation_cache import data_fingerprint, full_model_logits
-from heurlens.cache import disk_cache, disk_cache_enabled, stored
-from heurlens.devices import device_of
+from heurlens.cache import disk_cache, stored
+from heurlens.call_context import CallContext, call_context
 from heurlens.distributed import Workers, run_each
 from heurlens.errors import HeurlensError
 from heurlens.evaluate import accuracy_metric, tokenize_pairs
@@ -218,7 +218,8 @@ class _PruneJob:
     means: UnitMeans
     full_logits: Tensor | None  # None when every subnetwork is on disk already
     data_id: str
-    fingerprint: str
+    fingerprint: str  # the model's, recorded in every subnetwork
+    context: CallContext  # device, precision (config.dtype) and cache use, decided once by the caller
     progress: bool
     loss: Loss | None = None
 
@@ -231,13 +232,13 @@ def _prune_each(model: PreparedModel, data: Task, sparsities: list[float], seeds
     (sparsity, seed), or with ``stack_seeds`` one run per sparsity training its missing seeds together."""
     seeds = list(seeds)
     runs = [(target, seed) for target in sparsities for seed in seeds]
-    fingerprint = model.fingerprint()
+    context = call_context(model, config.dtype)
     missing = out is None or any(not subnetwork_stem(out, *run).with_suffix(".json").exists() for run in runs)
-    job = _PruneJob(model, data, out, config, means,
-                    full_model_logits(model, data, fingerprint, config.dtype) if missing else None,
-                    data_id_of(data), fingerprint, progress and workers is None, loss)
+    job = _PruneJob(model, data, out, config, means, full_model_logits(model, data, context) if missing else None,
+                    data_id_of(data), context.fingerprint or model.fingerprint(), context, progress and workers is None,
+                    loss)
     if stack_seeds is None:
-        stack_seeds = device_of(model).type == "cuda"
+        stack_seeds = context.device.type == "cuda"
     if stack_seeds and len(seeds) > 1:
         groups = run_each(_subnetworks_of_sparsity, job, [(target, seeds) for target in sparsities], workers,
                           "sparsities", progress and workers is not None)
@@ -287,7 +288,7 @@ def _trained_together(job: _PruneJob, target: float, seeds: list[int]) -> list[S
     """The subnetworks of ``seeds`` at ``target``, trained in one stacked run (one seed: the plain loop)."""
     model, config = job.model, job.config
     full_logits = (job.full_logits if job.full_logits is not None
-                   else full_model_logits(model, job.data, job.fingerprint, config.dtype))
+                   else full_model_logits(model, job.data, job.context))
     start = time.time()
     results = train_unit_masks(model, job.data, full_logits, job.means, target, seeds, config, job.progress, job.loss)
     seconds = round((time.time() - start) / len(seeds), 1)  # a stacked run's time shared out over its seeds
@@ -320,16 +321,15 @@ def evaluate_subnetworks(model: ModelLike, subnetworks: list[Subnetwork], eval_s
     rows come first. ``dtype``: the matrix products' precision (``heurlens.precision``), the full model's too.
     ``cache=False``: nothing read from or written to heurlens' cache folder (``heurlens.cache.disk_cache``).
     """
-    with disk_cache(cache):
-        return _evaluate_subnetworks(model, subnetworks, eval_sets, means, metrics, dtype)
-
-
-def _evaluate_subnetworks(model: ModelLike, subnetworks: list[Subnetwork], eval_sets: Sequence[TaskLike],
-                          means: UnitMeans, metrics: Metrics | None, dtype: Precision) -> pd.DataFrame:
     model = as_model(model)
-    tasks = [as_task(model, data) for data in eval_sets]
-    fingerprint = model.fingerprint() if disk_cache_enabled() else None
-    full_logits = {s.name: full_model_logits(model, s, fingerprint, dtype) for s in tasks}
+    with disk_cache(cache):
+        return _evaluate_subnetworks(model, subnetworks, [as_task(model, data) for data in eval_sets], means, metrics,
+                                     call_context(model, dtype))
+
+
+def _evaluate_subnetworks(model: PreparedModel, subnetworks: list[Subnetwork], tasks: list[Task],
+                          means: UnitMeans, metrics: Metrics | None, context: CallContext) -> pd.DataFrame:
+    full_logits = {s.name: full_model_logits(model, s, context) for s in tasks}
     chosen = {"accuracy": accuracy_metric(model)} if metrics is None else dict(metrics)
     rows = [{"subnetwork": "full model", "target_sparsity": 0.0, "achieved_sparsity": 0.0, "seed": None,
              "eval_set": s.name, "examples": len(s),
@@ -338,8 +338,8 @@ def _evaluate_subnetworks(model: ModelLike, subnetworks: list[Subnetwork], eval_
     known = model.known_fingerprints()
     for sub in subnetworks:
         sub.check_model(model, known)
-    table = ablate_groups(model, [sub.pruned for sub in subnetworks], tasks, method="mean", means=means,
-                          full_logits=full_logits, dtype=dtype, metrics=chosen)
+    table = ablated_tables(model, [sub.pruned for sub in subnetworks], tasks, "mean", means, full_logits, context,
+                           metrics=chosen)
     for sub, (_, row) in zip([sub for sub in subnetworks for _ in tasks], table.iterrows()):
         rows.append({"subnetwork": sub.label + (" (missed its target)" if sub.missed_target else ""),
                      "target_sparsity": sub.target_sparsity,
