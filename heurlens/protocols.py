@@ -44,8 +44,8 @@ class HookedModel(Protocol):
     """What a model must have for heurlens to ablate, prune and read it (the cut of TransformerLens' own
     ``model_protocol``: four members). ``bridge``: the TransformerLens ``TransformerBridge`` whose hook points
     (``blocks.{L}.attn.hook_z``, ``blocks.{L}.hook_mlp_out``) heurlens masks and whose ``cfg`` gives the layers and
-    heads; ``tokenizer`` (None: data as token ids); a forward pass on a batch (``input_ids``, ``attention_mask``,
-    optional ``token_type_ids``) giving one row of scores per example; ``hooks(fwd_hooks)`` running it with hooks.
+    heads; ``tokenizer`` (None: data as token ids); a forward pass on a batch (``input_ids``, ``attention_mask``)
+    giving one row of scores per example; ``hooks(fwd_hooks)`` running it with hooks.
     ``heurlens.wrap_bridge(bridge)`` makes one of a bare bridge; a bridge itself is accepted everywhere."""
 
     @property
@@ -58,9 +58,10 @@ class HookedModel(Protocol):
         """An HF tokenizer for texts (None: the model takes token ids only)."""
         ...
 
-    def __call__(self, input_ids: Int[Tensor, "batch pos"], attention_mask: Int[Tensor, "batch pos"] | None = None,
-                 token_type_ids: Int[Tensor, "batch pos"] | None = None) -> Float[Tensor, "batch output"]:
-        """One row of scores per example: class logits, or the next-token logits at the scored position."""
+    def __call__(self, input_ids: Int[Tensor, "batch pos"],
+                 attention_mask: Int[Tensor, "batch pos"] | None = None) -> Float[Tensor, "batch output"]:
+        """One row of scores per example: class logits, or the next-token logits at the scored position. (A model
+        of sentence pairs is also given ``token_type_ids=`` when the data has them.)"""
         ...
 
     def hooks(self, fwd_hooks: HookList) -> AbstractContextManager[Any]:

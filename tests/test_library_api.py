@@ -73,7 +73,7 @@ def test_a_users_model_needs_only_the_four_members_of_the_protocol(llama_bridge)
             self.bridge = bridge
             self.tokenizer = heurlens.wrap_bridge(bridge).tokenizer
 
-        def __call__(self, input_ids, attention_mask=None, token_type_ids=None):
+        def __call__(self, input_ids, attention_mask=None):
             logits = self.bridge(input_ids, attention_mask=attention_mask)
             return logits[torch.arange(len(logits)), attention_mask.sum(-1) - 1]
 

@@ -144,9 +144,9 @@ def group_superadditivity(model: ModelLike, group: UnitsLike, eval_sets: Sequenc
                             f"{len(group)})")
     singles = _deltas(job, [[u] for u in group], progress, "single ablations", workers)
     together = _deltas(job, [group], progress, "group ablation")
-    singles["drop"] = -singles["delta"]
+    singles["drop"] = 0.0 - singles["delta"]  # 0.0 - x, not -x: no -0.0 in the tables
     single_sum = singles.groupby("eval_set", sort=False)["drop"].sum()
-    summary = together.assign(group_drop=-together["delta"]).set_index("eval_set")[[metric_names(metrics)[0],
+    summary = together.assign(group_drop=0.0 - together["delta"]).set_index("eval_set")[[metric_names(metrics)[0],
                                                                                    "group_drop"]]
     summary["sum_of_single_drops"] = single_sum
     summary["excess"] = summary["group_drop"] - summary["sum_of_single_drops"]
@@ -160,7 +160,7 @@ def group_superadditivity(model: ModelLike, group: UnitsLike, eval_sets: Sequenc
         rows = []
         for (i, j), (_, row) in zip([(a, b) for a, b in pair_groups for _ in job.eval_sets], paired.iterrows()):
             drop_i, drop_j = single[(str(i), row["eval_set"])], single[(str(j), row["eval_set"])]
-            rows.append({"pair": row["ablated"], "eval_set": row["eval_set"], "pair_drop": -row["delta"],
-                         "interaction": -row["delta"] - drop_i - drop_j})
+            rows.append({"pair": row["ablated"], "eval_set": row["eval_set"], "pair_drop": 0.0 - row["delta"],
+                         "interaction": 0.0 - row["delta"] - drop_i - drop_j})
         interactions = pd.DataFrame(rows)
     return summary.reset_index(), interactions
