@@ -13,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 import heurlens
+from heurlens.analysis.results_page import write_results_page
 from heurlens.nli import nli_eval_sets
 
 
@@ -31,8 +32,7 @@ def main() -> None:
         rows.append({"eval_set": eval_set.name, "examples": len(eval_set),
                      "accuracy_%": round(100 * heurlens.accuracy(logits, eval_set, model.labels), 1)})
     table = pd.DataFrame(rows)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(f"# Default model baseline\n\nModel fingerprint `{model.fingerprint()}`; "
+    write_results_page(args.out, f"# Default model baseline\n\nModel fingerprint `{model.fingerprint()}`; "
                         f"{args.per_subcase} pairs per HANS-style subcase; evaluation took "
                         f"{time.time() - start:.0f} s on this machine.\n\n```\n{table.to_string(index=False)}\n```\n")
     print(table.to_string(index=False))

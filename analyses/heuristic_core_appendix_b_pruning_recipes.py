@@ -13,7 +13,6 @@ Run: .venv/bin/python analyses/heuristic_core_appendix_b_pruning_recipes.py [--r
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -22,6 +21,8 @@ import pandas as pd
 import torch
 
 import heurlens
+from heurlens.analysis.results_page import write_results_page
+from heurlens.cache import atomic_write_json
 from heurlens.data.hans import FOCUS_SUBCASES
 from heurlens.nli import PRUNING_PAIRS, REFERENCE_PAIRS, nli_eval_sets, snli_pruning_data, snli_reference_means
 from heurlens.pruning import PruneSettings, Subnetwork, accuracy_table, discretize, evaluate_subnetworks, prune
@@ -109,12 +110,12 @@ def main() -> None:
                    "sparsity": " / ".join(f"{v:.2f}" for v in table["achieved_sparsity"]),
                    "final_kl": round(table["final_kl"].mean(), 4),
                    "train_min_per_seed": round(table["train_seconds"].mean() / 60, 1)}
-        (folder / f"per-seed{'-' + method if method else ''}.json").write_text(json.dumps(rows, indent=2) + "\n")
+        atomic_write_json(folder / f"per-seed{'-' + method if method else ''}.json", rows)
         done = pd.concat([done[done["recipe"] != name] if len(done) else done, pd.DataFrame([summary])],
                          ignore_index=True)
         done.to_csv(results_path, index=False)
         if args.docs:
-            args.docs.write_text(done.to_markdown(index=False) + "\n")
+            write_results_page(args.docs, done.to_markdown(index=False) + "\n")
         print(done.to_string(index=False), flush=True)
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import heurlens
 from heurlens.analysis.accuracy_curve import accuracy_by_sparsity, accuracy_curve_figure, highest_faithful_sparsity
 from heurlens.analysis.effective_size import accuracy_by_kind
+from heurlens.analysis.results_page import write_results_page
 from heurlens.data.hans import FOCUS_SUBCASES
 from heurlens.nli import nli_eval_sets, snli_pruning_data, snli_reference_means
 from heurlens.pruning import PruneSettings, evaluate_subnetworks
@@ -72,7 +73,7 @@ def main() -> None:
              drops.reset_index().to_markdown(index=False), "",
              f"**Highest sparsity at which every seed stays within {100 * args.margin:.0f} points in-domain: "
              f"{highest:.0%}.**\n"]
-    args.docs.write_text("\n".join(lines))
+    write_results_page(args.docs, "\n".join(lines))
     print("\n".join(lines))
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import pandas as pd
 import plotly.graph_objects as go
 
+from heurlens.analysis.results_page import write_results_page
 from heurlens.models.default import finetuned_model_dir
 from heurlens.models.nli_finetune import CURVE, FINETUNE_RECORD, work_dir
 from heurlens.models.settings import FinetuneSettings
@@ -121,7 +122,7 @@ def main() -> None:
         table.rename_axis("eval set").reset_index().to_markdown(index=False) + "\n",
         ON_THIS_MODEL,
     ]
-    args.docs.write_text("\n".join(lines))
+    write_results_page(args.docs, "\n".join(lines))
     print(f"wrote {args.docs}")
 
 

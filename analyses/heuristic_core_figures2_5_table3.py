@@ -28,6 +28,7 @@ from heurlens.analysis import (
     scan_table,
     single_unit_scan,
 )
+from heurlens.analysis.results_page import write_results_page
 from heurlens.analysis.run_report import build_run_report, cached_evaluation, cached_patterns
 from heurlens.data.hans import FOCUS_SUBCASES
 from heurlens.nli import (
@@ -142,7 +143,7 @@ def main() -> None:
               core_patterns.drop(columns=["layer", "head"]).round(3).to_markdown(index=False), "",
               f"The HTML report (figures, circuitsvis plots) is written to `{report_path}` (not committed).\n"]
     args.docs.parent.mkdir(parents=True, exist_ok=True)
-    args.docs.write_text("\n".join(lines))
+    write_results_page(args.docs, "\n".join(lines))
     print("\n".join(lines))
 
 

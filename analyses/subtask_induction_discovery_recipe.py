@@ -22,6 +22,7 @@ from pathlib import Path
 import pandas as pd
 from safetensors.torch import load_file
 
+from heurlens.analysis.results_page import write_results_page
 from heurlens.cache import stored
 from heurlens.subtask.arithmetic import ArithmeticTask
 from heurlens.subtask.sweep import DISCOVERY_RECIPES, DiscoveryRecipe, SweepSettings, discover_for_sweep, load_tied_state
@@ -93,7 +94,7 @@ def main() -> None:
     markdown = table(args.out).to_markdown()
     print(markdown)
     if args.table:
-        args.table.write_text(markdown + "\n")
+        write_results_page(args.table, markdown + "\n")
 
 
 if __name__ == "__main__":

@@ -26,6 +26,8 @@ from pathlib import Path
 import pandas as pd
 import torch
 
+from heurlens.analysis.results_page import write_results_page
+from heurlens.cache import atomic_write_json
 from heurlens.subtask.arithmetic import ArithmeticTask, ambiguous_set, evaluation_set
 from heurlens.subtask.released_model import released_arithmetic_model
 from heurlens.subtask.training import arithmetic_model, train_next_token
@@ -68,10 +70,7 @@ def run(setting: Setting, seed: int, disambiguation: int, epochs: int, out: Path
                               setting.batch_size, seed=seed, progress=False, weight_decay=setting.weight_decay)
     record = {"setting": setting.name, "seed": seed, "test_accuracy": result.test_accuracy,
               "best_eval_accuracy": result.best_eval_accuracy, "seconds": round(time.time() - start, 1)}
-    out.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(record))
-    tmp.replace(path)
+    atomic_write_json(path, record)
     print(record, flush=True)
     return record
 
@@ -95,7 +94,7 @@ def main() -> None:
                       "per seed": ", ".join(f"{s:.1f}" for s in scores),
                       "seconds per run": round(statistics.mean(r["seconds"] for r in records
                                                                if r["setting"] == setting.name))})
-    args.docs.write_text(
+    write_results_page(args.docs, 
         "# Subtask Induction: the from-scratch control, one change at a time\n\n"
         f"Produced by `analyses/subtask_induction_from_scratch_control.py` on this project's 2-core CPU "
         f"({torch.get_num_threads()} thread(s); this call {(time.time() - start) / 60:.1f} min, runs already on disk "

@@ -23,6 +23,7 @@ from pathlib import Path
 import pandas as pd
 from safetensors.torch import load_file
 
+from heurlens.analysis.results_page import write_results_page
 from heurlens.cache import atomic_write_json
 from heurlens.subtask.arithmetic import ArithmeticTask
 from heurlens.subtask.released_model import released_arithmetic_model
@@ -107,7 +108,7 @@ def main() -> None:
     markdown = table(args.out, args.seeds).to_markdown()
     print(markdown)
     if args.table:
-        args.table.write_text(markdown + "\n")
+        write_results_page(args.table, markdown + "\n")
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ import json
 import time
 from pathlib import Path
 
+from heurlens.analysis.results_page import write_results_page
 from heurlens.vision.models import SMALL_ARCHITECTURES
 from heurlens.vision.shape_bias import SCORES, ShapeBiasRun, ShapeBiasSettings, summary
 from heurlens.vision.textured_shapes import BACKGROUND, FASHION_CLASSES, TEXTURES
@@ -65,7 +66,7 @@ def main() -> None:
              "models, the random subnetwork, data order); one base model and one subnetwork.\n",
              summary(table1).to_markdown(index=False), ""]
     args.docs.parent.mkdir(parents=True, exist_ok=True)
-    args.docs.write_text("\n".join(lines))
+    write_results_page(args.docs, "\n".join(lines))
     print("\n".join(lines))
 
 
