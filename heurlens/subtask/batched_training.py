@@ -118,7 +118,7 @@ def retie(template: nn.Module, original: nn.Module) -> None:
             continue
         path, _, leaf = name.rpartition(".")
         owner = template.get_submodule(path) if path else template
-        owner._parameters[leaf] = template.get_parameter(first[id(parameter)])
+        owner.register_parameter(leaf, template.get_parameter(first[id(parameter)]))
 
 
 class StackedFrozenWeights:
