@@ -1,4 +1,5 @@
-"""What every training loop of heurlens shares: the model's own weights held still while masks
+"""What every training loop of heurlens shares: the examples shuffled into batches one way
+(``shuffled_batches``), the model's own weights held still while masks
 train (``frozen_parameters``), entries of weights that must never move while the rest trains
 (``FrozenWeights``), one optimizer step that respects them (``optimizer_step``), float32
 denormals flushed to zero where masks saturate (``run_with_denormals_flushed``), and the global random
@@ -8,7 +9,7 @@ state a killed fine-tune saves so that, resumed, it draws the same dropout masks
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
@@ -19,6 +20,16 @@ from torch import Tensor, nn
 from heurlens.protocols import PreparedModel
 
 Result = TypeVar("Result")
+
+
+def shuffled_batches(tensors: Sequence[Tensor], batch_size: int, generator: torch.Generator
+                     ) -> list[tuple[Tensor, ...]]:
+    """The rows of ``tensors`` (one row per example in each: sequences, or images and their labels) in one random
+    order drawn by the CPU ``generator`` (``torch.randperm``), cut into batches of ``batch_size``; on the CPU.
+    (The NLI fine-tune keeps ``datasets``' numpy permutation, which made the default model's batches.)"""
+    order = torch.randperm(len(tensors[0]), generator=generator, device="cpu")
+    return [tuple(tensor[order[begin:begin + batch_size]] for tensor in tensors)
+            for begin in range(0, len(order), batch_size)]
 
 
 @contextmanager

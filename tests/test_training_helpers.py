@@ -64,3 +64,15 @@ def test_the_saved_random_state_gives_the_same_dropout_masks_again_after_other_d
     again = nn.functional.dropout(torch.ones(64), p=0.5, training=True)
     assert torch.equal(first, again)
     assert not torch.equal(first, nn.functional.dropout(torch.ones(64), p=0.5, training=True))
+
+
+def test_examples_are_shuffled_one_way_and_stay_paired():
+    """One shuffler for the sequence, image and label loops: torch.randperm drawn by the CPU generator, cut into
+    batches (the order every earlier run of those loops used), each example's rows kept together."""
+    from heurlens.training_helpers import shuffled_batches
+
+    images, labels = torch.arange(10), torch.arange(10) * 10
+    batches = shuffled_batches([images, labels], 4, torch.Generator().manual_seed(3))
+    order = torch.randperm(10, generator=torch.Generator().manual_seed(3))
+    assert [batch[0].tolist() for batch in batches] == [order[:4].tolist(), order[4:8].tolist(), order[8:].tolist()]
+    assert all(torch.equal(batch[1], batch[0] * 10) for batch in batches)

@@ -17,7 +17,7 @@ from tqdm.auto import tqdm
 from heurlens.devices import device_of
 from heurlens.errors import HeurlensError
 from heurlens.subtask.arithmetic import ArithmeticTask
-from heurlens.training_helpers import FrozenWeights, optimizer_step
+from heurlens.training_helpers import FrozenWeights, optimizer_step, shuffled_batches
 
 
 def arithmetic_model(task: ArithmeticTask, n_layers: int = 2, seed: int = 0,
@@ -57,9 +57,9 @@ def answer_accuracy(model: Callable[[Tensor], Tensor], sequences: Int[Tensor, "e
 
 
 def batches_of(sequences: Tensor, batch_size: int, generator: torch.Generator) -> list[Tensor]:
-    """``sequences`` in random order (drawn by the CPU ``generator``), cut into batches; on the CPU."""
-    order = torch.randperm(len(sequences), generator=generator, device="cpu")
-    return [sequences[order[i:i + batch_size]] for i in range(0, len(sequences), batch_size)]
+    """``sequences`` in random order (drawn by the CPU ``generator``), cut into batches; on the CPU
+    (``shuffled_batches`` of the sequences alone)."""
+    return [batch for (batch,) in shuffled_batches([sequences], batch_size, generator)]
 
 
 @contextmanager

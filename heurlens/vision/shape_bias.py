@@ -37,12 +37,13 @@ from heurlens.errors import HeurlensError
 from heurlens.subtask.masks import DiscoverySettings, discover_subnetwork, masked_forward
 from heurlens.subtask.transfer import transfer_condition
 from heurlens.subtask.weight_subnetwork import WeightSubnetwork
+from heurlens.training_helpers import shuffled_batches
 from heurlens.vision.mean_pool import Felzenszwalb, mean_pool_images
 from heurlens.vision.metrics import cue_conflict_scores, prediction_accuracy
 from heurlens.vision.models import create_classifier
 from heurlens.vision.settings import RESUMABLE_SETTINGS, SCORES, SHAPE_BIAS_CONDITIONS, ShapeBiasSettings
 from heurlens.vision.textured_shapes import FASHION_CLASSES, textured_set
-from heurlens.vision.training import classification_loss, predict, shuffled_batches, train_classifier
+from heurlens.vision.training import classification_loss, predict, train_classifier
 
 
 def classifier_name(model: torch.nn.Module) -> str:
@@ -126,7 +127,7 @@ class ShapeBiasRun:
             s = self.settings
             config = DiscoverySettings(epochs=s.discovery_epochs, l0_lambda=s.l0_lambda, lr=s.discovery_lr)
             batches = [(images.to(self.device), labels.to(self.device)) for images, labels in shuffled_batches(
-                *self.discovery_pooled, batch_size=32, generator=torch.Generator().manual_seed(s.seed))]
+                self.discovery_pooled, batch_size=32, generator=torch.Generator().manual_seed(s.seed))]
             base.eval()  # batch norm keeps the base model's statistics while masks train
             head = classifier_name(base) + "."
             # every layer's parameters (batch-norm scales and shifts included) but the classifier's

@@ -18,7 +18,7 @@ from tqdm.auto import tqdm
 
 from heurlens.devices import device_of
 from heurlens.errors import HeurlensError
-from heurlens.training_helpers import FrozenWeights, optimizer_step
+from heurlens.training_helpers import FrozenWeights, optimizer_step, shuffled_batches
 from heurlens.vision.metrics import prediction_accuracy
 
 Images = Float[Tensor, "n channel height width"]
@@ -46,13 +46,6 @@ def classification_loss(forward: Callable, batch: tuple[Images, Labels]) -> Tens
     """Cross-entropy of ``forward(images)`` against the labels (the loss subnetwork discovery uses)."""
     images, labels = batch
     return F.cross_entropy(forward(images), labels)
-
-
-def shuffled_batches(images: Images, labels: Labels, batch_size: int,
-                     generator: torch.Generator) -> list[tuple[Images, Labels]]:
-    order = torch.randperm(len(labels), generator=generator, device="cpu")
-    return [(images[order[i:i + batch_size]], labels[order[i:i + batch_size]])
-            for i in range(0, len(labels), batch_size)]
 
 
 @dataclass
@@ -86,7 +79,7 @@ def train_classifier(model: nn.Module, images: Images, labels: Labels, evaluatio
     best_state, best, history = None, None, []
     for epoch in tqdm(range(epochs), desc=desc, unit="epoch", disable=not progress, leave=False):
         model.train(trainable is None)
-        for batch_images, batch_labels in shuffled_batches(images, labels, batch_size, generator):
+        for batch_images, batch_labels in shuffled_batches([images, labels], batch_size, generator):
             loss = classification_loss(model, (batch_images.to(device), batch_labels.to(device)))
             optimizer_step(optimizer, loss, frozen)
         schedule.step()
