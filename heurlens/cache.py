@@ -161,7 +161,7 @@ def guard_run_settings(folder: Path, settings: dict, may_grow: Iterable[str], ki
                          if previous.get(k) != settings.get(k) and k not in set(may_grow))
         if changed:
             raise HeurlensError(f"{folder} holds a {kind} with other settings ({', '.join(changed)}); nothing was "
-                                "overwritten. Use another --out, or the same settings to resume")
+                                "overwritten. Use another out=, or the same settings to resume")
         settings = {**settings, **{k: grown(previous[k], settings[k]) for k in may_grow
                                    if k in previous and k in settings}}
     if previous != settings:

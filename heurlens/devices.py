@@ -30,18 +30,18 @@ def resolve_device(device: str | torch.device | None = None) -> torch.device:
         resolved = torch.device(device)
     except (RuntimeError, TypeError) as error:
         raise HeurlensError(f"unknown device {str(device)!r}: give a torch device such as cpu, cuda, cuda:1 or mps "
-                            f"(--device, or ${DEVICE_ENV_VAR})") from error
+                            f"(device=, or ${DEVICE_ENV_VAR})") from error
     if resolved.type == "cuda":
         count = torch.cuda.device_count() if torch.cuda.is_available() else 0
         if count == 0:
             raise HeurlensError(f"device {str(device)!r}: this machine has no CUDA GPU that torch can use; "
-                                "use --device cpu")
+                                "use device=cpu")
         if resolved.index is not None and resolved.index >= count:
             raise HeurlensError(f"device {str(device)!r}: this machine has {count} CUDA GPU(s), cuda:0 to "
                                 f"cuda:{count - 1}")
     elif resolved.type == "mps":
         if not (torch.backends.mps.is_available() and torch.backends.mps.is_built()):
-            raise HeurlensError(f"device {str(device)!r}: Apple's MPS is not available on this machine; use --device cpu")
+            raise HeurlensError(f"device {str(device)!r}: Apple's MPS is not available on this machine; use device=cpu")
     elif resolved.type != "cpu":
         raise HeurlensError(f"device {str(device)!r}: heurlens runs on cpu, cuda or mps")
     return resolved

@@ -47,9 +47,9 @@ class Workers:
 
     def __post_init__(self) -> None:
         if self.count < 1:
-            raise HeurlensError(f"--workers must be at least 1 (got {self.count})")
+            raise HeurlensError(f"Workers(count) must be at least 1 (got {self.count})")
         if not 0 <= self.gpus_per_worker < float("inf"):
-            raise HeurlensError(f"--gpus-per-worker must be 0 or more (got {self.gpus_per_worker})")
+            raise HeurlensError(f"Workers(gpus_per_worker=) must be 0 or more (got {self.gpus_per_worker})")
 
 
 def workers_from_options(count: int | None, address: str | None, gpus_per_worker: float | None = None,
@@ -117,8 +117,8 @@ def import_ray():
     try:
         import ray
     except ImportError as error:
-        raise HeurlensError("--workers runs on Ray, which is not installed: bash install.sh installs it, or "
-                            "pip install -e '.[ray]'; without --workers everything runs in this process") from error
+        raise HeurlensError("Workers(count) run on Ray, which is not installed: bash install.sh installs it, or "
+                            "pip install -e '.[ray]'; without them everything runs in this process") from error
     return ray
 
 
@@ -131,9 +131,9 @@ def threads_per_worker(count: int, cluster_cpus: float, smallest_node_cpus: floa
 def check_gpus(gpus_per_worker: float, node_gpus: Sequence[float]) -> None:
     """Refuse GPU workers that no node of the cluster can hold (Ray would wait for them forever)."""
     if gpus_per_worker and max(node_gpus, default=0) < gpus_per_worker:
-        raise HeurlensError(f"--gpus-per-worker {gpus_per_worker:g}: no node of the Ray cluster has that many GPUs "
-                            f"(GPUs per node: {', '.join(f'{g:g}' for g in node_gpus) or 'none'}); use "
-                            "--gpus-per-worker 0 (and --device cpu), or a cluster with GPUs")
+        raise HeurlensError(f"Workers(gpus_per_worker={gpus_per_worker:g}): no node of the Ray cluster has that many "
+                            f"GPUs (GPUs per node: {', '.join(f'{g:g}' for g in node_gpus) or 'none'}); use "
+                            "Workers(gpus_per_worker=0) (and device=cpu), or a cluster with GPUs")
 
 
 def run_each(work: Callable[[Shared, Item], Result], shared: Shared, items: Sequence[Item],

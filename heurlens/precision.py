@@ -25,7 +25,7 @@ CACHE_SUFFIX = {"float32": "", "bfloat16": "-bf16", "float16": "-fp16"}  # activ
 def check_precision(dtype: str) -> Precision:
     """``dtype`` if it is one of ``PRECISIONS``, else a HeurlensError naming them."""
     if dtype not in PRECISIONS:
-        raise HeurlensError(f"unknown precision {dtype!r}: choose {', '.join(PRECISIONS)} (--dtype)")
+        raise HeurlensError(f"unknown precision {dtype!r}: choose {', '.join(PRECISIONS)} (dtype=)")
     return dtype  # type: ignore[return-value]
 
 

@@ -37,9 +37,9 @@ class PromptTaskData:
         from heurlens.errors import HeurlensError
 
         if model.labels is not None:
-            raise HeurlensError(f"a prompt task (--task {self.task}) scores next tokens, but model {model.model_id!r} "
-                                f"is a classifier with labels {', '.join(model.labels)}; use a decoder LM (--model "
-                                "smollm2, or a causal LM folder), or the NLI sets without --task")
+            raise HeurlensError(f"a prompt task (task={self.task}) scores next tokens, but model {model.model_id!r} "
+                                f"is a classifier with labels {', '.join(model.labels)}; use a decoder LM "
+                                "(name_or_path=smollm2, or a causal LM folder), or the NLI sets without a task")
         return prompt_task_set(self.task, model.tokenizer, model.bridge.cfg.n_ctx, examples or self.examples, seed,
                                batch_size or self.batch_size)
 

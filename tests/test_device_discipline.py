@@ -122,10 +122,10 @@ def test_a_prompt_task_on_a_llama_keeps_to_the_models_device(tiny_decoder_dirs):
 
 def test_unknown_or_absent_devices_are_refused_before_anything_loads(tmp_path):
     assert resolve_device("cpu") == torch.device("cpu")
-    with pytest.raises(HeurlensError, match="unknown device 'gpu0'"):
-        resolve_device("gpu0")
+    with pytest.raises(HeurlensError, match=r"unknown device 'gpu0'.*\(device=, or \$HEURLENS_DEVICE\)"):
+        resolve_device("gpu0")  # the library's terms; the command line says --device (below)
     if not torch.cuda.is_available():
-        with pytest.raises(HeurlensError, match="no CUDA GPU"):
+        with pytest.raises(HeurlensError, match="no CUDA GPU.*use device=cpu"):
             heurlens.load_model(tmp_path / "never-read", device="cuda:1")
     with pytest.raises(HeurlensError, match="heurlens runs on cpu, cuda or mps"):
         resolve_device("meta")
@@ -136,9 +136,10 @@ def test_unknown_or_absent_devices_are_refused_before_anything_loads(tmp_path):
 def test_every_model_command_refuses_a_device_it_cannot_use_before_loading(capsys, command):
     from cli_run import assert_refused
 
-    assert_refused(capsys, "unknown device 'gpu0'", *command, "--device", "gpu0")
+    assert_refused(capsys, "unknown device 'gpu0': give a torch device such as cpu, cuda, cuda:1 or mps (--device, or "
+                   "$HEURLENS_DEVICE)", *command, "--device", "gpu0")
     if not torch.cuda.is_available():
-        assert_refused(capsys, "no CUDA GPU that torch can use", *command, "--device", "cuda")
+        assert_refused(capsys, "no CUDA GPU that torch can use; use --device cpu", *command, "--device", "cuda")
 
 
 def test_subtask_induction_keeps_to_the_models_device(tmp_path):

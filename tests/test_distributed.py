@@ -17,7 +17,7 @@ from heurlens.distributed import (
     threads_per_worker,
     workers_from_options,
 )
-from heurlens.errors import HeurlensError
+from heurlens.errors import HeurlensError, for_command_line
 
 
 def test_threads_per_worker_share_the_cores_without_oversubscribing():
@@ -72,9 +72,12 @@ def local_ray():
 
 
 def test_gpu_workers_a_cluster_cannot_hold_are_refused_before_anything_waits(local_ray):
-    with pytest.raises(HeurlensError, match="--gpus-per-worker 1: no node of the Ray cluster has that many GPUs "
-                                           r"\(GPUs per node: 0\)"):
+    with pytest.raises(HeurlensError, match=r"Workers\(gpus_per_worker=1\): no node of the Ray cluster has that many "
+                                           r"GPUs \(GPUs per node: 0\)") as refused:  # the library's terms
         run_each(pow, 2, [3], Workers(1, gpus_per_worker=1), progress=False)
+    assert for_command_line(str(refused.value)).startswith(  # the command line's
+        "--gpus-per-worker 1: no node of the Ray cluster has that many GPUs (GPUs per node: 0); use "
+        "--gpus-per-worker 0 (and --device cpu)")
     check_gpus(0.5, [0, 1])  # half a GPU each: a node with one GPU holds two such tasks
     with pytest.raises(HeurlensError, match="GPUs per node: 1, 1"):
         check_gpus(2, [1, 1])

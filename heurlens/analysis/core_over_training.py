@@ -41,7 +41,7 @@ def core_presence(core: Sequence[Unit], runs: Mapping[int, Sequence[Subnetwork]]
     """One row per (checkpoint step, core head): how many of that checkpoint's subnetworks keep the head,
     out of how many, and the fraction."""
     if not core:
-        raise HeurlensError("the core is empty: give the heads to follow (--core L2.H5,...) or a run with a core")
+        raise HeurlensError("the core is empty: give the heads to follow (core=L2.H5,...) or a run with a core")
     rows = []
     for step, subnetworks in runs.items():
         for unit in core:

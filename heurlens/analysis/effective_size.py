@@ -174,11 +174,11 @@ def effective_size_over_checkpoints(checkpoints: Sequence[str | Path], out: Path
         raise HeurlensError("give checkpoint directories; make them with "
                             "heurlens finetune --checkpoint-every 50 --out runs/ft (then runs/ft/checkpoints/*)")
     out = Path(out)
-    refuse_foreign_dir(out, FOLDER_MARKERS, "--out")
-    check_writable_dir(out, "--out")
+    refuse_foreign_dir(out, FOLDER_MARKERS, "out=")
+    check_writable_dir(out, "out=")
     if (out / EFFECTIVE_SIZE_FILE).exists() and not (out / "settings.json").exists():
         raise HeurlensError(f"{out / EFFECTIVE_SIZE_FILE} was written before heurlens recorded an effective-size "
-                            "run's settings, so new rows cannot be checked against it. Use another --out, or delete "
+                            "run's settings, so new rows cannot be checked against it. Use another out=, or delete "
                             "that file to measure its checkpoints again (their finished prune runs are reused)")
     if (out / EFFECTIVE_SIZE_FILE).exists():
         read_effective_size_table(out / EFFECTIVE_SIZE_FILE)  # a damaged table refused before hours of pruning

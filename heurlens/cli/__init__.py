@@ -14,7 +14,7 @@ import click
 
 from heurlens.cli import commands_analysis, commands_cache, commands_nli, commands_subtask  # noqa: F401  (registers the commands)
 from heurlens.cli.group import cli
-from heurlens.errors import HeurlensError
+from heurlens.errors import HeurlensError, for_command_line
 
 
 class Terminated(Exception):
@@ -77,15 +77,31 @@ def refuse_repeated_options(argv: list[str]) -> None:
             seen.add(name)
 
 
+def _warnings_in_command_line_terms() -> None:
+    """Warnings (a subnetwork that missed its target) name what to change as flags, as errors do."""
+    import warnings
+
+    shown = warnings.showwarning
+    if getattr(shown, "command_line_terms", False):
+        return
+
+    def show(message, category, filename, lineno, file=None, line=None):  # warnings.showwarning's signature
+        shown(for_command_line(str(message)), category, filename, lineno, file, line)
+
+    show.command_line_terms = True  # type: ignore[attr-defined]
+    warnings.showwarning = show
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: user mistakes print one line on stderr and exit 2, never a traceback."""
     argv = sys.argv[1:] if argv is None else argv
     signal.signal(signal.SIGTERM, _terminated)
+    _warnings_in_command_line_terms()
     try:
         refuse_repeated_options(argv)
         cli(expand_multi_value_options(argv), standalone_mode=False)
     except HeurlensError as error:
-        click.echo(f"heurlens: error: {error}", err=True)
+        click.echo(f"heurlens: error: {for_command_line(str(error))}", err=True)
         sys.exit(2)
     except click.exceptions.Abort:
         click.echo("heurlens: aborted; what was finished is kept: the same command resumes", err=True)

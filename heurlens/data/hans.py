@@ -175,7 +175,7 @@ def generate_hans(n_per_subcase: int = 1000, subcases: list[str] | None = None, 
                 repeats += 1
                 if repeats > MAX_REPEATS:
                     raise HeurlensError(f"the HANS-style vocabulary gives about {len(seen)} distinct {name} pairs, not "
-                                        f"{n_per_subcase}; ask for at most {len(seen)} per subcase (--per-subcase)")
+                                        f"{n_per_subcase}; ask for at most {len(seen)} per subcase (n_per_subcase=)")
                 continue
             repeats = 0
             seen.add(pair)

@@ -60,7 +60,7 @@ def load_model(name_or_path: str | Path | dict[str, Any] | TransformerBridge = "
     if isinstance(name_or_path, TransformerBridge):
         return wrap_bridge(name_or_path)
     if isinstance(name_or_path, str) and not name_or_path.strip():
-        raise HeurlensError("the model name is empty; give 'default', a model folder or a hub name (--model)")
+        raise HeurlensError("the model name is empty; give 'default', a model folder or a hub name (name_or_path=)")
     target, weights_dtype = resolve_device(device), weights_precision(dtype)
     model = _load(name_or_path, num_labels, attn_implementation, seed, weights_dtype)
     if weights_dtype is not None:
@@ -120,7 +120,7 @@ def load_pretrained(name_or_path: str | Path, *, num_labels: int | None = None, 
             check_finetuned_files(local)
     elif local.is_absolute() or str(name_or_path).startswith((".", "~")):  # a path, not a hub name
         raise HeurlensError(f"model folder {local} does not exist (moved or deleted?); give the folder where the model "
-                            "is now with --model (a run folder's subnetworks match it by its weights, not its path)")
+                            "is now as name_or_path= (a run folder's subnetworks match it by its weights, not its path)")
     else:
         model_id = model_id or str(name_or_path)
         _fail_fast_without_hub(model_id)
@@ -131,7 +131,7 @@ def load_pretrained(name_or_path: str | Path, *, num_labels: int | None = None, 
         raise HeurlensError(
             f"cannot load model {model_id!r}: not a directory written by save_pretrained, and not reachable "
             f"on the hub ({type(error).__name__}). Fix: pass a local model directory"
-            + ("" if model_id == "default" else ", or use the embedded default (--model default)")) from error
+            + ("" if model_id == "default" else ", or use the embedded default (name_or_path=default)")) from error
     _check_tokenizer(tokenizer, model_id)
     architectures = config.architectures or []
     torch.manual_seed(seed)

@@ -89,9 +89,9 @@ def finetune_nli(out: Path, settings: FinetuneSettings = FinetuneSettings(), che
             check_finetuned_files(out)
             return out
         raise HeurlensError(f"{out} holds a model fine-tuned with other settings; nothing was changed. "
-                            "Give another --out")
-    refuse_foreign_dir(out, [FINETUNE_RECORD], "--out")
-    check_writable_dir(out, "--out")  # created empty now; the finished model replaces it
+                            "Give another out=")
+    refuse_foreign_dir(out, [FINETUNE_RECORD], "out=")
+    check_writable_dir(out, "out=")  # created empty now; the finished model replaces it
     work = work_dir(out)
     check_writable_dir(work, "the fine-tuning's work folder")
     try:

@@ -94,7 +94,8 @@ def subnetworks_by_sparsity(run_dirs: Iterable[str | Path], pooled: bool = False
             groups.setdefault(subnetwork.target_sparsity, []).append(subnetwork)
     if not groups:
         raise HeurlensError(f"every subnetwork in {', '.join(map(str, run_dirs))} missed its target sparsity; prune "
-                            "again with more steps (--steps) or masks that start lower (--log-alpha-init 2)")
+                            "again with more steps (PruneSettings(total_steps=...)) or masks that start lower "
+                            "(PruneSettings(log_alpha_init=2))")
     return dict(sorted(groups.items()))
 
 
@@ -190,7 +191,7 @@ def _check_run_folder(out: Path, model: PreparedModel, data: Task, config: Prune
                 or done.hyperparameters != _hyperparameters(config, done.target_sparsity, data, means, loss)):
             raise HeurlensError(
                 f"{path} was found with another model, data set or settings than this run; nothing was "
-                f"overwritten. Use another --out directory, or the same settings to resume")
+                f"overwritten. Use another out= folder, or the same settings to resume")
     means_path = out / MEANS_FILE
     if not means_path.exists():
         means.save(means_path)
@@ -204,7 +205,7 @@ def _check_run_folder(out: Path, model: PreparedModel, data: Task, config: Prune
         and torch.allclose(saved.mlps[layer], means.mlps[layer], rtol=1e-4, atol=1e-6) for layer in means.heads)
     if not same:
         raise HeurlensError(f"{means_path} holds the means of another model or data set than this run; nothing was "
-                            "overwritten. Use another --out directory, or the same model and data to resume")
+                            "overwritten. Use another out= folder, or the same model and data to resume")
 
 
 @dataclass(frozen=True)

@@ -71,12 +71,13 @@ class Subnetwork:
                  f"{self.target_sparsity:.2f}: "
         if self.achieved_sparsity < self.target_sparsity:
             start = self.hyperparameters.get("log_alpha_init")
-            lower = (f"--log-alpha-init {float(start) - 3:g}; these started at {float(start):g}"
-                     if isinstance(start, int | float) else "a lower --log-alpha-init")
-            return missed + ("the masks did not move far enough. Train longer (--steps / PruneSettings(total_steps="
-                             f"...)) or start the masks lower ({lower})")
+            lower = (f"PruneSettings(log_alpha_init={float(start) - 3:g}); these started at {float(start):g}"
+                     if isinstance(start, int | float) else "a lower PruneSettings(log_alpha_init=)")
+            return missed + ("the masks did not move far enough. Train longer (PruneSettings(total_steps=...)) or "
+                             f"start the masks lower ({lower})")
         return missed + ("more units fell below the threshold together than the target allows (the loss depends "
-                         "little on them). Train longer after the warm-up (--steps larger than --warmup-steps) or "
+                         "little on them). Train longer after the warm-up (PruneSettings(total_steps=) larger than "
+                         "PruneSettings(warmup_steps=)) or "
                          "prune to the sparsity reached")
 
     @property
@@ -97,7 +98,7 @@ class Subnetwork:
                 f"this subnetwork was pruned from model {self.model_id!r} (fingerprint {self.model_fingerprint}), "
                 f"not from {model.model_id!r} (fingerprint {model.fingerprint()}); load that model instead"
                 + (" (the same name: were its weights loaded in another precision, or changed? load them as they "
-                   "were pruned, e.g. --weights-dtype / load_model(dtype=))" if self.model_id == model.model_id else ""))
+                   "were pruned, e.g. load_model(dtype=))" if self.model_id == model.model_id else ""))
 
     def to_json(self) -> dict:
         """What ``NAME.json`` holds: every field but the log alphas, with ``kept`` and ``pruned`` as unit strings."""

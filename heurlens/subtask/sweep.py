@@ -153,7 +153,7 @@ def load_tied_state(model: nn.Module, state: dict[str, Tensor]) -> None:
     shared = {name for name in own if sum(t.data_ptr() == own[name].data_ptr() for t in own.values()) > 1}
     if unexpected or set(missing) - shared:
         raise HeurlensError(f"the stored T1 model does not fit this architecture (missing {sorted(set(missing) - shared)}"
-                            f", unexpected {sorted(unexpected)}); use another --out or the settings it was made with")
+                            f", unexpected {sorted(unexpected)}); use another out= or the settings it was made with")
 
 
 RESULT_FIELDS = ("condition", "disambiguation", "seed", "best_eval_accuracy", "test_accuracy")
