@@ -17,7 +17,6 @@ When training ends the model is written into ``OUT.partial``, then ``OUT.partial
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import time
 from collections.abc import Callable
@@ -31,6 +30,7 @@ from tqdm.auto import tqdm
 
 from heurlens.assets import MINILM_WHEEL, sha256_of
 from heurlens.cache import atomic_write_csv, atomic_write_json
+from heurlens.checkpoints import load_checkpoint, save_checkpoint
 from heurlens.data.snli import NLI_LABELS, load_snli
 from heurlens.devices import resolve_device, to_device
 from heurlens.errors import HeurlensError
@@ -183,14 +183,11 @@ def _train(out, work, run, settings, checkpoint_every, evaluate, base, per_subca
 def _resume(work: Path, run: dict, model, optimizer, schedule, device: torch.device) -> tuple[int, float]:
     """Load the resume state of this same run from ``work`` into the objects given: (step, seconds trained).
     A work folder left by a run with other settings is refused; a damaged state starts the run over."""
-    path = work / RESUME_STATE
-    if not path.exists():
+    checkpoint = load_checkpoint(work / RESUME_STATE)
+    if checkpoint is None:  # none yet, or one cut short: start over
         return 0, 0.0
-    try:
-        state = torch.load(path, weights_only=True, map_location="cpu")  # written on any device
-    except (OSError, RuntimeError, EOFError, ValueError):  # a state file cut short: start over
-        return 0, 0.0
-    if state["run"] != json.dumps(run, sort_keys=True):
+    identity, state = checkpoint
+    if identity != json.dumps(run, sort_keys=True):
         raise HeurlensError(f"{work} holds an interrupted fine-tuning with other settings; nothing was changed. "
                             "Resume it with its own settings, or delete that folder to start this one")
     model.load_state_dict(state["model"])
@@ -202,12 +199,10 @@ def _resume(work: Path, run: dict, model, optimizer, schedule, device: torch.dev
 
 def _save_resume_state(work: Path, run: dict, model, optimizer, schedule, step: int, seconds: float,
                        device: torch.device) -> None:
-    """Everything a killed run needs to go on from ``step`` as if never stopped, written atomically."""
-    temporary = work / (RESUME_STATE + ".tmp")
-    torch.save({"run": json.dumps(run, sort_keys=True), "model": model.state_dict(),
-                "optimizer": optimizer.state_dict(), "schedule": schedule.state_dict(),
-                "step": step, "seconds": seconds, **random_state(device)}, temporary)
-    os.replace(temporary, work / RESUME_STATE)
+    """Everything a killed run needs to go on from ``step`` as if never stopped (``heurlens.checkpoints``)."""
+    save_checkpoint(work / RESUME_STATE, json.dumps(run, sort_keys=True),
+                    {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                     "schedule": schedule.state_dict(), "step": step, "seconds": seconds, **random_state(device)})
 
 
 def _checkpoint_evaluation(tokenizer, per_subcase: int, in_domain_examples: int | None) -> Callable:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import io
 import json
 import time
 from collections.abc import Callable, Sequence
@@ -34,7 +33,7 @@ from torch import Tensor, nn
 from torch.func import functional_call, stack_module_state, vmap
 from tqdm.auto import tqdm
 
-from heurlens.cache import atomic_write_bytes
+from heurlens.checkpoints import load_checkpoint, save_checkpoint
 from heurlens.devices import device_of
 from heurlens.errors import HeurlensError
 from heurlens.subtask.keyed_dropout import key_dropouts
@@ -268,26 +267,21 @@ def _fingerprint(stacked: StackedModels, held: StackedFrozenWeights, trains: Seq
 
 def _save(path: Path, identity: str, progress: _Progress, stacked: StackedModels, optimizer: torch.optim.Optimizer,
           generators: Sequence[torch.Generator]) -> None:
-    """Write everything the training needs to go on after ``progress.epochs_done`` epochs, atomically."""
-    buffer = io.BytesIO()
-    torch.save({"identity": identity, "epochs_done": progress.epochs_done, "best": progress.best,
-                "histories": json.dumps(progress.histories),
-                "parameters": {name: stack.detach().cpu() for name, stack in stacked.parameters.items()},
-                "optimizer": optimizer.state_dict(), "generators": [g.get_state() for g in generators],
-                }, buffer)
-    atomic_write_bytes(path, buffer.getvalue())
+    """Write everything the training needs to go on after ``progress.epochs_done`` epochs (``heurlens.checkpoints``)."""
+    save_checkpoint(path, identity, {
+        "epochs_done": progress.epochs_done, "best": progress.best, "histories": json.dumps(progress.histories),
+        "parameters": {name: stack.detach().cpu() for name, stack in stacked.parameters.items()},
+        "optimizer": optimizer.state_dict(), "generators": [g.get_state() for g in generators]})
 
 
 def _resume(path: Path, identity: str, stacked: StackedModels, optimizer: torch.optim.Optimizer,
             generators: Sequence[torch.Generator]) -> _Progress | None:
     """Load the checkpoint at ``path`` into the stacks, optimizer and data-order generators if it was saved by this same
     training (``identity``); None (start from epoch 0) when there is none, it is damaged or it is another's."""
-    try:
-        state = torch.load(path, weights_only=True, map_location="cpu")  # saved on any device
-    except (OSError, RuntimeError, EOFError, ValueError):
+    checkpoint = load_checkpoint(path)
+    if checkpoint is None or checkpoint[0] != identity:
         return None
-    if not isinstance(state, dict) or state.get("identity") != identity:
-        return None
+    state = checkpoint[1]
     with torch.no_grad():
         for name, stack in stacked.parameters.items():
             stack.copy_(state["parameters"][name])
