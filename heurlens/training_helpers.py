@@ -85,34 +85,49 @@ def denormals_flushed() -> bool:
 
 
 class FrozenWeights:
-    """Entries of a module's parameters that training must not move.
+    """Entries of parameters that training must not move: of one module's parameters (``FrozenWeights(module,
+    masks)``), or of models stacked along a leading dimension (``FrozenWeights.stacked``).
 
-    Their gradients are zeroed by tensor hooks, and ``restore()`` (call it after every optimizer
-    step) writes the saved values back, so optimizers with weight decay cannot drift them either:
-    they stay equal bit for bit.
+    After the backward pass ``zero_gradients()`` zeroes their gradients, and after the optimizer step
+    ``restore()`` writes their saved values back, so optimizers with weight decay cannot drift them either: they
+    stay equal bit for bit (``optimizer_step`` does both).
     """
 
-    def __init__(self, module: nn.Module, masks: dict[str, Bool[Tensor, " ..."]]):
-        parameters = dict(module.named_parameters())
-        self.masks = {name: mask.to(parameters[name].device) for name, mask in masks.items()}
-        self.entries = [(parameters[name], mask, parameters[name].detach()[mask].clone())
-                        for name, mask in self.masks.items()]
-        self.handles = [p.register_hook(lambda grad, mask=mask: grad.masked_fill(mask, 0)) for p, mask, _ in self.entries]
+    def __init__(self, parameters: nn.Module | Mapping[str, Tensor], masks: Mapping[str, Bool[Tensor, " ..."]]):
+        tensors = dict(parameters.named_parameters()) if isinstance(parameters, nn.Module) else dict(parameters)
+        self.masks = {name: mask.to(tensors[name].device) for name, mask in masks.items()}
+        self.parameters = {name: tensors[name] for name in self.masks}
+        self.values = {name: tensors[name].detach()[mask].clone() for name, mask in self.masks.items()}
+
+    @classmethod
+    def stacked(cls, stacks: Mapping[str, Tensor], frozen: Sequence[FrozenWeights | None]) -> FrozenWeights:
+        """Model i's ``frozen[i]`` (None: nothing frozen) over ``stacks`` (each parameter of every model stacked
+        along a leading dimension, model i at index i)."""
+        names = sorted({name for weights in frozen if weights is not None for name in weights.masks})
+        return cls(stacks, {name: torch.stack([
+            weights.masks[name].to(stacks[name].device) if weights is not None and name in weights.masks
+            else torch.zeros(stacks[name].shape[1:], dtype=torch.bool, device=stacks[name].device)
+            for weights in frozen]) for name in names})
+
+    def zero_gradients(self) -> None:
+        for name, mask in self.masks.items():
+            gradient = self.parameters[name].grad
+            if gradient is not None:
+                gradient.masked_fill_(mask, 0)
 
     @torch.no_grad()
     def restore(self) -> None:
-        for parameter, mask, values in self.entries:
-            parameter[mask] = values
-
-    def remove(self) -> None:
-        for handle in self.handles:
-            handle.remove()
+        for name, mask in self.masks.items():
+            self.parameters[name][mask] = self.values[name]
 
 
 def optimizer_step(optimizer: torch.optim.Optimizer, loss: Tensor, frozen: FrozenWeights | None = None) -> None:
-    """One optimizer step on ``loss``; then any ``frozen`` entries are written back."""
+    """One optimizer step on ``loss``, ``frozen`` entries' gradients zeroed before it and their values written
+    back after it."""
     optimizer.zero_grad()
     loss.backward()
+    if frozen is not None:
+        frozen.zero_gradients()
     optimizer.step()
     if frozen is not None:
         frozen.restore()

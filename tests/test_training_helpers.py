@@ -43,9 +43,23 @@ def test_frozen_entries_stay_bit_for_bit_under_weight_decay():
     for _ in range(3):
         optimizer_step(optimizer, model(torch.randn(8, 4)).pow(2).mean(), frozen)
     assert torch.equal(model.weight[mask], before[mask]) and not torch.equal(model.weight[~mask], before[~mask])
-    frozen.remove()
     optimizer_step(optimizer, model(torch.randn(8, 4)).pow(2).mean())
-    assert not torch.equal(model.weight[mask], before[mask])  # hooks removed: the diagonal trains again
+    assert not torch.equal(model.weight[mask], before[mask])  # a step without it: the diagonal trains again
+
+
+def test_frozen_entries_over_stacked_models_are_each_models_own():
+    """FrozenWeights.stacked: model 0's diagonal held, model 1 (frozen None) free, in one stacked parameter."""
+    models = [nn.Linear(4, 4, bias=False) for _ in range(2)]
+    stack = nn.Parameter(torch.stack([model.weight.detach() for model in models]))
+    before = stack.detach().clone()
+    frozen = FrozenWeights.stacked({"weight": stack}, [FrozenWeights(models[0], {"weight": torch.eye(4) > 0}), None])
+    assert frozen.masks["weight"].shape == (2, 4, 4) and not frozen.masks["weight"][1].any()
+    optimizer = torch.optim.AdamW([stack], lr=0.1, weight_decay=0.5)
+    for _ in range(3):
+        optimizer_step(optimizer, torch.einsum("mij,bj->mbi", stack, torch.randn(8, 4)).pow(2).mean(), frozen)
+    diagonal = torch.eye(4) > 0
+    assert torch.equal(stack[0][diagonal], before[0][diagonal]) and not torch.equal(stack[0], before[0])
+    assert not torch.equal(stack[1][diagonal], before[1][diagonal])
 
 
 def test_the_saved_random_state_gives_the_same_dropout_masks_again_after_other_draws() -> None:

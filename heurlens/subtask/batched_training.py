@@ -28,7 +28,7 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from jaxtyping import Bool, Int
+from jaxtyping import Int
 from torch import Tensor, nn
 from torch.func import functional_call, stack_module_state, vmap
 from tqdm.auto import tqdm
@@ -120,33 +120,6 @@ def retie(template: nn.Module, original: nn.Module) -> None:
         owner.register_parameter(leaf, template.get_parameter(first[id(parameter)]))
 
 
-class StackedFrozenWeights:
-    """``FrozenWeights`` of every model as stacked masks: gradients of frozen entries zeroed, values
-    written back after each step, so weight decay cannot move them either."""
-
-    def __init__(self, stacked: StackedModels, frozen: Sequence[FrozenWeights | None]):
-        names = {name for weights in frozen if weights is not None for name in weights.masks}
-        self.masks: dict[str, Bool[Tensor, "model ..."]] = {}
-        for name in sorted(names):
-            reference = stacked.parameters[name]
-            self.masks[name] = torch.stack([
-                weights.masks[name].to(reference.device) if weights is not None and name in weights.masks
-                else torch.zeros(reference.shape[1:], dtype=torch.bool, device=reference.device) for weights in frozen])
-        self.values = {name: stacked.parameters[name].detach().clone() for name in self.masks}
-        self.parameters = stacked.parameters
-
-    def zero_gradients(self) -> None:
-        for name, mask in self.masks.items():
-            gradient = self.parameters[name].grad
-            if gradient is not None:
-                gradient.masked_fill_(mask, 0)
-
-    @torch.no_grad()
-    def restore(self) -> None:
-        for name, mask in self.masks.items():
-            self.parameters[name].copy_(torch.where(mask, self.values[name], self.parameters[name]))
-
-
 def train_next_token_together(models: Sequence[nn.Module], trains: Sequence[Int[Tensor, "example 4"]],
                               evaluation: Tensor, test: Tensor, epochs: int, lr: float = 5e-4, batch_size: int = 128,
                               frozen: Sequence[FrozenWeights | None] | None = None, seeds: Sequence[int] | None = None,
@@ -172,7 +145,7 @@ def train_next_token_together(models: Sequence[nn.Module], trains: Sequence[Int[
                             f"{sorted({len(train) for train in trains})} rows")
     stacked = StackedModels(models)
     device = device_of(models[0])
-    held = StackedFrozenWeights(stacked, frozen)
+    held = FrozenWeights.stacked(stacked.parameters, frozen)
     optimizer = torch.optim.AdamW(stacked.parameters.values(), lr=lr, weight_decay=weight_decay, fused=True)
     generators = [torch.Generator().manual_seed(seed) for seed in seeds]
     progress_state = _Progress(epochs_done=0, best=[(-1.0, 0.0)] * count, histories=[[] for _ in range(count)])
@@ -252,7 +225,7 @@ class _Progress:
     histories: list[list[dict]]
 
 
-def _fingerprint(stacked: StackedModels, held: StackedFrozenWeights, trains: Sequence[Tensor], evaluation: Tensor,
+def _fingerprint(stacked: StackedModels, held: FrozenWeights, trains: Sequence[Tensor], evaluation: Tensor,
                  test: Tensor, settings: dict) -> str:
     """sha256 of everything a training together starts from: settings, data, initial stacks and frozen masks."""
     digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode())
