@@ -1,17 +1,17 @@
 """What every training loop of heurlens shares: the examples shuffled into batches one way
-(``shuffled_batches``), the model's own weights held still while masks
-train (``frozen_parameters``), entries of weights that must never move while the rest trains
-(``FrozenWeights``), one optimizer step that respects them (``optimizer_step``), float32
-denormals flushed to zero where masks saturate (``run_with_denormals_flushed``), and the global random
-state a killed fine-tune saves so that, resumed, it draws the same dropout masks (``random_state``,
-``restore_random_state``)."""
+(``shuffled_batches``), the best epoch chosen by one rule with its ties stated (``is_best_epoch``), the model's
+own weights held still while masks train (``frozen_parameters``), entries of weights that must never move while
+the rest trains (``FrozenWeights``), one optimizer step that respects them (``optimizer_step``), float32
+denormals flushed to zero where masks saturate (``run_with_denormals_flushed``), and the global random state a
+killed fine-tune saves so that, resumed, it draws the same dropout masks (``random_state``,
+``restore_random_state``). The resumable checkpoint itself is ``heurlens.checkpoints``."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import torch
 from jaxtyping import Bool
@@ -30,6 +30,19 @@ def shuffled_batches(tensors: Sequence[Tensor], batch_size: int, generator: torc
     order = torch.randperm(len(tensors[0]), generator=generator, device="cpu")
     return [tuple(tensor[order[begin:begin + batch_size]] for tensor in tensors)
             for begin in range(0, len(order), batch_size)]
+
+
+TieRule = Literal["later", "earlier"]
+
+
+def is_best_epoch(score: float, best: float | None, ties: TieRule) -> bool:
+    """Whether an epoch scoring ``score`` on the evaluation set is the best so far (``best`` None: the first).
+    ``ties``: which of two epochs with the same score is kept. "later": the Subtask Induction paper's released
+    transfer script (``>=``), for the transfer runs; "earlier": HF Trainer's best checkpoint (``>``), for T1's
+    early stopping (the released T1 script uses the Trainer) and for the vision classifiers, which follow it."""
+    if best is None:
+        return True
+    return score >= best if ties == "later" else score > best
 
 
 @contextmanager

@@ -90,3 +90,11 @@ def test_examples_are_shuffled_one_way_and_stay_paired():
     order = torch.randperm(10, generator=torch.Generator().manual_seed(3))
     assert [batch[0].tolist() for batch in batches] == [order[:4].tolist(), order[4:8].tolist(), order[8:].tolist()]
     assert all(torch.equal(batch[1], batch[0] * 10) for batch in batches)
+
+
+def test_the_best_epoch_rule_states_which_of_two_equal_epochs_is_kept():
+    from heurlens.training_helpers import is_best_epoch
+
+    assert is_best_epoch(0.5, None, ties="earlier") and is_best_epoch(0.5, None, ties="later")
+    assert is_best_epoch(0.5, 0.5, ties="later") and not is_best_epoch(0.5, 0.5, ties="earlier")
+    assert not is_best_epoch(0.4, 0.5, ties="later") and is_best_epoch(0.6, 0.5, ties="earlier")

@@ -43,7 +43,7 @@ from heurlens.subtask.training import (
     batches_of,
     best_by_evaluation,
 )
-from heurlens.training_helpers import FrozenWeights
+from heurlens.training_helpers import FrozenWeights, is_best_epoch
 
 
 def native_module(model: nn.Module) -> nn.Module:
@@ -172,7 +172,7 @@ def train_next_token_together(models: Sequence[nn.Module], trains: Sequence[Int[
             optimizer.step()
             held.restore()
         evaluations = stacked.answer_accuracies(evaluation)
-        improved = [index for index in range(count) if evaluations[index] >= best[index][0]]
+        improved = [index for index in range(count) if is_best_epoch(evaluations[index], best[index][0], ties="later")]
         tests = dict(zip(improved, stacked.answer_accuracies(test, improved)))  # only where it will be kept
         for index in range(count):
             scores = {"epoch": epoch, "loss": losses[index].item(), "eval": evaluations[index]}

@@ -17,7 +17,7 @@ from tqdm.auto import tqdm
 from heurlens.devices import device_of
 from heurlens.errors import HeurlensError
 from heurlens.subtask.arithmetic import ArithmeticTask
-from heurlens.training_helpers import FrozenWeights, optimizer_step, shuffled_batches
+from heurlens.training_helpers import FrozenWeights, is_best_epoch, optimizer_step, shuffled_batches
 
 
 def arithmetic_model(task: ArithmeticTask, n_layers: int = 2, seed: int = 0,
@@ -109,12 +109,12 @@ def train_next_token(model: nn.Module, train: Tensor, evaluation: Tensor, test: 
                 optimizer_step(optimizer, loss, frozen)
             model.eval()
             scores = {"epoch": epoch, "loss": loss.item(), "eval": answer_accuracy(model, evaluation)}
-            if patience is None and scores["eval"] >= best[0]:  # ties: the later epoch (the released script's >=)
+            if patience is None and is_best_epoch(scores["eval"], best[0], ties="later"):
                 scores["test"] = answer_accuracy(model, test)
                 best = (scores["eval"], scores["test"])
             history.append(scores)
             if patience is not None:
-                if scores["eval"] > strict_best:
+                if is_best_epoch(scores["eval"], strict_best, ties="earlier"):
                     strict_best, waited = scores["eval"], 0
                     best_state = {name: value.detach().clone() for name, value in model.state_dict().items()}
                 else:

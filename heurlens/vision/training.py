@@ -18,7 +18,7 @@ from tqdm.auto import tqdm
 
 from heurlens.devices import device_of
 from heurlens.errors import HeurlensError
-from heurlens.training_helpers import FrozenWeights, optimizer_step, shuffled_batches
+from heurlens.training_helpers import FrozenWeights, is_best_epoch, optimizer_step, shuffled_batches
 from heurlens.vision.metrics import prediction_accuracy
 
 Images = Float[Tensor, "n channel height width"]
@@ -85,7 +85,7 @@ def train_classifier(model: nn.Module, images: Images, labels: Labels, evaluatio
         schedule.step()
         scores = {name: prediction_accuracy(predict(model, x), y) for name, (x, y) in evaluation.items()}
         history.append({"epoch": epoch, "loss": loss.item(), **scores})
-        if best is None or scores[select_on] > best[select_on]:
+        if is_best_epoch(scores[select_on], None if best is None else best[select_on], ties="earlier"):
             best, best_epoch = scores, epoch
             best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
     if best_state is None or best is None:
