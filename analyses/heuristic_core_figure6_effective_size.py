@@ -17,7 +17,6 @@ A reading written by hand at the end of the page, after a line starting with
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 import pandas as pd
@@ -28,6 +27,7 @@ from heurlens.analysis.overlap import heuristic_core
 from heurlens.analysis.results_page import write_results_page
 from heurlens.pruning.runs import subnetworks_by_sparsity
 from heurlens.pruning.settings import PruneSettings
+from heurlens.run_folders import RunFolder
 from heurlens.units import format_units, parse_units
 
 
@@ -77,8 +77,8 @@ def main() -> None:
     args = parser.parse_args()
 
     table = pd.read_csv(args.effective_size / EFFECTIVE_SIZE_FILE)
-    settings_path = args.effective_size / "settings.json"
-    settings = json.loads(settings_path.read_text()) if settings_path.exists() else None
+    folder = RunFolder(args.effective_size, "effective-size run")
+    settings = folder.settings() if folder.has_settings() else None  # folders written before it: none
     args.docs.parent.mkdir(parents=True, exist_ok=True)
     figure_path = args.docs.with_suffix(".html")
     effective_size_figure(table).write_html(figure_path, include_plotlyjs="cdn")

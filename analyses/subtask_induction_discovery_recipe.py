@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 from pathlib import Path
 
 import pandas as pd
@@ -25,7 +24,13 @@ from safetensors.torch import load_file
 from heurlens.analysis.results_page import write_results_page
 from heurlens.cache import stored
 from heurlens.subtask.arithmetic import ArithmeticTask
-from heurlens.subtask.sweep import DISCOVERY_RECIPES, DiscoveryRecipe, SweepSettings, discover_for_sweep, load_tied_state
+from heurlens.subtask.sweep import (
+    DISCOVERY_RECIPES,
+    DiscoveryRecipe,
+    discover_for_sweep,
+    load_tied_state,
+    recorded_settings,
+)
 from heurlens.subtask.training import next_token_loss
 from heurlens.subtask.weight_subnetwork import WeightSubnetwork
 
@@ -39,12 +44,6 @@ ROWS: dict[str, DiscoveryRecipe] = {
 }
 
 
-def sweep_settings(folder: Path) -> SweepSettings:
-    """The settings a sweep folder records (``settings.json``), its lists as the tuples ``SweepSettings`` holds."""
-    record = json.loads((folder / "settings.json").read_text())
-    return SweepSettings(**{k: tuple(v) if isinstance(v, list) else v for k, v in record.items()})
-
-
 def row_stem(out: Path, name: str) -> Path:
     return out / "".join(c if c.isalnum() else "-" for c in name).strip("-")
 
@@ -54,7 +53,7 @@ def run_row(name: str, source: Path, out: Path) -> WeightSubnetwork:
     stem = row_stem(out, name)
 
     def discover() -> WeightSubnetwork:
-        settings = sweep_settings(source)
+        settings = recorded_settings(source)
         t1 = ArithmeticTask(settings.t1, settings.max_value, settings.modulus)
         subtask = ArithmeticTask(settings.subtask, settings.max_value, settings.modulus)
         trained = settings.model_factory(t1)(seed=0)

@@ -31,8 +31,8 @@ from pathlib import Path
 import pandas as pd
 
 from heurlens.analysis.results_page import write_results_page
-from heurlens.cache import guard_run_settings
 from heurlens.distributed import Workers
+from heurlens.run_folders import RunFolder
 from heurlens.subtask.settings import FIGURE3_CONDITIONS, FILLINGS
 from heurlens.subtask.sweep import PER_RUN, SweepSettings, figure3, finished_results, run_sweep
 from heurlens.subtask.weight_subnetwork import WeightSubnetwork
@@ -61,7 +61,8 @@ def second_filling_run(out: Path, filling: str, settings: SweepSettings) -> tupl
     second = second_folder(out, filling)
     changed = dataclasses.replace(settings, filling=filling,
                                   conditions=tuple(c for c in settings.conditions if c in FILLING_DEPENDENT))
-    guard_run_settings(second, changed.to_dict(), PER_RUN, "sweep")  # first: a folder with parts but no settings is refused
+    # first: a folder with parts but no settings is refused
+    RunFolder(second, "sweep").record_settings(changed.to_dict(), PER_RUN)
     for part in SHARED_PARTS:
         if not (second / part).exists():
             copy = shutil.copytree if (out / part).is_dir() else shutil.copy2
@@ -119,10 +120,10 @@ def beside_the_paper(results: pd.DataFrame, seeds: int, n: int = 1000) -> pd.Dat
 
 def depth_section(layers: int, out: Path, also_filling: str | None) -> tuple[list[str], pd.DataFrame]:
     """The page's section for one depth, and its results (both fillings)."""
-    settings = json.loads((out / "settings.json").read_text())
+    settings = RunFolder(out, "sweep").settings()
     counts, seeds = sorted(settings["disambiguation"]), settings["seeds"]
     results = finished_results(out)
-    if also_filling and (second_folder(out, also_filling) / "settings.json").exists():
+    if also_filling and RunFolder(second_folder(out, also_filling), "sweep").has_settings():
         results = pd.concat([results, with_filling(finished_results(second_folder(out, also_filling)), also_filling)],
                             ignore_index=True)
     preset = SweepSettings.paper(n_layers=layers).to_dict()

@@ -27,7 +27,7 @@ from heurlens.analysis.results_page import write_results_page
 from heurlens.cache import atomic_write_json
 from heurlens.subtask.arithmetic import ArithmeticTask
 from heurlens.subtask.released_model import released_arithmetic_model
-from heurlens.subtask.sweep import load_tied_state, train_transfer_runs
+from heurlens.subtask.sweep import load_tied_state, recorded_settings, train_transfer_runs
 from heurlens.subtask.weight_subnetwork import WeightSubnetwork
 
 CONDITIONS = ("subtask induction", "random subnetwork", "random init")
@@ -63,13 +63,13 @@ def run_row(row: Row, source: Path, out: Path, seeds: int, disambiguation: int) 
                if not result_file(out, row, condition, seed).exists()]
     if not pending:
         return
-    settings = json.loads((source / "settings.json").read_text())
-    t1 = ArithmeticTask(settings["t1"], settings["max_value"], settings["modulus"])
-    t2 = ArithmeticTask(settings["t2"], settings["max_value"], settings["modulus"])
-    trained = released_arithmetic_model(t1, settings["n_layers"])
+    settings = recorded_settings(source)
+    t1 = ArithmeticTask(settings.t1, settings.max_value, settings.modulus)
+    t2 = ArithmeticTask(settings.t2, settings.max_value, settings.modulus)
+    trained = released_arithmetic_model(t1, settings.n_layers)
     load_tied_state(trained, load_file(str(source / "t1-model.safetensors")))
     subnetwork = WeightSubnetwork.load(source / "subnetwork")
-    make = partial(released_arithmetic_model, t1, settings["n_layers"], dropout=row.dropout, tie_embeddings=row.tied)
+    make = partial(released_arithmetic_model, t1, settings.n_layers, dropout=row.dropout, tie_embeddings=row.tied)
     results = train_transfer_runs(pending, disambiguation, subnetwork, trained, make, t2, "inherited", [2e-4], 100,
                                   row.batch_size, weight_decay=row.weight_decay)
     for (condition, seed), result in zip(pending, results):

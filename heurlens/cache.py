@@ -6,7 +6,7 @@ import errno
 import json
 import os
 import tempfile
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
@@ -16,7 +16,6 @@ from safetensors import SafetensorError
 
 from heurlens.cache_contents import COMPUTED_KINDS, make_room, mark_used
 from heurlens.errors import HeurlensError
-from heurlens.run_folders import check_writable_dir, refuse_foreign_dir
 
 CACHE_ENV_VAR = "HEURLENS_CACHE"
 # what reading back a damaged file of heurlens' own raises: such an entry is computed again, never trusted
@@ -138,44 +137,6 @@ def atomic_write_csv(path: Path, table: Any) -> None:
 def atomic_write_json(path: Path, obj: Any) -> None:
     """``atomic_write_bytes`` for a JSON document (indented, keys in insertion order)."""
     atomic_write_bytes(path, (json.dumps(obj, indent=2) + "\n").encode())
-
-
-def guard_run_settings(folder: Path, settings: dict, may_grow: Iterable[str], kind: str,
-                       markers: Iterable[str] = ("settings.json",)) -> None:
-    """Record ``settings`` in ``folder/settings.json``, refusing a folder that holds a ``kind`` run with
-    other settings; the keys in ``may_grow`` (more seeds, conditions...) may differ, so a run can be
-    resumed with more of them, and the file keeps what earlier calls asked for too (``grown``): a call
-    for fewer of them does not drop the others from the folder's plan. Nothing is overwritten when it
-    refuses. ``markers``: the files (or glob patterns) that show a non-empty folder is one of heurlens'
-    (``refuse_foreign_dir``)."""
-    refuse_foreign_dir(Path(folder), markers, f"the {kind} folder")
-    check_writable_dir(Path(folder), f"the {kind} folder")
-    path = Path(folder) / "settings.json"
-    try:
-        previous = json.loads(path.read_text()) if path.exists() else None
-    except (OSError, ValueError) as error:
-        raise HeurlensError(f"{path} cannot be read ({type(error).__name__}); it records the settings of the {kind} "
-                            f"in {folder}: restore it, or use another folder") from error
-    if previous is not None:
-        changed = sorted(k for k in previous.keys() | settings.keys()
-                         if previous.get(k) != settings.get(k) and k not in set(may_grow))
-        if changed:
-            raise HeurlensError(f"{folder} holds a {kind} with other settings ({', '.join(changed)}); nothing was "
-                                "overwritten. Use another out=, or the same settings to resume")
-        settings = {**settings, **{k: grown(previous[k], settings[k]) for k in may_grow
-                                   if k in previous and k in settings}}
-    if previous != settings:
-        atomic_write_json(path, settings)
-
-
-def grown(previous: Any, asked: Any) -> Any:
-    """A may-grow setting after one more call: a list keeps its earlier entries and adds the new ones in
-    the order asked (``[1000, 10]`` then ``[10000]``: ``[1000, 10, 10000]``), a count the larger one."""
-    if isinstance(previous, list) and isinstance(asked, list | tuple):
-        return previous + [x for x in asked if x not in previous]
-    if isinstance(previous, int) and isinstance(asked, int):
-        return max(previous, asked)
-    return asked
 
 
 def stored(path: Path, compute: Callable[[], T], save: Callable[[T], object], load: Callable[[], T]) -> T:

@@ -1,22 +1,29 @@
-"""Where heurlens may write: the one place that decides whether an output path can be used.
+"""Where heurlens may write: the one place that decides whether an output path can be used, and ``RunFolder``,
+the one way a run folder says what it holds.
 
 Rules, checked before any work is done:
 - a path that must be a directory but is a file, or that cannot be created or written, is refused;
 - a non-empty directory is written into only if heurlens made it: it holds one of the marker files
   that heurlens writes into its run folders (``markers``). Anything else there is the user's, and
   heurlens refuses rather than mixing its files in or deleting anything;
-- one process at a time writes into a run folder (``exclusive``).
+- one process at a time writes into a run folder (``exclusive``);
+- a run folder records its run's settings in ``settings.json`` and refuses a run with other ones
+  (``RunFolder``).
 """
 
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from heurlens.cache import atomic_write_json
 from heurlens.errors import HeurlensError
 
 
@@ -90,3 +97,68 @@ def exclusive(folder: Path, what: str, wait: bool = False) -> Iterator[None]:
             del _HELD[key]
     finally:
         handle.close()
+
+
+SETTINGS_FILE = "settings.json"
+
+
+@dataclass(frozen=True)
+class RunFolder:
+    """A folder one kind of heurlens run writes into (a transfer sweep, a shape-bias run, an effective-size
+    search), and the one way to tell what it holds: ``settings.json`` records the run's settings;
+    ``record_settings`` refuses a run with other ones and ``settings`` reads them back, for the run that resumes
+    and for the scripts that table it. ``markers``: the files (or glob patterns) that show a non-empty folder is
+    one of heurlens' (``refuse_foreign_dir``)."""
+
+    path: Path
+    kind: str
+    markers: tuple[str, ...] = (SETTINGS_FILE,)
+
+    def has_settings(self) -> bool:
+        return (Path(self.path) / SETTINGS_FILE).exists()
+
+    def settings(self, missing: str = "") -> dict[str, Any]:
+        """The settings the run recorded; refused by name when there are none (``missing``: what to do then)
+        or they cannot be read."""
+        path = Path(self.path) / SETTINGS_FILE
+        try:
+            settings = json.loads(path.read_text())
+        except FileNotFoundError as error:
+            raise HeurlensError(f"{self.path} holds no {self.kind} (no {SETTINGS_FILE})"
+                                + (f"; {missing}" if missing else "")) from error
+        except (OSError, ValueError) as error:
+            raise HeurlensError(f"{path} cannot be read ({type(error).__name__}); it records the settings of the "
+                                f"{self.kind} in {self.path}: restore it, or run it again with the same options") from error
+        if not isinstance(settings, dict):
+            raise HeurlensError(f"{path} does not hold the settings of a {self.kind}: restore it, or use another folder")
+        return settings
+
+    def record_settings(self, settings: dict[str, Any], may_grow: Iterable[str] = ()) -> None:
+        """Record ``settings``, refusing a folder that holds a run with other settings; the keys in ``may_grow``
+        (more seeds, conditions...) may differ, so a run can be resumed with more of them, and the file keeps
+        what earlier calls asked for too (``grown``): a call for fewer of them does not drop the others from the
+        folder's plan. Nothing is overwritten when it refuses."""
+        folder = Path(self.path)
+        refuse_foreign_dir(folder, self.markers, f"the {self.kind} folder")
+        check_writable_dir(folder, f"the {self.kind} folder")
+        previous = self.settings() if self.has_settings() else None
+        if previous is not None:
+            changed = sorted(k for k in previous.keys() | settings.keys()
+                             if previous.get(k) != settings.get(k) and k not in set(may_grow))
+            if changed:
+                raise HeurlensError(f"{folder} holds a {self.kind} with other settings ({', '.join(changed)}); nothing "
+                                    "was overwritten. Use another out=, or the same settings to resume")
+            settings = {**settings, **{k: grown(previous[k], settings[k]) for k in may_grow
+                                       if k in previous and k in settings}}
+        if previous != settings:
+            atomic_write_json(folder / SETTINGS_FILE, settings)
+
+
+def grown(previous: Any, asked: Any) -> Any:
+    """A may-grow setting after one more call: a list keeps its earlier entries and adds the new ones in
+    the order asked (``[1000, 10]`` then ``[10000]``: ``[1000, 10, 10000]``), a count the larger one."""
+    if isinstance(previous, list) and isinstance(asked, list | tuple):
+        return previous + [x for x in asked if x not in previous]
+    if isinstance(previous, int) and isinstance(asked, int):
+        return max(previous, asked)
+    return asked

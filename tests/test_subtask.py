@@ -558,12 +558,11 @@ def test_a_second_sweep_process_waits_for_the_folders_t1_and_discovery(tmp_path)
     import subprocess
     import sys
 
-    from heurlens.cache import guard_run_settings
-    from heurlens.run_folders import LOCK_FILE
+    from heurlens.run_folders import LOCK_FILE, RunFolder
 
     settings = SweepSettings(max_value=12, t1_epochs=1, discovery_epochs=1, disambiguation=(5,),
                              conditions=("random init",), transfer_epochs=1)
-    guard_run_settings(tmp_path, settings.to_dict(), PER_RUN, "sweep")  # what the first process wrote first
+    RunFolder(tmp_path, "sweep").record_settings(settings.to_dict(), PER_RUN)  # what the first process wrote first
     holder = subprocess.Popen([sys.executable, "-c", (
         "import fcntl, sys, time\n"
         f"handle = open({str(tmp_path / LOCK_FILE)!r}, 'a')\n"
@@ -576,3 +575,20 @@ def test_a_second_sweep_process_waits_for_the_folders_t1_and_discovery(tmp_path)
     holder.wait()
     released = float((tmp_path / "released").read_text())
     assert (tmp_path / "t1-model.safetensors").stat().st_mtime >= released - 0.05  # trained after the wait
+
+
+def test_a_sweep_folder_says_what_it_holds_through_one_reader(tmp_path):
+    """RunFolder: the settings a sweep records come back as the same SweepSettings (the scripts that table a sweep
+    read them so); a folder without them, or with a damaged file, is refused by name."""
+    from heurlens.run_folders import RunFolder
+    from heurlens.subtask.sweep import recorded_settings
+
+    settings = SweepSettings.paper(seeds=2)
+    RunFolder(tmp_path, "sweep").record_settings(settings.to_dict())
+    assert recorded_settings(tmp_path) == settings
+    with pytest.raises(HeurlensError, match="holds no transfer sweep .no settings.json.; start one with heurlens "
+                                            "transfer --out"):
+        recorded_settings(tmp_path / "empty")
+    (tmp_path / "settings.json").write_text("{not json")
+    with pytest.raises(HeurlensError, match="settings.json cannot be read .JSONDecodeError.; it records the settings"):
+        recorded_settings(tmp_path)

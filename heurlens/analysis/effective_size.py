@@ -23,14 +23,14 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from heurlens.ablation import metric_names
-from heurlens.cache import atomic_write_csv, guard_run_settings
+from heurlens.cache import atomic_write_csv
 from heurlens.distributed import Workers
 from heurlens.errors import HeurlensError
 from heurlens.means import UnitMeans
 from heurlens.protocols import Loss, Metrics, PreparedModel, Task
 from heurlens.pruning.runs import SPARSITY_TOLERANCE, data_id_of, evaluate_subnetworks, prune
 from heurlens.pruning.settings import PruneSettings
-from heurlens.run_folders import check_writable_dir, exclusive, refuse_foreign_dir
+from heurlens.run_folders import RunFolder, check_writable_dir, exclusive, refuse_foreign_dir
 from heurlens.units import UnitLayout
 
 SPARSITY_GRID = [round(0.05 * i, 2) for i in range(1, 20)]  # 5%, 10%, ..., 95%
@@ -187,10 +187,9 @@ def effective_size_over_checkpoints(checkpoints: Sequence[str | Path], out: Path
         model = load_model(str(checkpoint), device=device)
         n_units = UnitLayout(model.n_layers, model.n_heads).n_units
         train, eval_sets = snli_pruning_data(model, train_examples, batch_size), eval_sets_for(model)
-        guard_run_settings(out, {"sparsities": sorted(sparsities), "search": search, "tolerance": tolerance,
-                                 "seeds": list(seeds), "train": data_id_of(train), "pruning": config.to_dict(),
-                                 "eval_sets": [data_id_of(task) for task in eval_sets]}, (), "effective-size run",
-                           markers=FOLDER_MARKERS)
+        RunFolder(out, "effective-size run", tuple(FOLDER_MARKERS)).record_settings(
+            {"sparsities": sorted(sparsities), "search": search, "tolerance": tolerance, "seeds": list(seeds),
+             "train": data_id_of(train), "pruning": config.to_dict(), "eval_sets": [data_id_of(task) for task in eval_sets]})
         sizes, evaluation = effective_size_of(
             model, train, eval_sets, snli_reference_means(model), sparsities, seeds, out / Path(checkpoint).name,
             config, tolerance, search, progress, workers)

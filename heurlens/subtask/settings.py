@@ -111,6 +111,13 @@ class SweepSettings:
         return record | {name: list(getattr(self, name))
                          for name in ("l0_lambdas", "disambiguation", "conditions", "transfer_lrs")}
 
+    @classmethod
+    def from_dict(cls, record: dict) -> SweepSettings:
+        """The settings a run folder recorded (``to_dict``'s output), its lists as the tuples the settings hold."""
+        values: dict[str, Any] = {name: tuple(value) if isinstance(value, list) else value
+                                  for name, value in record.items()}
+        return cls(**values)
+
     def model_factory(self, task: Any) -> Callable[..., Any]:
         """``make(seed=..., device=...)``: a fresh decoder of this architecture and depth for ``task``."""
         if self.architecture == "released":

@@ -32,11 +32,11 @@ import torch
 from safetensors.torch import load_file
 from torch import Tensor, nn
 
-from heurlens.cache import atomic_save_tensors, atomic_write_json, guard_run_settings, stored
+from heurlens.cache import atomic_save_tensors, atomic_write_json, stored
 from heurlens.devices import device_of, resolve_device
 from heurlens.distributed import Workers, run_each
 from heurlens.errors import HeurlensError
-from heurlens.run_folders import LOCK_FILE, exclusive
+from heurlens.run_folders import LOCK_FILE, RunFolder, exclusive
 from heurlens.subtask.arithmetic import ArithmeticTask, ambiguous_set, evaluation_set, training_set
 from heurlens.subtask.batched_training import checkpoint_path, train_together_with_lr_search
 from heurlens.subtask.masks import DiscoverySettings, discover_subnetwork, masked_forward
@@ -74,7 +74,7 @@ def run_sweep(out: Path, settings: SweepSettings = SweepSettings(), progress: bo
     t1 = ArithmeticTask(settings.t1, settings.max_value, settings.modulus)  # each refuses a bad expression
     subtask = ArithmeticTask(settings.subtask, settings.max_value, settings.modulus)
     t2 = ArithmeticTask(settings.t2, settings.max_value, settings.modulus)
-    guard_run_settings(out, settings.to_dict(), PER_RUN, "sweep")  # only once everything is known to be valid
+    RunFolder(out, "sweep").record_settings(settings.to_dict(), PER_RUN)  # only once everything is known valid
 
     trained = settings.model_factory(t1)(seed=0, device=resolve_device(device))
     t1_path = out / "t1-model.safetensors"
@@ -114,21 +114,24 @@ def run_sweep(out: Path, settings: SweepSettings = SweepSettings(), progress: bo
     return finished_results(out)
 
 
+def recorded_settings(out: Path) -> SweepSettings:
+    """The settings the sweep in ``out`` recorded (its ``settings.json``), refused by name when there are none or
+    they are not a sweep's."""
+    record = RunFolder(Path(out), "transfer sweep").settings(missing=f"start one with heurlens transfer --out {out}")
+    try:
+        return SweepSettings.from_dict(record)
+    except TypeError as error:
+        raise HeurlensError(f"{Path(out) / 'settings.json'} does not hold a sweep's settings ({error}): restore it, "
+                            "or run the sweep again with the same options") from error
+
+
 def finished_results(out: Path) -> pd.DataFrame:
     """One row per finished transfer run of the sweep in ``out`` (the runs its ``settings.json`` asks for, in its
     order of sample counts, conditions and seeds), reading files only: a sweep still running or cut short can be
     tabled and plotted (``summary_table``, ``figure3``) without training anything or waiting for it."""
-    path = Path(out) / "settings.json"
-    try:
-        settings = json.loads(path.read_text())
-        planned = [(n, condition, seed) for n in settings["disambiguation"] for condition in settings["conditions"]
-                   for seed in range(settings["seeds"])]
-    except FileNotFoundError as error:
-        raise HeurlensError(f"{out} holds no transfer sweep (no settings.json); start one with heurlens transfer "
-                            f"--out {out}") from error
-    except (OSError, ValueError, KeyError, TypeError) as error:
-        raise HeurlensError(f"{path} cannot be read ({type(error).__name__}); it records the sweep's settings: "
-                            "restore it, or run the sweep again with the same options") from error
+    settings = recorded_settings(out)
+    planned = [(n, condition, seed) for n in settings.disambiguation for condition in settings.conditions
+               for seed in range(settings.seeds)]
     paths = [result_path(Path(out), condition, n, seed) for n, condition, seed in planned]
     rows = [_read_result(path) for path in paths if path.exists()]
     return pd.DataFrame(rows, columns=[*RESULT_FIELDS, "lr"])

@@ -30,10 +30,11 @@ import pandas as pd
 import torch
 from safetensors.torch import load_file
 
-from heurlens.cache import atomic_save_tensors, atomic_write_json, guard_run_settings, stored
+from heurlens.cache import atomic_save_tensors, atomic_write_json, stored
 from heurlens.devices import resolve_device
 from heurlens.distributed import Workers, run_each
 from heurlens.errors import HeurlensError
+from heurlens.run_folders import RunFolder
 from heurlens.subtask.masks import DiscoverySettings, discover_subnetwork, masked_forward
 from heurlens.subtask.transfer import transfer_condition
 from heurlens.subtask.weight_subnetwork import WeightSubnetwork
@@ -61,7 +62,7 @@ class ShapeBiasRun:
         self.settings, self.out, self.progress = settings, Path(out), progress
         self.device = resolve_device(device)
         self._build_data()  # refuses sizes the data cannot hold before anything is written
-        guard_run_settings(self.out, settings.to_dict(), RESUMABLE_SETTINGS, "shape-bias run")
+        RunFolder(self.out, "shape-bias run").record_settings(settings.to_dict(), RESUMABLE_SETTINGS)
 
     def _build_data(self) -> None:
         s, start = self.settings, 0
