@@ -22,7 +22,7 @@ from heurlens.analysis.results_page import write_results_page
 from heurlens.data.hans import FOCUS_SUBCASES
 from heurlens.nli import nli_eval_sets, snli_pruning_data, snli_reference_means
 from heurlens.pruning import PruneSettings, evaluate_subnetworks
-from heurlens.pruning.runs import subnetworks_by_sparsity
+from heurlens.pruning.run_folder import subnetworks_by_sparsity
 
 SPARSITIES = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7)
 

@@ -25,7 +25,7 @@ from heurlens.analysis.core_over_training import checkpoint_subnetworks, core_pr
 from heurlens.analysis.effective_size import DATA_KINDS, EFFECTIVE_SIZE_FILE, effective_size_figure
 from heurlens.analysis.overlap import heuristic_core
 from heurlens.analysis.results_page import write_results_page
-from heurlens.pruning.runs import subnetworks_by_sparsity
+from heurlens.pruning.run_folder import subnetworks_by_sparsity
 from heurlens.pruning.settings import PruneSettings
 from heurlens.run_folders import RunFolder
 from heurlens.units import format_units, parse_units

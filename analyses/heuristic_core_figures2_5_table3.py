@@ -40,7 +40,7 @@ from heurlens.nli import (
     snli_reference_means,
 )
 from heurlens.pruning import PruneSettings
-from heurlens.pruning.runs import subnetworks_by_sparsity
+from heurlens.pruning.run_folder import subnetworks_by_sparsity
 from heurlens.units import all_units, format_units
 
 

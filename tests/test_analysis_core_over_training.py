@@ -7,7 +7,7 @@ import torch
 from cli_run import assert_refused, heurlens_in_process
 
 from heurlens.analysis.core_over_training import checkpoint_subnetworks, core_presence
-from heurlens.pruning.runs import subnetwork_stem
+from heurlens.pruning.run_folder import subnetwork_stem
 from heurlens.pruning.subnetwork import Subnetwork
 from heurlens.units import Unit, parse_units
 

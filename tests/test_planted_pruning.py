@@ -10,7 +10,7 @@ from planted import PLANTED, build_planted_model
 
 import heurlens
 from heurlens.errors import for_command_line
-from heurlens.pruning.runs import SparsityTargetMissed
+from heurlens.pruning.run_folder import SparsityTargetMissed
 from heurlens.tasks import token_batches
 
 SETTINGS = heurlens.PruneSettings(total_steps=300, warmup_steps=100)
@@ -67,7 +67,7 @@ def test_a_missed_sparsity_target_is_warned_and_recorded(planted):
 
 
 def test_a_subnetwork_that_missed_is_marked_in_tables_and_left_out_of_pooled_analyses(planted, tmp_path):
-    from heurlens.pruning.runs import subnetworks_by_sparsity
+    from heurlens.pruning.run_folder import subnetworks_by_sparsity
 
     model, data = planted
     means = heurlens.compute_means(model, data)

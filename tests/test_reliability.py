@@ -289,7 +289,7 @@ def test_damaged_run_means_are_named_with_their_fix(small_run, tmp_path):
     import torch
     from safetensors.torch import load_file, save_file
 
-    from heurlens.pruning.runs import MEANS_FILE, load_run_means
+    from heurlens.pruning.run_folder import MEANS_FILE, load_run_means
 
     _, _, out = small_run
     copy = tmp_path / "run"

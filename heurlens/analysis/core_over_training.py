@@ -17,7 +17,7 @@ import plotly.graph_objects as go
 
 from heurlens.analysis.effective_size import checkpoint_step
 from heurlens.errors import HeurlensError
-from heurlens.pruning.runs import find_subnetworks
+from heurlens.pruning.run_folder import find_subnetworks
 from heurlens.pruning.subnetwork import Subnetwork
 from heurlens.units import Unit
 

@@ -28,7 +28,8 @@ from heurlens.distributed import Workers
 from heurlens.errors import HeurlensError
 from heurlens.means import UnitMeans
 from heurlens.protocols import Loss, Metrics, PreparedModel, Task
-from heurlens.pruning.runs import SPARSITY_TOLERANCE, data_id_of, evaluate_subnetworks, prune
+from heurlens.pruning.run_folder import SPARSITY_TOLERANCE, data_id_of
+from heurlens.pruning.runs import evaluate_subnetworks, prune
 from heurlens.pruning.settings import PruneSettings
 from heurlens.run_folders import RunFolder, check_writable_dir, exclusive, refuse_foreign_dir
 from heurlens.units import UnitLayout

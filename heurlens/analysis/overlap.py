@@ -53,7 +53,7 @@ def heuristic_core(subnetworks: Sequence[Subnetwork]) -> list[Unit]:
 def core_from(spec: str, n_layers: int, n_heads: int) -> tuple[list[Unit], list[Subnetwork]]:
     """A core given as a run directory of ``heurlens prune`` (its heads kept by every subnetwork) or as a
     list of heads (``L2.H5,L4.H1``); returns (core heads, the run's subnetworks or [])."""
-    from heurlens.pruning.runs import find_subnetworks
+    from heurlens.pruning.run_folder import find_subnetworks
     from heurlens.units import parse_units
 
     if Path(spec).is_dir():

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 def core(run_dirs: tuple[str, ...], out: str | None, as_json: bool, as_csv: bool) -> None:
     """Overlap of the subnetworks in RUN_DIRS: head frequencies, the core, Spearman rho, random null."""
     from heurlens.analysis.overlap import frequencies_by_sparsity, overlap_report, write_overlap_files
-    from heurlens.pruning.runs import subnetworks_by_sparsity
+    from heurlens.pruning.run_folder import subnetworks_by_sparsity
 
     if not run_dirs:
         raise HeurlensError("give at least one run directory written by heurlens prune, e.g. heurlens core runs/prune")
@@ -163,7 +163,7 @@ def report(run_dir: str, out: str | None, model: str | None, device: str | None,
     with --task needs the same --task (its prompts drawn with --seed + 1 are evaluated)."""
     import heurlens
     from heurlens.analysis.run_report import build_run_report
-    from heurlens.pruning.runs import subnetworks_by_sparsity
+    from heurlens.pruning.run_folder import subnetworks_by_sparsity
 
     target = check_writable_file(Path(out) if out else Path(run_dir) / "report.html", "the report file")
     first = next(iter(subnetworks_by_sparsity([run_dir]).values()))[0]

@@ -184,7 +184,7 @@ def prune(sparsity: tuple[float, ...], seeds: int, out: str, model: str, device:
     """Prune heads and MLPs with hard-concrete masks, for several seeds; print the evaluation table."""
     import heurlens
     from heurlens.pruning import prune as prune_model
-    from heurlens.pruning.runs import check_run_dir
+    from heurlens.pruning.run_folder import check_run_dir
     from heurlens.run_folders import exclusive
 
     config = pruning_settings(recipe, settings)
@@ -212,7 +212,7 @@ def evaluate(run_dir: str, model: str | None, device: str | None, weights_dtype:
     """Evaluate the subnetworks of a run directory next to the full model."""
     import heurlens
     from heurlens.pruning import Subnetwork
-    from heurlens.pruning.runs import find_subnetworks, load_run_means
+    from heurlens.pruning.run_folder import find_subnetworks, load_run_means
 
     paths = find_subnetworks(Path(run_dir))
     if not paths:

@@ -1,11 +1,9 @@
-"""Multi-seed, multi-sparsity pruning runs that write each subnetwork as soon as it is found.
+"""Multi-seed, multi-sparsity pruning runs that write each subnetwork as soon as it is found, and the evaluation
+of subnetworks beside the full model.
 
-Layout: ``OUT/sparsity-0.50/seed-03.json`` (+ ``.safetensors``), and ``OUT/unit-means.safetensors``,
-the means pruned units are replaced by. A finished subnetwork's JSON is
-written last and atomically, so a run killed midway leaves only whole files; running the same
-command again loads the finished seeds and trains only the missing ones. A run directory that
-holds subnetworks (at any sparsity) or means of another model, data set or settings is refused
-rather than mixed, and so is a folder heurlens did not make or one another process is writing to.
+With ``out`` (its layout and checks: ``heurlens.pruning.run_folder``), a finished subnetwork's JSON is written
+last and atomically, so a run killed midway leaves only whole files; running the same command again loads the
+finished seeds and trains only the missing ones. A folder another process is writing to is refused.
 """
 
 from __future__ import annotations
@@ -19,11 +17,10 @@ from pathlib import Path
 
 import datasets
 import pandas as pd
-import torch
 from torch import Tensor
 
 from heurlens.ablation import ablated_tables
-from heurlens.activation_cache import data_fingerprint, full_model_logits
+from heurlens.activation_cache import full_model_logits
 from heurlens.cache import disk_cache, stored
 from heurlens.call_context import CallContext, call_context
 from heurlens.distributed import Workers, run_each
@@ -34,69 +31,21 @@ from heurlens.metrics import metric_loss, metric_value
 from heurlens.models.classifier import as_model
 from heurlens.precision import Precision
 from heurlens.protocols import Loss, Metric, Metrics, ModelLike, PreparedModel, Task
+from heurlens.pruning.run_folder import (
+    SPARSITY_TOLERANCE,
+    SparsityTargetMissed,
+    check_run_dir,
+    check_run_folder,
+    data_id_of,
+    hyperparameters_of,
+    subnetwork_stem,
+)
 from heurlens.pruning.settings import PruneSettings
 from heurlens.pruning.subnetwork import Subnetwork, discretize
 from heurlens.pruning.train import prunable_units, train_unit_masks
-from heurlens.run_folders import LOCK_FILE, check_writable_dir, exclusive, refuse_foreign_dir
+from heurlens.run_folders import exclusive
 from heurlens.tasks import TaskLike, as_task
 from heurlens.units import UnitLayout
-
-MEANS_FILE = "unit-means.safetensors"
-SPARSITY_TOLERANCE = 0.05  # a subnetwork whose achieved sparsity misses its target by more is flagged
-
-
-class SparsityTargetMissed(UserWarning):
-    """A pruned subnetwork's achieved sparsity is more than ``SPARSITY_TOLERANCE`` away from its target."""
-
-
-def subnetwork_stem(out: Path, sparsity: float, seed: int) -> Path:
-    return out / f"sparsity-{sparsity:.2f}" / f"seed-{seed:02d}"
-
-
-def load_run_means(run_dir: Path, model: ModelLike | None = None) -> UnitMeans:
-    """The means a run directory's pruned units are replaced by, checked (see ``UnitMeans.load``; with
-    ``model``, also that they fit it)."""
-    path = Path(run_dir) / MEANS_FILE
-    repair = (f"delete it and run heurlens prune --out {run_dir} again with the same options: it writes the means "
-              "again and keeps the finished subnetworks")
-    if not path.exists():
-        raise HeurlensError(f"{path} is missing; {repair}")
-    means = UnitMeans.load(path, repair)
-    if model is not None:
-        try:
-            means.check_fits(model)
-        except HeurlensError as error:
-            raise HeurlensError(f"{path}: {error}. Or {repair}") from error
-    return means
-
-
-def find_subnetworks(run_dir: Path) -> list[Path]:
-    """Every finished subnetwork JSON under ``run_dir``, in sparsity then seed order."""
-    return sorted(Path(run_dir).glob("sparsity-*/seed-*.json"))
-
-
-def subnetworks_by_sparsity(run_dirs: Iterable[str | Path], pooled: bool = False) -> dict[float, list[Subnetwork]]:
-    """Every finished subnetwork under the run directories, grouped by target sparsity (ascending). ``pooled``
-    (analyses that pool subnetworks by their target, such as the core): subnetworks that missed their target are
-    left out, each named in a ``SparsityTargetMissed`` warning; refused when that leaves none."""
-    groups: dict[float, list[Subnetwork]] = {}
-    for run_dir in run_dirs:
-        paths = find_subnetworks(Path(run_dir))
-        if not paths:
-            raise HeurlensError(f"{run_dir} holds no subnetworks (sparsity-*/seed-*.json); "
-                                f"make them with heurlens prune --out {run_dir}")
-        for path in paths:
-            subnetwork = Subnetwork.load(path)
-            if pooled and subnetwork.missed_target:
-                warnings.warn(f"{path} is left out: {subnetwork.missed_target_message()}", SparsityTargetMissed,
-                              stacklevel=2)
-                continue
-            groups.setdefault(subnetwork.target_sparsity, []).append(subnetwork)
-    if not groups:
-        raise HeurlensError(f"every subnetwork in {', '.join(map(str, run_dirs))} missed its target sparsity; prune "
-                            "again with more steps (PruneSettings(total_steps=...)) or masks that start lower "
-                            "(PruneSettings(log_alpha_init=2))")
-    return dict(sorted(groups.items()))
 
 
 def prune(model: ModelLike, data: TaskLike | datasets.Dataset, *, sparsity: float | Iterable[float] = 0.5,
@@ -153,59 +102,8 @@ def prune(model: ModelLike, data: TaskLike | datasets.Dataset, *, sparsity: floa
     out = check_run_dir(out)
     with exclusive(out, "run directory"), disk_cache(cache):
         means = means if means is not None else compute_means(model, data)
-        _check_run_folder(out, model, data, config, means, loss)
+        check_run_folder(out, model, data, config, means, loss)
         return _prune_each(model, data, sparsities, seeds, out, config, means, progress, workers, loss, stack_seeds)
-
-
-def check_run_dir(out: str | Path) -> Path:
-    """Refuse an ``out`` that cannot be written or holds files heurlens prune did not make (before any work)."""
-    out = Path(out)
-    refuse_foreign_dir(out, [MEANS_FILE, "sparsity-*/seed-*.json", LOCK_FILE], "run directory")
-    return check_writable_dir(out, "run directory")
-
-
-def _hyperparameters(config: PruneSettings, target: float, data: Task, means: UnitMeans,
-                     loss: Loss | None = None) -> dict:
-    """What a subnetwork records of how it was found (steps resolved for its sparsity and data; the loss by
-    its function's name when it is not the default KL)."""
-    batch = data.batches[0]["input_ids"].shape[0]
-    warmup, total = config.steps_for(target, len(data), batch)
-    loss_name = {} if loss is None else {"loss": getattr(loss, "__qualname__", type(loss).__name__)}
-    return {**config.to_dict(), "warmup_steps": warmup, "total_steps": total, "batch_size": batch,
-            "means": means.source, **loss_name}
-
-
-def data_id_of(data: Task) -> str:
-    """A task's name, size and token fingerprint: what says two runs pruned or evaluated on the same data."""
-    return f"{data.name}:{len(data)}:{data_fingerprint(data)}"
-
-
-def _check_run_folder(out: Path, model: PreparedModel, data: Task, config: PruneSettings,
-                      means: UnitMeans, loss: Loss | None = None) -> None:
-    """Refuse a run folder whose subnetworks (any sparsity) or means come from another model, data set or
-    settings; record the means of a new run (what ``heurlens evaluate`` replaces pruned units by)."""
-    known, data_id = model.known_fingerprints(), data_id_of(data)
-    for path in find_subnetworks(out):
-        done = Subnetwork.load(path)
-        if (done.model_fingerprint not in known or done.data_id != data_id
-                or done.hyperparameters != _hyperparameters(config, done.target_sparsity, data, means, loss)):
-            raise HeurlensError(
-                f"{path} was found with another model, data set or settings than this run; nothing was "
-                f"overwritten. Use another out= folder, or the same settings to resume")
-    means_path = out / MEANS_FILE
-    if not means_path.exists():
-        means.save(means_path)
-        return
-    saved = load_run_means(out)
-    # the same means recomputed with another thread count may differ in the last bits: compare to float tolerance
-    same = saved.heads.keys() == means.heads.keys() and all(
-        saved.heads[layer].shape == means.heads[layer].shape and saved.mlps[layer].shape == means.mlps[layer].shape
-        for layer in means.heads) and all(
-        torch.allclose(saved.heads[layer], means.heads[layer], rtol=1e-4, atol=1e-6)
-        and torch.allclose(saved.mlps[layer], means.mlps[layer], rtol=1e-4, atol=1e-6) for layer in means.heads)
-    if not same:
-        raise HeurlensError(f"{means_path} holds the means of another model or data set than this run; nothing was "
-                            "overwritten. Use another out= folder, or the same model and data to resume")
 
 
 @dataclass(frozen=True)
@@ -303,7 +201,7 @@ def _trained_together(job: _PruneJob, target: float, seeds: list[int]) -> list[S
             kept=kept, n_layers=model.n_layers, n_heads=model.n_heads, target_sparsity=target,
             achieved_sparsity=achieved, threshold=threshold, seed=seed, model_id=model.model_id,
             model_fingerprint=job.fingerprint, data_id=job.data_id,
-            hyperparameters=_hyperparameters(config, target, job.data, job.means, job.loss),
+            hyperparameters=hyperparameters_of(config, target, job.data, job.means, job.loss),
             metrics={loss_metric: result.final_loss, "final_expected_sparsity": result.final_expected_sparsity,
                      "train_seconds": seconds,
                      **({"missed_target": True} if abs(achieved - target) > SPARSITY_TOLERANCE else {})},
