@@ -33,7 +33,7 @@ class PromptTaskData:
 
     def prompts(self, model: PreparedModel, seed: int, examples: int | None = None,
                 batch_size: int | None = None) -> PromptSet:
-        from heurlens.data.prompt_tasks import prompt_task_set
+        from heurlens.data.prompt_generators import prompt_task_set
         from heurlens.errors import HeurlensError
 
         if model.labels is not None:

@@ -201,7 +201,8 @@ def test_smollm2_offline_default_completes_ioi():
     with torch.no_grad():
         logits = model(**batch)
     assert model.tokenizer.decode(logits[0].argmax()) == " Mary"
-    from heurlens.data.prompt_tasks import ioi_examples, prompt_metrics, single_token_names, tokenize_prompt_task
+    from heurlens.data.prompt_generators import ioi_examples, single_token_names
+    from heurlens.data.prompt_tasks import prompt_metrics, tokenize_prompt_task
     from heurlens.evaluate import predict_logits
 
     examples = ioi_examples(40, seed=0, names=single_token_names(model.tokenizer))
@@ -220,7 +221,8 @@ def test_smollm2_on_the_built_in_prompt_tasks():
     greater-than 100% (probability difference 0.61), induction 75%; on induction prompts the head detector
     labels L18.H7 an induction head (0.95) once the attention sink on the first position is left out."""
     from heurlens.analysis.head_detector import head_detector_scores
-    from heurlens.data.prompt_tasks import prompt_metrics, prompt_task_set
+    from heurlens.data.prompt_generators import prompt_task_set
+    from heurlens.data.prompt_tasks import prompt_metrics
     from heurlens.evaluate import predict_logits
 
     model = load_model("smollm2", attn_implementation="eager")

@@ -7,17 +7,14 @@ import pytest
 import torch
 from conftest import word_level_tokenizer
 
-from heurlens.data.prompt_tasks import (
+from heurlens.data.prompt_generators import (
     GREATER_THAN_NOUNS,
     IOI_NAMES,
-    PromptExample,
     greater_than_examples,
     induction_examples,
     ioi_examples,
-    load_prompt_file,
-    prompt_metrics,
-    tokenize_prompt_task,
 )
+from heurlens.data.prompt_tasks import PromptExample, load_prompt_file, prompt_metrics, tokenize_prompt_task
 from heurlens.errors import HeurlensError
 
 
