@@ -14,7 +14,7 @@ PYTHON="${PYTHON:-python3}"
 VENV="${VENV:-.venv}"
 [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
 "$VENV/bin/python" -m pip install --quiet --upgrade pip
-"$VENV/bin/python" -m pip install --quiet -e ".[dev,ray,vision]"
+"$VENV/bin/python" -m pip install --quiet -e ".[dev,ray,vision,docs]"
 
 missing=""
 command -v chromium >/dev/null 2>&1 || missing="$missing chromium"
