@@ -19,7 +19,6 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from heurlens.activation_cache import full_model_logits
-from heurlens.cache import disk_cache
 from heurlens.call_context import CallContext, call_context
 from heurlens.devices import device_of
 from heurlens.errors import HeurlensError
@@ -114,9 +113,8 @@ def ablate_groups(model: ModelLike, groups: Sequence[UnitsLike], eval_sets: Sequ
     ``desc`` counting ablated passes over a batch. ``cache``: as for ``ablate``.
     """
     model = as_model(model)
-    with disk_cache(cache):
-        return ablated_tables(model, groups, [as_task(model, data) for data in eval_sets], method, means, full_logits,
-                              call_context(model, dtype), progress, desc, metrics)
+    return ablated_tables(model, groups, [as_task(model, data) for data in eval_sets], method, means, full_logits,
+                          call_context(model, dtype, cache), progress, desc, metrics)
 
 
 def ablated_tables(model: PreparedModel, groups: Sequence[UnitsLike], tasks: Sequence[Task], method: Method,

@@ -20,7 +20,6 @@ from torch import Tensor
 
 from heurlens.ablation import Method, ablated_tables, metric_names
 from heurlens.activation_cache import full_model_logits
-from heurlens.cache import disk_cache
 from heurlens.call_context import CallContext, call_context
 from heurlens.distributed import Workers, run_each
 from heurlens.errors import HeurlensError
@@ -52,9 +51,8 @@ def _job(model: ModelLike, eval_sets: Sequence[TaskLike], method: Method, means:
          cache: bool | None = None) -> _AblationJob:
     model = as_model(model)
     tasks = [as_task(model, data) for data in eval_sets]
-    with disk_cache(cache):  # resolved into the context here: Ray workers do not see the surrounding block
-        context = call_context(model, dtype)
-        full = full_logits or {s.name: full_model_logits(model, s, context) for s in tasks}
+    context = call_context(model, dtype, cache)  # resolved here: Ray workers do not see a surrounding disk_cache
+    full = full_logits or {s.name: full_model_logits(model, s, context) for s in tasks}
     return _AblationJob(model, tasks, method, means, full, context, metrics)
 
 
@@ -76,9 +74,8 @@ def _deltas(job: _AblationJob, groups: list[list[Unit]], progress: bool, desc: s
 def _delta_table(job: _AblationJob, groups: list[list[Unit]], progress: bool = False, desc: str = "") -> pd.DataFrame:
     """ablated, eval_set, then per metric ``full_{name}`` and ``{name}`` (the ablated model's), ``delta`` (ablated -
     full of the first metric, as ``ablate``'s), kl."""
-    with disk_cache(job.context.cache):
-        table = ablated_tables(job.model, groups, job.eval_sets, job.method, job.means, job.full_logits, job.context,
-                               progress, desc, job.metrics)
+    table = ablated_tables(job.model, groups, job.eval_sets, job.method, job.means, job.full_logits, job.context,
+                           progress, desc, job.metrics)
     names = metric_names(job.metrics)
     for name in names:
         table[name] = table[f"ablated_{name}"]

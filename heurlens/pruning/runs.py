@@ -21,7 +21,7 @@ from torch import Tensor
 
 from heurlens.ablation import ablated_tables
 from heurlens.activation_cache import full_model_logits
-from heurlens.cache import disk_cache, stored
+from heurlens.cache import stored
 from heurlens.call_context import CallContext, call_context
 from heurlens.distributed import Workers, run_each
 from heurlens.errors import HeurlensError
@@ -95,15 +95,15 @@ def prune(model: ModelLike, data: TaskLike | datasets.Dataset, *, sparsity: floa
     if means is not None:
         means.check_fits(model)
     if out is None:
-        with disk_cache(cache):
-            return _prune_each(model, data, sparsities, seeds, None, config,
-                               means if means is not None else compute_means(model, data), progress, workers, loss,
-                               stack_seeds)
+        return _prune_each(model, data, sparsities, seeds, None, config,
+                           means if means is not None else compute_means(model, data), progress, workers, loss,
+                           stack_seeds, call_context(model, config.dtype, cache))
     out = check_run_dir(out)
-    with exclusive(out, "run directory"), disk_cache(cache):
+    with exclusive(out, "run directory"):
         means = means if means is not None else compute_means(model, data)
         check_run_folder(out, model, data, config, means, loss)
-        return _prune_each(model, data, sparsities, seeds, out, config, means, progress, workers, loss, stack_seeds)
+        return _prune_each(model, data, sparsities, seeds, out, config, means, progress, workers, loss, stack_seeds,
+                           call_context(model, config.dtype, cache))
 
 
 @dataclass(frozen=True)
@@ -125,13 +125,12 @@ class _PruneJob:
 
 def _prune_each(model: PreparedModel, data: Task, sparsities: list[float], seeds: Iterable[int],
                 out: Path | None, config: PruneSettings, means: UnitMeans, progress: bool,
-                workers: Workers | None, loss: Loss | None = None, stack_seeds: bool | None = None
+                workers: Workers | None, loss: Loss | None, stack_seeds: bool | None, context: CallContext
                 ) -> list[Subnetwork]:
     """Train (or, from ``out``, load) one subnetwork per (sparsity, seed), here or on ``workers``: one run per
     (sparsity, seed), or with ``stack_seeds`` one run per sparsity training its missing seeds together."""
     seeds = list(seeds)
     runs = [(target, seed) for target in sparsities for seed in seeds]
-    context = call_context(model, config.dtype)
     missing = out is None or any(not subnetwork_stem(out, *run).with_suffix(".json").exists() for run in runs)
     job = _PruneJob(model, data, out, config, means, full_model_logits(model, data, context) if missing else None,
                     data_id_of(data), context.fingerprint or model.fingerprint(), context, progress and workers is None,
@@ -221,9 +220,8 @@ def evaluate_subnetworks(model: ModelLike, subnetworks: list[Subnetwork], eval_s
     ``cache=False``: nothing read from or written to heurlens' cache folder (``heurlens.cache.disk_cache``).
     """
     model = as_model(model)
-    with disk_cache(cache):
-        return _evaluate_subnetworks(model, subnetworks, [as_task(model, data) for data in eval_sets], means, metrics,
-                                     call_context(model, dtype))
+    return _evaluate_subnetworks(model, subnetworks, [as_task(model, data) for data in eval_sets], means, metrics,
+                                 call_context(model, dtype, cache))
 
 
 def _evaluate_subnetworks(model: PreparedModel, subnetworks: list[Subnetwork], tasks: list[Task],
