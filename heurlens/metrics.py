@@ -63,13 +63,14 @@ def metric_loss(metric: Metric, data: Task) -> Loss:
         first_row[start] = index
         start += batch_rows(batch)
     name = getattr(metric, "__qualname__", type(metric).__name__)
-    if takes_task(metric) and not hasattr(data, "batch_task"):
+    with_task = takes_task(metric)
+    if with_task and not hasattr(data, "batch_task"):
         raise HeurlensError(f"pruning to the metric {name!r} sees one batch at a time, and the task {data.name!r} "
                             "cannot be split into its batches (no batch_task): use EvalSet, PromptSet or TokenSet, or "
                             "a metric of the scores alone, metric(scores)")
 
     def loss(scores: Tensor, full_scores: Tensor, example_ids: Tensor) -> Tensor:
-        view = cast(Any, data).batch_task(first_row[int(example_ids[0])]) if takes_task(metric) else data
+        view = cast(Any, data).batch_task(first_row[int(example_ids[0])]) if with_task else data
         masked, full = metric_output(metric, scores, view), metric_output(metric, full_scores, view)
         if not isinstance(masked, Tensor) or not masked.requires_grad:
             raise HeurlensError(f"the metric {name!r} has no gradient to prune with (it returned a "

@@ -135,11 +135,15 @@ class HookedClassifier(nn.Module):
         identifies what the model computes, whatever path or name it was loaded by. Hashed once per state of the
         weights (``heurlens.model_identity``): a weight changed in place gives a new fingerprint."""
         tokenizer = self.tokenizer
-        return remembered(self, "fingerprint", (id(tokenizer), len(tokenizer) if tokenizer is not None else 0),
-                          self._fingerprint)
+        return remembered(self._weights(), "fingerprint",
+                          (id(tokenizer), len(tokenizer) if tokenizer is not None else 0), self._fingerprint)
+
+    def _weights(self) -> nn.Module:
+        """The module whose weights identify the model (itself: the bridge and the head)."""
+        return self
 
     def _fingerprint(self) -> str:
-        digest = weights_digest(self)
+        digest = weights_digest(self._weights())
         if self.tokenizer is not None:
             digest.update(repr(sorted(self.tokenizer.get_vocab().items())).encode())
             digest.update(repr(sorted(map(str, self.tokenizer.all_special_tokens))).encode())
@@ -185,7 +189,8 @@ class AdaptedModel(HookedClassifier):
     """A user's own ``HookedModel`` (bridge, tokenizer, forward pass, hooks) with what heurlens needs besides: the
     shape from ``bridge.cfg``; ``labels`` and ``model_id`` when the model has them (else None and its class name);
     its identity from its own ``fingerprint()`` when it has one, else from its weights (an ``nn.Module``'s, or the
-    bridge's) and tokenizer, as ``HookedClassifier``'s. Forward passes and hooks are the user's model's own."""
+    bridge's) and tokenizer, as ``HookedClassifier``'s fingerprint is made. Forward passes and hooks are the user's
+    model's own."""
 
     def __init__(self, users: HookedModel):
         super().__init__(users.bridge, labels=getattr(users, "labels", None),
@@ -220,17 +225,7 @@ class AdaptedModel(HookedClassifier):
 
     def fingerprint(self) -> str:
         own = getattr(self.__dict__["users"], "fingerprint", None)
-        if callable(own):
-            return str(own())
-        tokenizer = self.tokenizer
-        return remembered(self._weights(), "fingerprint", (id(tokenizer), len(tokenizer) if tokenizer else 0),
-                          self._fingerprint)
-
-    def _fingerprint(self) -> str:
-        digest = weights_digest(self._weights())
-        if self.tokenizer is not None:
-            digest.update(repr(sorted(self.tokenizer.get_vocab().items())).encode())
-        return digest.hexdigest()[:16]
+        return str(own()) if callable(own) else super().fingerprint()
 
     def known_fingerprints(self) -> tuple[str, ...]:
         return (self.fingerprint(),)
