@@ -126,7 +126,6 @@ Loss = Callable[[Float[Tensor, "batch output"], Float[Tensor, "batch output"], I
 one-element tensor, minimised by pruning in place of the KL to the full model. A row is an example, or with
 scoring positions (``heurlens.tasks``) a scored position, and the ids index the task's rows."""
 Tasks = Sequence[Task]
-# what every public function takes as a model: a TransformerBridge is wrapped (heurlens.wrap_bridge)
 ModelLike: TypeAlias = "HookedModel | TransformerBridge"
 """What every public function takes as a model: a ``HookedModel``, or a bare ``TransformerBridge`` (wrapped)."""
 

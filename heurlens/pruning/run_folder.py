@@ -88,7 +88,7 @@ def check_run_dir(out: str | Path) -> Path:
 
 
 def hyperparameters_of(config: PruneSettings, target: float, data: Task, means: UnitMeans,
-                     loss: Loss | None = None) -> dict:
+                       loss: Loss | None = None) -> dict:
     """What a subnetwork records of how it was found (steps resolved for its sparsity and data; the loss by
     its function's name when it is not the default KL)."""
     batch = data.batches[0]["input_ids"].shape[0]
@@ -104,7 +104,7 @@ def data_id_of(data: Task) -> str:
 
 
 def check_run_folder(out: Path, model: PreparedModel, data: Task, config: PruneSettings,
-                      means: UnitMeans, loss: Loss | None = None) -> None:
+                     means: UnitMeans, loss: Loss | None = None) -> None:
     """Refuse a run folder whose subnetworks (any sparsity) or means come from another model, data set or
     settings; record the means of a new run (what ``heurlens evaluate`` replaces pruned units by)."""
     known, data_id = model.known_fingerprints(), data_id_of(data)

@@ -36,6 +36,7 @@ from tqdm.auto import tqdm
 from heurlens.checkpoints import load_checkpoint, save_checkpoint
 from heurlens.devices import device_of
 from heurlens.errors import HeurlensError
+from heurlens.model_identity import weight_bytes
 from heurlens.subtask.keyed_dropout import key_dropouts
 from heurlens.subtask.training import (
     TrainingResult,
@@ -232,9 +233,8 @@ def _fingerprint(stacked: StackedModels, held: FrozenWeights, trains: Sequence[T
     tensors = [*trains, evaluation, test, *(stacked.parameters[name] for name in sorted(stacked.parameters)),
                *(held.masks[name] for name in sorted(held.masks))]
     for tensor in tensors:
-        flat = tensor.detach().cpu().contiguous().reshape(-1)
         digest.update(f"{tensor.dtype}{tuple(tensor.shape)}".encode())
-        digest.update(flat.view(torch.uint8).numpy().tobytes())
+        digest.update(weight_bytes(tensor))
     return digest.hexdigest()
 
 
