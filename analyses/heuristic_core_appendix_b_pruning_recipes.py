@@ -21,11 +21,11 @@ import pandas as pd
 import torch
 
 import heurlens
-from heurlens.analysis.results_page import write_results_page
-from heurlens.cache import atomic_write_json
+from heurlens.cache import atomic_write_csv, atomic_write_json
 from heurlens.data.hans import FOCUS_SUBCASES
 from heurlens.nli import PRUNING_PAIRS, REFERENCE_PAIRS, nli_eval_sets, snli_pruning_data, snli_reference_means
 from heurlens.pruning import PruneSettings, Subnetwork, accuracy_table, discretize, evaluate_subnetworks, prune
+from heurlens.run_folders import RunFolder
 
 BEFORE = PruneSettings(log_alpha_init=0.0)  # heurlens' default until 2026-11-23: each change below is made to it alone
 # name -> (batch size, settings, what it changes); the released recipe is PruneSettings.released()
@@ -75,9 +75,16 @@ def main() -> None:
         torch.set_num_threads(args.threads)
 
     model = heurlens.load_model("default")
+    recipes = RunFolder(args.out, "pruning-recipes run", ("recipes.csv", "*/unit-means.safetensors")).opened()
+    with recipes.writing():
+        run_recipes(args, model, recipes)
+
+
+def run_recipes(args: argparse.Namespace, model: heurlens.ModelLike, recipes: RunFolder) -> None:
+    """Prune, evaluate and table each recipe not in the folder's table yet (``recipes.csv``, one row per recipe)."""
     eval_sets = nli_eval_sets(model, "snli", 2000, 200, FOCUS_SUBCASES, seed=0)
     results_path = args.out / "recipes.csv"
-    done = pd.read_csv(results_path) if results_path.exists() else pd.DataFrame()
+    done = pd.read_csv(results_path) if recipes.finished("recipes.csv") else pd.DataFrame()
     for name in args.recipes:
         source, method, change = REDISCRETISED.get(name, (name, None, None))
         batch_size, config, source_change = RECIPES[source]
@@ -113,9 +120,9 @@ def main() -> None:
         atomic_write_json(folder / f"per-seed{'-' + method if method else ''}.json", rows)
         done = pd.concat([done[done["recipe"] != name] if len(done) else done, pd.DataFrame([summary])],
                          ignore_index=True)
-        done.to_csv(results_path, index=False)
+        atomic_write_csv(results_path, done)
         if args.docs:
-            write_results_page(args.docs, done.to_markdown(index=False) + "\n")
+            recipes.write_results_page(args.docs, done.to_markdown(index=False) + "\n")
         print(done.to_string(index=False), flush=True)
 
 

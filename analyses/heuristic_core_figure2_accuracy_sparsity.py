@@ -18,11 +18,10 @@ from pathlib import Path
 import heurlens
 from heurlens.analysis.accuracy_curve import accuracy_by_sparsity, accuracy_curve_figure, highest_faithful_sparsity
 from heurlens.analysis.effective_size import accuracy_by_kind
-from heurlens.analysis.results_page import write_results_page
 from heurlens.data.hans import FOCUS_SUBCASES
 from heurlens.nli import nli_eval_sets, snli_pruning_data, snli_reference_means
 from heurlens.pruning import PruneSettings, evaluate_subnetworks
-from heurlens.pruning.run_folder import subnetworks_by_sparsity
+from heurlens.pruning.run_folder import prune_folder, subnetworks_by_sparsity
 
 SPARSITIES = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7)
 
@@ -73,7 +72,7 @@ def main() -> None:
              drops.reset_index().to_markdown(index=False), "",
              f"**Highest sparsity at which every seed stays within {100 * args.margin:.0f} points in-domain: "
              f"{highest:.0%}.**\n"]
-    write_results_page(args.docs, "\n".join(lines))
+    prune_folder(args.out).write_results_page(args.docs, "\n".join(lines))
     print("\n".join(lines))
 
 

@@ -22,12 +22,16 @@ from pathlib import Path
 import pandas as pd
 
 from heurlens.analysis.core_over_training import checkpoint_subnetworks, core_presence, core_presence_figure
-from heurlens.analysis.effective_size import DATA_KINDS, EFFECTIVE_SIZE_FILE, effective_size_figure
+from heurlens.analysis.effective_size import (
+    DATA_KINDS,
+    EFFECTIVE_SIZE_FILE,
+    effective_size_figure,
+    effective_size_folder,
+    read_effective_size_table,
+)
 from heurlens.analysis.overlap import heuristic_core
-from heurlens.analysis.results_page import write_results_page
 from heurlens.pruning.run_folder import subnetworks_by_sparsity
 from heurlens.pruning.settings import PruneSettings
-from heurlens.run_folders import RunFolder
 from heurlens.units import format_units, parse_units
 
 
@@ -76,8 +80,8 @@ def main() -> None:
     parser.add_argument("--docs", type=Path, default=Path("docs/results/effective-size-over-training.md"))
     args = parser.parse_args()
 
-    table = pd.read_csv(args.effective_size / EFFECTIVE_SIZE_FILE)
-    folder = RunFolder(args.effective_size, "effective-size run")
+    folder = effective_size_folder(args.effective_size)
+    table = read_effective_size_table(folder.path / EFFECTIVE_SIZE_FILE)
     settings = folder.settings() if folder.has_settings() else None  # folders written before it: none
     args.docs.parent.mkdir(parents=True, exist_ok=True)
     figure_path = args.docs.with_suffix(".html")
@@ -118,7 +122,7 @@ def main() -> None:
              f"subnetworks keeping each head (figure: [{args.docs.stem}-core.html]({args.docs.stem}-core.html)); the "
              "last row, the fraction of all heads they keep, is what a head kept at random would show:\n",
              wide.reset_index().to_markdown(index=False), ""]
-    write_results_page(args.docs, "\n".join(lines))
+    folder.write_results_page(args.docs, "\n".join(lines))
     print("\n".join(lines))
 
 

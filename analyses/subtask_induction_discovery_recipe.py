@@ -1,7 +1,7 @@
 """Subtask Induction: which part of the release's discovery recipe makes its ab subnetwork larger, one at a time.
 
 From a paper-preset sweep folder (``--from``: its settings and T1 model), the ab subnetwork is found as the sweep
-finds it (``heurlens.subtask.sweep.discover_for_sweep``: the sweep's share of ab pairs, epochs, lr and first L0
+finds it (``heurlens.subtask.sweep_discovery.discover_for_sweep``: the sweep's share of ab pairs, epochs, lr and first L0
 lambda) with heurlens' recipe (Adam, batch 128, the loss of the answer token) changed one part at a time toward the
 release's (AdamW with weight decay 0.01 on the mask scores, batch 500, the LM loss of every position), and with the
 two whole recipes. No transfer is trained: the table gives each subnetwork's size (the paper's Table 3 for 2 layers:
@@ -21,16 +21,11 @@ from pathlib import Path
 import pandas as pd
 from safetensors.torch import load_file
 
-from heurlens.analysis.results_page import write_results_page
-from heurlens.cache import stored
+from heurlens.run_folders import RunFolder
 from heurlens.subtask.arithmetic import ArithmeticTask
-from heurlens.subtask.sweep import (
-    DISCOVERY_RECIPES,
-    DiscoveryRecipe,
-    discover_for_sweep,
-    load_tied_state,
-    recorded_settings,
-)
+from heurlens.subtask.sweep import recorded_settings
+from heurlens.subtask.sweep_discovery import DISCOVERY_RECIPES, DiscoveryRecipe, discover_for_sweep
+from heurlens.subtask.tied_state import load_tied_state
 from heurlens.subtask.training import next_token_loss
 from heurlens.subtask.weight_subnetwork import WeightSubnetwork
 
@@ -44,13 +39,17 @@ ROWS: dict[str, DiscoveryRecipe] = {
 }
 
 
-def row_stem(out: Path, name: str) -> Path:
-    return out / "".join(c if c.isalnum() else "-" for c in name).strip("-")
+def row_name(name: str) -> str:
+    return "".join(c if c.isalnum() else "-" for c in name).strip("-")
 
 
-def run_row(name: str, source: Path, out: Path) -> WeightSubnetwork:
-    """The row's subnetwork: read from ``out`` when there, else found on the source sweep's T1 model and kept."""
-    stem = row_stem(out, name)
+def recipe_folder(out: Path) -> RunFolder:
+    return RunFolder(out, "discovery-recipe run", ("*.json",))
+
+
+def run_row(name: str, source: Path, folder: RunFolder) -> WeightSubnetwork:
+    """The row's subnetwork: read from the folder when there, else found on the source sweep's T1 model and kept."""
+    stem = folder.path / row_name(name)
 
     def discover() -> WeightSubnetwork:
         settings = recorded_settings(source)
@@ -60,16 +59,16 @@ def run_row(name: str, source: Path, out: Path) -> WeightSubnetwork:
         load_tied_state(trained, load_file(str(source / "t1-model.safetensors")))
         return discover_for_sweep(trained, t1, subtask, settings, ROWS[name], settings.l0_lambdas[0])
 
-    return stored(stem.with_suffix(".json"), discover, lambda sub: sub.save(stem),
-                  lambda: WeightSubnetwork.load(stem))
+    return folder.stored(f"{row_name(name)}.json", discover, lambda sub: sub.save(stem),
+                         lambda: WeightSubnetwork.load(stem))
 
 
-def table(out: Path) -> pd.DataFrame:
+def table(folder: RunFolder) -> pd.DataFrame:
     """Size (% and count of the masked weights) and accuracies on ab and on T1 (%) of every row found so far."""
     rows = []
     for name in ROWS:
-        stem = row_stem(out, name)
-        if not stem.with_suffix(".json").exists():
+        stem = folder.path / row_name(name)
+        if not folder.finished(f"{row_name(name)}.json"):
             rows.append({"discovery": name, "kept": "not run yet"})
             continue
         sub = WeightSubnetwork.load(stem)
@@ -87,13 +86,15 @@ def main() -> None:
     parser.add_argument("--rows", nargs="+", type=int, default=None, help="row numbers to run (default: all)")
     parser.add_argument("--table", type=Path, default=None, help="also write the markdown table here")
     args = parser.parse_args()
-    for index, name in enumerate(ROWS):
-        if args.rows is None or index in args.rows:
-            run_row(name, args.source, args.out)
-    markdown = table(args.out).to_markdown()
+    folder = recipe_folder(args.out).opened()
+    with folder.writing():
+        for index, name in enumerate(ROWS):
+            if args.rows is None or index in args.rows:
+                run_row(name, args.source, folder)
+    markdown = table(folder).to_markdown()
     print(markdown)
     if args.table:
-        write_results_page(args.table, markdown + "\n")
+        folder.write_results_page(args.table, markdown + "\n")
 
 
 if __name__ == "__main__":

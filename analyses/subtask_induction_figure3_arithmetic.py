@@ -58,16 +58,16 @@ def second_folder(out: Path, filling: str) -> Path:
 def second_filling_run(out: Path, filling: str, settings: SweepSettings) -> tuple[Path, SweepSettings]:
     """The folder and settings of the sweep with another filling, its T1 model and subnetwork copied from ``out``
     (so both fillings start from the very same T1 model and subnetwork)."""
-    second = second_folder(out, filling)
+    second = RunFolder(second_folder(out, filling), "sweep")
     changed = dataclasses.replace(settings, filling=filling,
                                   conditions=tuple(c for c in settings.conditions if c in FILLING_DEPENDENT))
     # first: a folder with parts but no settings is refused
-    RunFolder(second, "sweep").record_settings(changed.to_dict(), PER_RUN)
+    second.record_settings(changed.to_dict(), PER_RUN)
     for part in SHARED_PARTS:
-        if not (second / part).exists():
+        if not second.finished(part):
             copy = shutil.copytree if (out / part).is_dir() else shutil.copy2
-            copy(out / part, second / part)
-    return second, changed
+            copy(out / part, second.path / part)
+    return second.path, changed
 
 
 def with_filling(results: pd.DataFrame, filling: str) -> pd.DataFrame:
@@ -120,7 +120,8 @@ def beside_the_paper(results: pd.DataFrame, seeds: int, n: int = 1000) -> pd.Dat
 
 def depth_section(layers: int, out: Path, also_filling: str | None) -> tuple[list[str], pd.DataFrame]:
     """The page's section for one depth, and its results (both fillings)."""
-    settings = RunFolder(out, "sweep").settings()
+    folder = RunFolder(out, "sweep")
+    settings = folder.settings()
     counts, seeds = sorted(settings["disambiguation"]), settings["seeds"]
     results = finished_results(out)
     if also_filling and RunFolder(second_folder(out, also_filling), "sweep").has_settings():
@@ -131,13 +132,12 @@ def depth_section(layers: int, out: Path, also_filling: str | None) -> tuple[lis
                if settings.get(name) != value and name not in ("conditions", "disambiguation")]
     lines = [f"## {layers} layers\n", f"Folder `{out}`; settings: `{json.dumps(settings)}`.\n",
              f"Differs from `--preset paper`: {'; '.join(changed)}.\n" if changed else "The `--preset paper` settings.\n"]
-    t1_path = out / "t1-training.json"
-    if t1_path.exists():
-        t1 = json.loads(t1_path.read_text())
+    if folder.finished("t1-training.json"):
+        t1 = json.loads((out / "t1-training.json").read_text())
         lines.append(f"T1 ({settings['t1']} mod {settings['modulus']}) model: test accuracy "
                      f"{100 * t1['test_accuracy']:.1f}% after {t1['epochs']} epochs"
                      + (f" (early stopping, patience {settings['t1_patience']})." if settings["t1_patience"] else "."))
-    if (out / "subnetwork.json").exists():
+    if folder.finished("subnetwork.json"):
         subnetwork = WeightSubnetwork.load(out / "subnetwork")
         paper = f"; the paper's Table 3: {PAPER_TABLE3[layers]}%" if layers in PAPER_TABLE3 else ""
         lines.append(f"The {settings['subtask']} subnetwork keeps {subnetwork.kept} of {subnetwork.total} masked "

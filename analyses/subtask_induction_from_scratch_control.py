@@ -16,7 +16,6 @@ Run: OMP_NUM_THREADS=1 .venv/bin/python analyses/subtask_induction_from_scratch_
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import time
 from dataclasses import dataclass
@@ -26,8 +25,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from heurlens.analysis.results_page import write_results_page
-from heurlens.cache import atomic_write_json
+from heurlens.run_folders import RunFolder
 from heurlens.subtask.arithmetic import ArithmeticTask, ambiguous_set, evaluation_set
 from heurlens.subtask.released_model import released_arithmetic_model
 from heurlens.subtask.training import arithmetic_model, train_next_token
@@ -57,10 +55,13 @@ ROWS = (
 )
 
 
-def run(setting: Setting, seed: int, disambiguation: int, epochs: int, out: Path) -> dict:
-    path = out / f"{setting.name.replace('/', '-').replace(' ', '_')}-seed{seed}.json"
-    if path.exists():
-        return json.loads(path.read_text())
+def run(setting: Setting, seed: int, disambiguation: int, epochs: int, folder: RunFolder) -> dict:
+    """One row's run with one seed: its result file in the folder, or trained now and written there."""
+    name = f"{setting.name.replace('/', '-').replace(' ', '_')}-seed{seed}.json"
+    return folder.result(name, partial(train_run, setting, seed, disambiguation, epochs))
+
+
+def train_run(setting: Setting, seed: int, disambiguation: int, epochs: int) -> dict:
     t2 = ArithmeticTask("a^2+ab", 1000, 7)
     make = (partial(arithmetic_model, t2, 2) if setting.model == "native"
             else partial(released_arithmetic_model, t2, 2, dropout=setting.dropout, tie_embeddings=setting.tied))
@@ -70,7 +71,6 @@ def run(setting: Setting, seed: int, disambiguation: int, epochs: int, out: Path
                               setting.batch_size, seed=seed, progress=False, weight_decay=setting.weight_decay)
     record = {"setting": setting.name, "seed": seed, "test_accuracy": result.test_accuracy,
               "best_eval_accuracy": result.best_eval_accuracy, "seconds": round(time.time() - start, 1)}
-    atomic_write_json(path, record)
     print(record, flush=True)
     return record
 
@@ -84,8 +84,10 @@ def main() -> None:
     parser.add_argument("--docs", type=Path, default=Path("docs/results/subtask-induction-from-scratch-control.md"))
     args = parser.parse_args()
     start = time.time()
-    records = [run(setting, seed, args.disambiguation, args.epochs, args.out)
-               for seed in range(args.seeds) for setting in ROWS]  # every row's seed 0 first
+    folder = RunFolder(args.out, "from-scratch control", ("*-seed*.json",)).opened()
+    with folder.writing():
+        records = [run(setting, seed, args.disambiguation, args.epochs, folder)
+                   for seed in range(args.seeds) for setting in ROWS]  # every row's seed 0 first
     table = []
     for setting in ROWS:
         scores = [100 * r["test_accuracy"] for r in records if r["setting"] == setting.name]
@@ -94,7 +96,7 @@ def main() -> None:
                       "per seed": ", ".join(f"{s:.1f}" for s in scores),
                       "seconds per run": round(statistics.mean(r["seconds"] for r in records
                                                                if r["setting"] == setting.name))})
-    write_results_page(args.docs, 
+    folder.write_results_page(args.docs,
         "# Subtask Induction: the from-scratch control, one change at a time\n\n"
         f"Produced by `analyses/subtask_induction_from_scratch_control.py` on this project's 2-core CPU "
         f"({torch.get_num_threads()} thread(s); this call {(time.time() - start) / 60:.1f} min, runs already on disk "

@@ -17,13 +17,14 @@ import fcntl
 import json
 import os
 import tempfile
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from heurlens.cache import atomic_write_json
+from heurlens.cache import atomic_write_json, stored
 from heurlens.errors import HeurlensError
 
 
@@ -100,22 +101,67 @@ def exclusive(folder: Path, what: str, wait: bool = False) -> Iterator[None]:
 
 
 SETTINGS_FILE = "settings.json"
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
 class RunFolder:
-    """A folder one kind of heurlens run writes into (a transfer sweep, a shape-bias run, an effective-size
-    search), and the one way to tell what it holds: ``settings.json`` records the run's settings;
-    ``record_settings`` refuses a run with other ones and ``settings`` reads them back, for the run that resumes
-    and for the scripts that table it. ``markers``: the files (or glob patterns) that show a non-empty folder is
-    one of heurlens' (``refuse_foreign_dir``)."""
+    """A folder one kind of heurlens run writes into (a prune, a transfer sweep, a shape-bias run, an
+    effective-size search, a fine-tuning, an analysis), and the one way to use it:
+
+    - ``opened()``: the folder check before any work (``refuse_foreign_dir``: ``markers`` are the files, or glob
+      patterns, that show a non-empty folder is one of heurlens'; then ``check_writable_dir``);
+    - ``writing()``: its lock (``exclusive``), held while the run writes;
+    - ``settings.json``: ``record_settings`` refuses a run with other settings, ``settings`` reads them back;
+    - ``stored(name, ...)``: one resumable stage (``heurlens.cache.stored``): finished stages are read back,
+      the others computed and written atomically; ``finished(name)`` / ``result(name, compute)`` for a stage
+      kept as JSON, so a run cut short says which of its parts are done;
+    - ``write_results_page``: the page that reports the folder, written atomically, keeping its hand-written
+      reading (``heurlens.analysis.results_page``).
+    """
 
     path: Path
     kind: str
     markers: tuple[str, ...] = (SETTINGS_FILE,)
 
+    @property
+    def what(self) -> str:
+        """How messages name the folder: ``the sweep folder``."""
+        return f"the {self.kind} folder"
+
+    def opened(self) -> RunFolder:
+        """The folder, checked before any work: refused when it holds files heurlens did not make there or
+        cannot be written; created when missing."""
+        refuse_foreign_dir(Path(self.path), (*self.markers, LOCK_FILE), self.what)
+        check_writable_dir(Path(self.path), self.what)
+        return self
+
+    def writing(self, wait: bool = False) -> AbstractContextManager[None]:
+        """Hold the folder's lock (``exclusive``): a second process writing here is refused, or waits (``wait``)."""
+        return exclusive(Path(self.path), self.what, wait)
+
+    def stored(self, name: str, compute: Callable[[], T], save: Callable[[T], object], load: Callable[[], T]) -> T:
+        """The stage kept in the file ``name`` of the folder: read back when finished, else computed and saved."""
+        return stored(Path(self.path) / name, compute, save, load)
+
+    def finished(self, name: str) -> bool:
+        """Whether the stage kept in ``name`` was written (a stage is written whole or not at all)."""
+        return (Path(self.path) / name).exists()
+
+    def result(self, name: str, compute: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        """A stage whose result is a JSON object (one run of an analysis), stored in ``name``."""
+        path = Path(self.path) / name
+        return self.stored(name, compute, partial(atomic_write_json, path), lambda: json.loads(path.read_text()))
+
+    def write_results_page(self, page: Path, generated: str) -> None:
+        """Write the page that reports this folder (``generated``), keeping what a person wrote at its end."""
+        from heurlens.analysis.results_page import write_results_page
+
+        write_results_page(Path(page), generated)
+
     def has_settings(self) -> bool:
-        return (Path(self.path) / SETTINGS_FILE).exists()
+        """Whether a run recorded its settings here."""
+        return self.finished(SETTINGS_FILE)
 
     def settings(self, missing: str = "") -> dict[str, Any]:
         """The settings the run recorded; refused by name when there are none (``missing``: what to do then)
@@ -138,9 +184,7 @@ class RunFolder:
         (more seeds, conditions...) may differ, so a run can be resumed with more of them, and the file keeps
         what earlier calls asked for too (``grown``): a call for fewer of them does not drop the others from the
         folder's plan. Nothing is overwritten when it refuses."""
-        folder = Path(self.path)
-        refuse_foreign_dir(folder, self.markers, f"the {self.kind} folder")
-        check_writable_dir(folder, f"the {self.kind} folder")
+        folder = Path(self.opened().path)
         previous = self.settings() if self.has_settings() else None
         if previous is not None:
             changed = sorted(k for k in previous.keys() | settings.keys()

@@ -1,5 +1,5 @@
-"""What every training loop of heurlens shares: the examples shuffled into batches one way
-(``shuffled_batches``), the best epoch chosen by one rule with its ties stated (``is_best_epoch``), the model's
+"""What every training loop of heurlens shares: the examples shuffled one way (``shuffled_order``, into batches:
+``shuffled_batches``), the best epoch chosen by one rule with its ties stated (``is_best_epoch``), the model's
 own weights held still while masks train (``frozen_parameters``), entries of weights that must never move while
 the rest trains (``FrozenWeights``), one optimizer step that respects them (``optimizer_step``), float32
 denormals flushed to zero where masks saturate (``run_with_denormals_flushed``), and the global random state a
@@ -22,12 +22,18 @@ from heurlens.protocols import PreparedModel
 Result = TypeVar("Result")
 
 
+def shuffled_order(count: int, generator: torch.Generator) -> Tensor:
+    """``0 .. count-1`` in a random order drawn by the CPU ``generator`` (``torch.randperm``, on the CPU, so an
+    order is the same on every device): the one shuffle of heurlens' training loops. (The NLI fine-tune keeps
+    ``datasets``' numpy permutation, which made the default model's batches.)"""
+    return torch.randperm(count, generator=generator, device="cpu")
+
+
 def shuffled_batches(tensors: Sequence[Tensor], batch_size: int, generator: torch.Generator
                      ) -> list[tuple[Tensor, ...]]:
-    """The rows of ``tensors`` (one row per example in each: sequences, or images and their labels) in one random
-    order drawn by the CPU ``generator`` (``torch.randperm``), cut into batches of ``batch_size``; on the CPU.
-    (The NLI fine-tune keeps ``datasets``' numpy permutation, which made the default model's batches.)"""
-    order = torch.randperm(len(tensors[0]), generator=generator, device="cpu")
+    """The rows of ``tensors`` (one row per example in each: sequences, or images and their labels) in one
+    ``shuffled_order``, cut into batches of ``batch_size``; on the CPU."""
+    order = shuffled_order(len(tensors[0]), generator)
     return [tuple(tensor[order[begin:begin + batch_size]] for tensor in tensors)
             for begin in range(0, len(order), batch_size)]
 

@@ -9,8 +9,8 @@ from heurlens.evaluate import predict_logits, tokenize_pairs
 from heurlens.means import compute_means
 from heurlens.models import load_model
 from heurlens.pruning import HardConcrete, PruneSettings, discretize, train_unit_mask
+from heurlens.pruning.objective import expected_sparsity, mask_optimizer, sampled_sparsity
 from heurlens.pruning.subnetwork import per_layer_soft_mask
-from heurlens.pruning.train import expected_sparsity, mask_optimizer, sampled_sparsity
 from heurlens.units import Unit
 
 

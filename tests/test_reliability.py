@@ -249,22 +249,22 @@ def test_run_folder_refuses_other_settings_model_or_data_at_any_sparsity(small_r
 
 def test_two_prunes_into_one_folder_do_not_both_work(small_run):
     from heurlens.pruning import PruneSettings, prune
-    from heurlens.run_folders import exclusive
+    from heurlens.pruning.run_folder import prune_folder
 
     model, data, out = small_run
     holder = subprocess.Popen(  # another process holding the folder (within one process the lock is re-entrant)
-        [sys.executable, "-c", "import sys, time\nfrom heurlens.run_folders import exclusive\n"
-         f"with exclusive({str(out)!r}, 'run directory'):\n    print('held', flush=True)\n    time.sleep(120)"],
+        [sys.executable, "-c", "import sys, time\nfrom heurlens.pruning.run_folder import prune_folder\n"
+         f"with prune_folder({str(out)!r}).writing():\n    print('held', flush=True)\n    time.sleep(120)"],
         stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "held"
-        with pytest.raises(HeurlensError, match="another heurlens process is writing to run directory"):
+        with pytest.raises(HeurlensError, match="another heurlens process is writing to the prune run folder"):
             prune(model, data, sparsity=0.5, seeds=[0, 1], out=out, config=PruneSettings(total_steps=3), progress=False)
     finally:
         holder.kill()
         holder.wait()
     assert not (out / "sparsity-0.50" / "seed-01.json").exists()
-    with exclusive(out, "run directory"):  # free again once that process is gone
+    with prune_folder(out).writing():  # free again once that process is gone
         pass
 
 

@@ -118,14 +118,14 @@ def test_a_cached_means_file_of_the_wrong_shape_is_computed_again(tiny_bert_dir)
 
 
 def test_a_cut_transfer_result_is_trained_again_and_named_when_read(tmp_path):
-    from heurlens.subtask.sweep import _finished, _read_result, result_path
+    from heurlens.subtask.sweep_transfer import finished_run, read_result, result_path
 
     path = result_path(tmp_path, "subtask induction", 30, 0)
     path.parent.mkdir(parents=True)
     path.write_text('{"condition": "subtask induction", "disambigu')
-    assert not _finished(path)
+    assert not finished_run(path)
     with pytest.raises(HeurlensError, match=f"{path} cannot be read whole .*delete it and run the same command"):
-        _read_result(path)
+        read_result(path)
 
 
 def _closed_loopback_port() -> int:
@@ -314,13 +314,13 @@ def test_more_hans_pairs_than_the_templates_make_are_refused_in_seconds():
 def test_a_second_prune_on_one_folder_is_refused_before_it_loads_a_model(tmp_path):
     from cli_run import assert_one_line_error, heurlens
 
-    from heurlens.run_folders import exclusive
+    from heurlens.pruning.run_folder import prune_folder
 
     out = tmp_path / "p"
-    out.mkdir()
-    with exclusive(out, "run directory"):  # as a first prune holds it, from before its model loads
-        with exclusive(out, "run directory"):  # the same process may take it again (the library inside the CLI)
+    folder = prune_folder(out)
+    with folder.writing():  # as a first prune holds it, from before its model loads
+        with folder.writing():  # the same process may take it again (the library inside the CLI)
             pass
         # the model named does not exist: refused for the lock first means nothing was loaded
         second = heurlens("prune", "--out", str(out), "--model", str(tmp_path / "no-model"))
-    assert_one_line_error(second, "another heurlens process is writing to run directory")
+    assert_one_line_error(second, f"another heurlens process is writing to the prune run folder {out} now")

@@ -29,15 +29,9 @@ from heurlens.subtask import (
 )
 from heurlens.subtask.arithmetic import COMPUTATIONS
 from heurlens.subtask.batched_training import train_next_token_together, train_together_with_lr_search
-from heurlens.subtask.sweep import (
-    PER_RUN,
-    SweepSettings,
-    finished_results,
-    most_accurate,
-    result_path,
-    run_sweep,
-    summary_table,
-)
+from heurlens.subtask.sweep import PER_RUN, SweepSettings, finished_results, run_sweep, summary_table
+from heurlens.subtask.sweep_discovery import most_accurate
+from heurlens.subtask.sweep_transfer import result_path
 from heurlens.subtask.training import (
     TrainingResult,
     arithmetic_model,
@@ -401,22 +395,22 @@ def test_a_sweep_killed_inside_a_count_goes_on_from_its_saved_progress(tmp_path,
     assert finished_results(tmp_path / "killed").empty
     with open(progress_folder / ".heurlens.lock") as lock:  # as a second process training this count holds it
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        with pytest.raises(HeurlensError, match="another heurlens process is writing to the progress folder of the "
-                                                "runs at 5 samples"):
+        with pytest.raises(HeurlensError, match="another heurlens process is writing to the training progress folder "
+                                                ".*n5"):
             run_sweep(tmp_path / "killed", settings, progress=False)
     assert run_sweep(tmp_path / "killed", settings, progress=False).equals(whole)
     assert not progress_folder.exists()
 
     # A process that found the count pending, then waited while another finished it, leaves no folder behind.
-    from heurlens.subtask import sweep
-    pending = sweep._pending
+    from heurlens.subtask import sweep_transfer
+    pending = sweep_transfer.pending_runs
 
     def finished_meanwhile(job, n):
         return [] if progress_folder.exists() else pending(job, n)  # pending before the lock, done under it
 
     result_path(tmp_path / "killed", "random init", 5, 0).unlink()
     with monkeypatch.context() as patch:
-        patch.setattr(sweep, "_pending", finished_meanwhile)
+        patch.setattr(sweep_transfer, "pending_runs", finished_meanwhile)
         run_sweep(tmp_path / "killed", settings, progress=False)
     assert not progress_folder.exists()
 

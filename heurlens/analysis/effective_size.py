@@ -31,13 +31,13 @@ from heurlens.protocols import Loss, Metrics, PreparedModel, Task
 from heurlens.pruning.run_folder import SPARSITY_TOLERANCE, data_id_of
 from heurlens.pruning.runs import evaluate_subnetworks, prune
 from heurlens.pruning.settings import PruneSettings
-from heurlens.run_folders import RunFolder, check_writable_dir, exclusive, refuse_foreign_dir
+from heurlens.run_folders import RunFolder
 from heurlens.units import UnitLayout
 
 SPARSITY_GRID = [round(0.05 * i, 2) for i in range(1, 20)]  # 5%, 10%, ..., 95%
 EFFECTIVE_SIZE_FILE = "effective-size.csv"
 DATA_KINDS = ("in_domain", "ood", "mixed")
-FOLDER_MARKERS = ["settings.json", EFFECTIVE_SIZE_FILE, "*/sparsity-*", "*/unit-means.safetensors"]
+FOLDER_MARKERS = ("settings.json", EFFECTIVE_SIZE_FILE, "*/sparsity-*", "*/unit-means.safetensors")
 
 
 def accuracy_by_kind(evaluation: pd.DataFrame, column: str = "accuracy") -> pd.DataFrame:
@@ -174,21 +174,20 @@ def effective_size_over_checkpoints(checkpoints: Sequence[str | Path], out: Path
     if not checkpoints:
         raise HeurlensError("give checkpoint directories; make them with "
                             "heurlens finetune --checkpoint-every 50 --out runs/ft (then runs/ft/checkpoints/*)")
-    out = Path(out)
-    refuse_foreign_dir(out, FOLDER_MARKERS, "out=")
-    check_writable_dir(out, "out=")
-    if (out / EFFECTIVE_SIZE_FILE).exists() and not (out / "settings.json").exists():
+    folder = effective_size_folder(out).opened()
+    out = folder.path
+    if folder.finished(EFFECTIVE_SIZE_FILE) and not folder.has_settings():
         raise HeurlensError(f"{out / EFFECTIVE_SIZE_FILE} was written before heurlens recorded an effective-size "
                             "run's settings, so new rows cannot be checked against it. Use another out=, or delete "
                             "that file to measure its checkpoints again (their finished prune runs are reused)")
-    if (out / EFFECTIVE_SIZE_FILE).exists():
+    if folder.finished(EFFECTIVE_SIZE_FILE):
         read_effective_size_table(out / EFFECTIVE_SIZE_FILE)  # a damaged table refused before hours of pruning
     rows = []
     for index, checkpoint in enumerate(sorted(checkpoints, key=lambda c: checkpoint_step(Path(c), 0))):
         model = load_model(str(checkpoint), device=device)
         n_units = UnitLayout(model.n_layers, model.n_heads).n_units
         train, eval_sets = snli_pruning_data(model, train_examples, batch_size), eval_sets_for(model)
-        RunFolder(out, "effective-size run", tuple(FOLDER_MARKERS)).record_settings(
+        folder.record_settings(
             {"sparsities": sorted(sparsities), "search": search, "tolerance": tolerance, "seeds": list(seeds),
              "train": data_id_of(train), "pruning": config.to_dict(), "eval_sets": [data_id_of(task) for task in eval_sets]})
         sizes, evaluation = effective_size_of(
@@ -201,7 +200,7 @@ def effective_size_over_checkpoints(checkpoints: Sequence[str | Path], out: Path
                     | {f"size_{kind}_std": std for kind, std in
                        effective_size_spread(evaluation, n_units, tolerance).items()}
                     | {"n_units": n_units})
-        table = _merge_rows(out, pd.DataFrame(rows))
+        table = _merge_rows(folder, pd.DataFrame(rows))
     effective_size_figure(table).write_html(out / "effective-size.html")
     return table
 
@@ -225,10 +224,16 @@ def read_effective_size_table(path: Path) -> pd.DataFrame:
     return table
 
 
-def _merge_rows(out: Path, new: pd.DataFrame) -> pd.DataFrame:
-    """Write ``new`` rows into ``out``'s table, keeping the rows of the other checkpoints (by folder name) that
-    earlier calls wrote; read, merged and written under ``out``'s lock, so concurrent calls lose no row."""
-    with exclusive(out, "the effective-size folder", wait=True):
+def effective_size_folder(out: str | Path) -> RunFolder:
+    """The folder of an effective-size run: its table, figure, settings and one prune run per checkpoint."""
+    return RunFolder(Path(out), "effective-size run", FOLDER_MARKERS)
+
+
+def _merge_rows(folder: RunFolder, new: pd.DataFrame) -> pd.DataFrame:
+    """Write ``new`` rows into the folder's table, keeping the rows of the other checkpoints (by folder name)
+    that earlier calls wrote; read, merged and written under the folder's lock, so concurrent calls lose no row."""
+    out = folder.path
+    with folder.writing(wait=True):
         path = out / EFFECTIVE_SIZE_FILE
         earlier = read_effective_size_table(path) if path.exists() else new.iloc[:0]
         measured_again = earlier["checkpoint"].map(lambda c: Path(c).name).isin(

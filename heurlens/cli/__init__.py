@@ -12,7 +12,13 @@ from pathlib import Path
 
 import click
 
-from heurlens.cli import commands_analysis, commands_cache, commands_nli, commands_subtask  # noqa: F401  (registers the commands)
+from heurlens.cli import (  # noqa: F401  (registers the commands)
+    commands_ablate,
+    commands_analysis,
+    commands_cache,
+    commands_nli,
+    commands_subtask,
+)
 from heurlens.cli.group import cli
 from heurlens.errors import HeurlensError, for_command_line
 

@@ -61,6 +61,11 @@ def dtype_option(function):
              "pairs changes (docs/cli.md); on a GPU bfloat16 or float16. Default: float32.")(with_dtype)
 
 
+def replacement_label(means) -> str:
+    """What ablated units are replaced by, in a table's header."""
+    return "zero" if means.source == "zeros" else f"the unit means over {means.source}"
+
+
 def model_label(model, dtype: str) -> str:
     """A model's name in a table's header, with the weights' precision and the products' (``dtype``) when they
     are not float32: ``default``, ``default (bfloat16)``, ``smollm2 (bfloat16 weights)``."""

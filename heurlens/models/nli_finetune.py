@@ -35,7 +35,7 @@ from heurlens.data.snli import NLI_LABELS, load_snli
 from heurlens.devices import resolve_device, to_device
 from heurlens.errors import HeurlensError
 from heurlens.models.settings import FinetuneSettings
-from heurlens.run_folders import LOCK_FILE, check_writable_dir, exclusive, refuse_foreign_dir
+from heurlens.run_folders import LOCK_FILE, RunFolder, check_writable_dir
 from heurlens.training_helpers import random_state, restore_random_state
 
 FINETUNE_RECORD = "heurlens_finetune.json"  # written last: marks a finished fine-tuning run, lists its files
@@ -90,12 +90,11 @@ def finetune_nli(out: Path, settings: FinetuneSettings = FinetuneSettings(), che
             return out
         raise HeurlensError(f"{out} holds a model fine-tuned with other settings; nothing was changed. "
                             "Give another out=")
-    refuse_foreign_dir(out, [FINETUNE_RECORD], "out=")
-    check_writable_dir(out, "out=")  # created empty now; the finished model replaces it
+    RunFolder(out, "fine-tuned model", (FINETUNE_RECORD,)).opened()  # created empty now; the finished model replaces it
     work = work_dir(out)
     check_writable_dir(work, "the fine-tuning's work folder")
     try:
-        with exclusive(work, "the fine-tuning folder", wait):
+        with RunFolder(work, "fine-tuning").writing(wait):
             if (out / FINETUNE_RECORD).is_file():  # finished by the process this one waited for
                 return _finished_by_another(out, work)
             return _train(out, work, run, settings, checkpoint_every, evaluate, base, per_subcase, in_domain_examples,

@@ -20,7 +20,7 @@ from heurlens.means import UnitMeans
 from heurlens.protocols import Loss, ModelLike, PreparedModel, Task
 from heurlens.pruning.settings import PruneSettings
 from heurlens.pruning.subnetwork import Subnetwork
-from heurlens.run_folders import LOCK_FILE, check_writable_dir, refuse_foreign_dir
+from heurlens.run_folders import RunFolder
 
 MEANS_FILE = "unit-means.safetensors"
 SPARSITY_TOLERANCE = 0.05  # a subnetwork whose achieved sparsity misses its target by more is flagged
@@ -80,11 +80,10 @@ def subnetworks_by_sparsity(run_dirs: Iterable[str | Path], pooled: bool = False
     return dict(sorted(groups.items()))
 
 
-def check_run_dir(out: str | Path) -> Path:
-    """Refuse an ``out`` that cannot be written or holds files heurlens prune did not make (before any work)."""
-    out = Path(out)
-    refuse_foreign_dir(out, [MEANS_FILE, "sparsity-*/seed-*.json", LOCK_FILE], "run directory")
-    return check_writable_dir(out, "run directory")
+def prune_folder(out: str | Path) -> RunFolder:
+    """The run folder of ``prune``, checked before any work: refused when it cannot be written or holds files
+    heurlens prune did not make (its markers: the means and the subnetworks' records)."""
+    return RunFolder(Path(out), "prune run", (MEANS_FILE, "sparsity-*/seed-*.json")).opened()
 
 
 def hyperparameters_of(config: PruneSettings, target: float, data: Task, means: UnitMeans,
@@ -103,11 +102,12 @@ def data_id_of(data: Task) -> str:
     return f"{data.name}:{len(data)}:{data_fingerprint(data)}"
 
 
-def check_run_folder(out: Path, model: PreparedModel, data: Task, config: PruneSettings,
+def check_run_folder(folder: RunFolder, model: PreparedModel, data: Task, config: PruneSettings,
                      means: UnitMeans, loss: Loss | None = None) -> None:
-    """Refuse a run folder whose subnetworks (any sparsity) or means come from another model, data set or
-    settings; record the means of a new run (what ``heurlens evaluate`` replaces pruned units by)."""
-    known, data_id = model.known_fingerprints(), data_id_of(data)
+    """Refuse a prune run folder whose subnetworks (any sparsity) or means come from another model, data set or
+    settings (a prune folder's settings are in each subnetwork's record); record the means of a new run (what
+    ``heurlens evaluate`` replaces pruned units by)."""
+    out, known, data_id = folder.path, model.known_fingerprints(), data_id_of(data)
     for path in find_subnetworks(out):
         done = Subnetwork.load(path)
         if (done.model_fingerprint not in known or done.data_id != data_id
@@ -116,7 +116,7 @@ def check_run_folder(out: Path, model: PreparedModel, data: Task, config: PruneS
                 f"{path} was found with another model, data set or settings than this run; nothing was "
                 f"overwritten. Use another out= folder, or the same settings to resume")
     means_path = out / MEANS_FILE
-    if not means_path.exists():
+    if not folder.finished(MEANS_FILE):
         means.save(means_path)
         return
     saved = load_run_means(out)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -21,7 +21,6 @@ from torch import Tensor
 
 from heurlens.ablation import ablated_tables
 from heurlens.activation_cache import full_model_logits
-from heurlens.cache import stored
 from heurlens.call_context import CallContext, call_context
 from heurlens.distributed import Workers, run_each
 from heurlens.errors import HeurlensError
@@ -31,19 +30,20 @@ from heurlens.metrics import metric_loss, metric_value
 from heurlens.models.classifier import as_model
 from heurlens.precision import Precision
 from heurlens.protocols import Loss, Metric, Metrics, ModelLike, PreparedModel, Task
+from heurlens.pruning.objective import prunable_units
 from heurlens.pruning.run_folder import (
     SPARSITY_TOLERANCE,
     SparsityTargetMissed,
-    check_run_dir,
     check_run_folder,
     data_id_of,
     hyperparameters_of,
+    prune_folder,
     subnetwork_stem,
 )
 from heurlens.pruning.settings import PruneSettings
 from heurlens.pruning.subnetwork import Subnetwork, discretize
-from heurlens.pruning.train import prunable_units, train_unit_masks
-from heurlens.run_folders import exclusive
+from heurlens.pruning.train import train_unit_masks
+from heurlens.run_folders import RunFolder
 from heurlens.tasks import TaskLike, as_task
 from heurlens.units import UnitLayout
 
@@ -58,7 +58,7 @@ def prune(model: ModelLike, data: TaskLike | datasets.Dataset, *, sparsity: floa
     ``data`` is the pruning (training) data: a task (``EvalSet``, ``PromptSet``, ``TokenSet``), a list of texts,
     a token tensor, or a Dataset of premise/hypothesis pairs (batched by length, ``batch_size`` pairs a
     micro-batch). Pruned units are replaced by ``means`` (default: their means over ``data``). ``loss(scores,
-    full scores, example ids)`` replaces the KL to the full model (``pruning.train.kl_loss``), or ``metric`` (a
+    full scores, example ids)`` replaces the KL to the full model (``pruning.objective.kl_loss``), or ``metric`` (a
     differentiable ``Metric``, as the tables report it) is kept at the full model's value
     (``heurlens.metrics.metric_loss``); which units may
     be pruned is ``config.units``. With ``out``, each subnetwork is saved when found and a repeated call
@@ -98,12 +98,12 @@ def prune(model: ModelLike, data: TaskLike | datasets.Dataset, *, sparsity: floa
         return _prune_each(model, data, sparsities, seeds, None, config,
                            means if means is not None else compute_means(model, data), progress, workers, loss,
                            stack_seeds, call_context(model, config.dtype, cache))
-    out = check_run_dir(out)
-    with exclusive(out, "run directory"):
+    folder = prune_folder(out)
+    with folder.writing():
         means = means if means is not None else compute_means(model, data)
-        check_run_folder(out, model, data, config, means, loss)
-        return _prune_each(model, data, sparsities, seeds, out, config, means, progress, workers, loss, stack_seeds,
-                           call_context(model, config.dtype, cache))
+        check_run_folder(folder, model, data, config, means, loss)
+        return _prune_each(model, data, sparsities, seeds, folder, config, means, progress, workers, loss,
+                           stack_seeds, call_context(model, config.dtype, cache))
 
 
 @dataclass(frozen=True)
@@ -112,7 +112,7 @@ class _PruneJob:
 
     model: PreparedModel
     data: Task
-    out: Path | None
+    out: RunFolder | None
     config: PruneSettings
     means: UnitMeans
     full_logits: Tensor | None  # None when every subnetwork is on disk already
@@ -124,14 +124,14 @@ class _PruneJob:
 
 
 def _prune_each(model: PreparedModel, data: Task, sparsities: list[float], seeds: Iterable[int],
-                out: Path | None, config: PruneSettings, means: UnitMeans, progress: bool,
+                out: RunFolder | None, config: PruneSettings, means: UnitMeans, progress: bool,
                 workers: Workers | None, loss: Loss | None, stack_seeds: bool | None, context: CallContext
                 ) -> list[Subnetwork]:
     """Train (or, from ``out``, load) one subnetwork per (sparsity, seed), here or on ``workers``: one run per
     (sparsity, seed), or with ``stack_seeds`` one run per sparsity training its missing seeds together."""
     seeds = list(seeds)
     runs = [(target, seed) for target in sparsities for seed in seeds]
-    missing = out is None or any(not subnetwork_stem(out, *run).with_suffix(".json").exists() for run in runs)
+    missing = out is None or any(not _finished(out, *run) for run in runs)
     job = _PruneJob(model, data, out, config, means, full_model_logits(model, data, context) if missing else None,
                     data_id_of(data), context.fingerprint or model.fingerprint(), context, progress and workers is None,
                     loss)
@@ -154,28 +154,32 @@ def _subnetwork_of_run(job: _PruneJob, run: tuple[float, int]) -> Subnetwork:
     its files written atomically by whichever process trained it)."""
     if job.out is None:
         return _trained(job, *run)
-    stem = subnetwork_stem(job.out, *run)  # what is there was checked against this run (_check_run_folder)
-    return stored(stem.with_suffix(".json"), partial(_trained, job, *run), partial(Subnetwork.save, stem=stem),
-                  partial(Subnetwork.load, stem))
+    return _stored_subnetwork(job.out, *run, compute=partial(_trained, job, *run))
+
+
+def _stored_subnetwork(folder: RunFolder, target: float, seed: int, compute: Callable[[], Subnetwork]) -> Subnetwork:
+    """The subnetwork of (target, seed) in the run folder (what is there was checked against this run:
+    ``check_run_folder``), or ``compute()``'s, saved there."""
+    stem = subnetwork_stem(folder.path, target, seed)
+    return folder.stored(str(stem.with_suffix(".json").relative_to(folder.path)), compute,
+                         partial(Subnetwork.save, stem=stem), partial(Subnetwork.load, stem))
 
 
 def _subnetworks_of_sparsity(job: _PruneJob, group: tuple[float, list[int]]) -> list[Subnetwork]:
     """Every seed of one sparsity: those on disk in ``job.out`` loaded, the others trained together
     (``train_unit_masks``) and each saved as it would be alone."""
     target, seeds = group
-    on_disk = {seed for seed in seeds
-               if job.out is not None and subnetwork_stem(job.out, target, seed).with_suffix(".json").exists()}
+    on_disk = {seed for seed in seeds if job.out is not None and _finished(job.out, target, seed)}
     to_train = [seed for seed in seeds if seed not in on_disk]
     trained = dict(zip(to_train, _trained_together(job, target, to_train))) if to_train else {}
     if job.out is None:
         return [trained[seed] for seed in seeds]
-    subnetworks = []
-    for seed in seeds:
-        stem = subnetwork_stem(job.out, target, seed)
-        compute = partial(trained.__getitem__, seed) if seed in trained else partial(_trained, job, target, seed)
-        subnetworks.append(stored(stem.with_suffix(".json"), compute, partial(Subnetwork.save, stem=stem),
-                                  partial(Subnetwork.load, stem)))
-    return subnetworks
+    return [_stored_subnetwork(job.out, target, seed, partial(trained.__getitem__, seed) if seed in trained
+                               else partial(_trained, job, target, seed)) for seed in seeds]
+
+
+def _finished(folder: RunFolder, target: float, seed: int) -> bool:
+    return subnetwork_stem(folder.path, target, seed).with_suffix(".json").exists()
 
 
 def _trained(job: _PruneJob, target: float, seed: int) -> Subnetwork:

@@ -37,10 +37,11 @@ from heurlens.means import UnitMeans
 from heurlens.precision import autocast
 from heurlens.protocols import Batch, Loss, PreparedModel, Task
 from heurlens.pruning.hard_concrete import HardConcrete
+from heurlens.pruning.objective import expected_sparsity, kl_loss, mask_optimizer, prunable_units, sampled_sparsity
 from heurlens.pruning.schedule import target_at
 from heurlens.pruning.settings import PruneSettings
 from heurlens.tasks import batch_rows
-from heurlens.training_helpers import frozen_parameters
+from heurlens.training_helpers import frozen_parameters, shuffled_order
 from heurlens.units import UnitLayout
 
 
@@ -51,46 +52,6 @@ class MaskTrainingResult:
     final_loss: float  # the objective's last value (KL by default) without the Lagrangian terms
     final_expected_sparsity: float
     steps: int
-
-
-def prunable_units(layout: UnitLayout, units: str, device: torch.device | str = "cpu") -> Bool[Tensor, " unit"]:
-    """Which entries of the flat unit vector pruning may drop: ``units`` is "all", "heads" or "mlps"."""
-    heads, mlps = layout.split(torch.ones(layout.n_units, dtype=torch.bool, device=device))
-    return layout.join(heads & (units != "mlps"), mlps & (units != "heads"))
-
-
-def expected_sparsity(mask: HardConcrete, prunable: Bool[Tensor, " unit"] | None = None) -> Float[Tensor, ""]:
-    """1 - E[||z||_0] / n over the prunable units: the expected fraction of them pruned."""
-    keep = mask.prob_nonzero()
-    if prunable is not None:
-        keep = keep[prunable]
-    return 1 - keep.sum() / keep.numel()
-
-
-def sampled_sparsity(z: Float[Tensor, " ..."], prunable: Bool[Tensor, " unit"] | None = None) -> Float[Tensor, ""]:
-    """1 - sum(z) / n over the prunable units of one mask draw (differentiable in log_alpha through the draw)."""
-    if prunable is not None:
-        z = z[prunable]
-    return 1 - z.sum() / z.numel()
-
-
-def kl_loss(scores: Float[Tensor, "batch output"], reference: Float[Tensor, "batch output"],
-            example_ids: Tensor) -> Tensor:
-    """The Heuristic Core paper's objective: KL(p_full || p_masked), averaged over the batch."""
-    return F.kl_div(F.log_softmax(scores, -1), F.log_softmax(reference, -1), log_target=True, reduction="batchmean")
-
-
-def mask_optimizer(mask: HardConcrete, lambdas: Tensor, config: PruneSettings, total_steps: int):
-    """One AdamW over two groups, log_alpha (descent) and the Lagrange multipliers (ascent), and its
-    learning-rate schedule (transformers' linear warm-up and decay, or constant)."""
-    from transformers import get_constant_schedule, get_linear_schedule_with_warmup
-
-    optimizer = torch.optim.AdamW([{"params": [mask.log_alpha], "lr": config.lr_log_alpha},
-                                   {"params": [lambdas], "lr": config.lr_lambda, "maximize": True}],
-                                  weight_decay=config.weight_decay)
-    if config.lr_schedule == "linear":
-        return optimizer, get_linear_schedule_with_warmup(optimizer, config.lr_warmup_steps, total_steps)
-    return optimizer, get_constant_schedule(optimizer)
 
 
 def stacked_batches(batches: Sequence[Batch], pad_token_id: int = 0) -> Batch:
@@ -237,7 +198,7 @@ def _micro_batch(shared: _Shared, runs: list[_SeedRun], target: float) -> None:
     indices, draws = [], []
     for run in runs:
         if not run.order:
-            run.order = torch.randperm(len(data.batches), generator=run.order_generator, device="cpu").tolist()
+            run.order = shuffled_order(len(data.batches), run.order_generator).tolist()
         indices.append(run.order.pop())
         draws.append(run.mask.sample(run.draws).where(shared.prunable, 1.0))
     counts = torch.tensor([shared.examples[i] for i in indices], device=shared.device)

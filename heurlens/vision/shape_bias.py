@@ -20,7 +20,6 @@ settings resumes, reusing what is there.
 from __future__ import annotations
 
 import copy
-import json
 import re
 from functools import partial
 from pathlib import Path
@@ -30,7 +29,7 @@ import pandas as pd
 import torch
 from safetensors.torch import load_file
 
-from heurlens.cache import atomic_save_tensors, atomic_write_json, stored
+from heurlens.cache import atomic_save_tensors
 from heurlens.devices import resolve_device
 from heurlens.distributed import Workers, run_each
 from heurlens.errors import HeurlensError
@@ -53,16 +52,18 @@ def classifier_name(model: torch.nn.Module) -> str:
 
 
 class ShapeBiasRun:
-    """The data, models and results of one experiment, kept in ``out``."""
+    """The data, models and results of one experiment, kept in the run folder ``out`` (``self.folder``: its
+    settings, and one stored stage for the base model, the subnetwork and each condition's scores)."""
 
     def __init__(self, settings: ShapeBiasSettings, out: Path, progress: bool = True,
                  device: str | torch.device | None = None):
         """``device``: where the models train (``heurlens.devices.resolve_device``: default a GPU when there is
         one); data, subnetworks and run files stay on the CPU, so a run resumes on another device."""
         self.settings, self.out, self.progress = settings, Path(out), progress
+        self.folder = RunFolder(self.out, "shape-bias run")
         self.device = resolve_device(device)
         self._build_data()  # refuses sizes the data cannot hold before anything is written
-        RunFolder(self.out, "shape-bias run").record_settings(settings.to_dict(), RESUMABLE_SETTINGS)
+        self.folder.record_settings(settings.to_dict(), RESUMABLE_SETTINGS)
 
     def _build_data(self) -> None:
         s, start = self.settings, 0
@@ -108,7 +109,8 @@ class ShapeBiasRun:
 
     def base_model(self) -> torch.nn.Module:
         """The base model, trained on the 90%-texture-agreement set (or read back from the run)."""
-        path, model = self.out / "base_model.safetensors", self.make_model(self.settings.seed)
+        name, model = "base_model.safetensors", self.make_model(self.settings.seed)
+        path = self.out / name
 
         def train() -> dict[str, torch.Tensor]:
             s = self.settings  # the pretraining set is painted only when the base model must be trained
@@ -117,7 +119,8 @@ class ShapeBiasRun:
                              s.pretrain_epochs, seed=s.seed, progress=self.progress, desc="base model")
             return model.state_dict()
 
-        model.load_state_dict(stored(path, train, partial(atomic_save_tensors, path), lambda: load_file(str(path))))
+        model.load_state_dict(self.folder.stored(name, train, partial(atomic_save_tensors, path),
+                                                 lambda: load_file(str(path))))
         return model.eval()
 
     def shape_subnetwork(self, base: torch.nn.Module) -> WeightSubnetwork:
@@ -136,13 +139,13 @@ class ShapeBiasRun:
             return discover_subnetwork(base, classification_loss, batches, config, include=masked,
                                        description="mean-pooled garments", seed=s.seed, progress=self.progress)
 
-        return stored(stem.with_suffix(".json"), discover, lambda sub: sub.save(stem), lambda: WeightSubnetwork.load(stem))
+        return self.folder.stored("shape_subnetwork.json", discover, lambda sub: sub.save(stem),
+                                  lambda: WeightSubnetwork.load(stem))
 
     def condition(self, name: str, base: torch.nn.Module, subnetwork: WeightSubnetwork, repeat: int = 0) -> dict:
         """Train one downstream condition (its ``repeat``-th seed) and score it (or read its scores back)."""
-        path = self.out / "conditions" / f"{name.replace(' ', '_')}-{repeat}.json"
-        return stored(path, partial(self._trained_condition, name, base, subnetwork, repeat),
-                      partial(atomic_write_json, path), lambda: json.loads(path.read_text()))
+        return self.folder.result(f"conditions/{name.replace(' ', '_')}-{repeat}.json",
+                                  partial(self._trained_condition, name, base, subnetwork, repeat))
 
     def _trained_condition(self, name: str, base: torch.nn.Module, subnetwork: WeightSubnetwork, repeat: int) -> dict:
         s, frozen, trainable, seed = self.settings, None, None, self.settings.seed + repeat

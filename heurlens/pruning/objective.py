@@ -1,0 +1,60 @@
+"""The Heuristic Core paper's pruning objective (Section 2 and Appendix B), piece by piece:
+
+    loss = KL(p_full || p_masked) + lambda1 (t - s) + lambda2 (t - s)^2
+
+``kl_loss`` is the first term; t, the model's sparsity over the prunable units (``prunable_units``), is the
+expected 1 - E[||z||_0] / n (``expected_sparsity``) or that of one draw (``sampled_sparsity``); the mask's
+log_alpha descends it and the Lagrange multipliers ascend it (``mask_optimizer``). The loop that trains them
+is ``heurlens.pruning.train``.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from jaxtyping import Bool, Float
+from torch import Tensor
+
+from heurlens.pruning.hard_concrete import HardConcrete
+from heurlens.pruning.settings import PruneSettings
+from heurlens.units import UnitLayout
+
+
+def prunable_units(layout: UnitLayout, units: str, device: torch.device | str = "cpu") -> Bool[Tensor, " unit"]:
+    """Which entries of the flat unit vector pruning may drop: ``units`` is "all", "heads" or "mlps"."""
+    heads, mlps = layout.split(torch.ones(layout.n_units, dtype=torch.bool, device=device))
+    return layout.join(heads & (units != "mlps"), mlps & (units != "heads"))
+
+
+def expected_sparsity(mask: HardConcrete, prunable: Bool[Tensor, " unit"] | None = None) -> Float[Tensor, ""]:
+    """1 - E[||z||_0] / n over the prunable units: the expected fraction of them pruned."""
+    keep = mask.prob_nonzero()
+    if prunable is not None:
+        keep = keep[prunable]
+    return 1 - keep.sum() / keep.numel()
+
+
+def sampled_sparsity(z: Float[Tensor, " ..."], prunable: Bool[Tensor, " unit"] | None = None) -> Float[Tensor, ""]:
+    """1 - sum(z) / n over the prunable units of one mask draw (differentiable in log_alpha through the draw)."""
+    if prunable is not None:
+        z = z[prunable]
+    return 1 - z.sum() / z.numel()
+
+
+def kl_loss(scores: Float[Tensor, "batch output"], reference: Float[Tensor, "batch output"],
+            example_ids: Tensor) -> Tensor:
+    """The Heuristic Core paper's objective: KL(p_full || p_masked), averaged over the batch."""
+    return F.kl_div(F.log_softmax(scores, -1), F.log_softmax(reference, -1), log_target=True, reduction="batchmean")
+
+
+def mask_optimizer(mask: HardConcrete, lambdas: Tensor, config: PruneSettings, total_steps: int):
+    """One AdamW over two groups, log_alpha (descent) and the Lagrange multipliers (ascent), and its
+    learning-rate schedule (transformers' linear warm-up and decay, or constant)."""
+    from transformers import get_constant_schedule, get_linear_schedule_with_warmup
+
+    optimizer = torch.optim.AdamW([{"params": [mask.log_alpha], "lr": config.lr_log_alpha},
+                                   {"params": [lambdas], "lr": config.lr_lambda, "maximize": True}],
+                                  weight_decay=config.weight_decay)
+    if config.lr_schedule == "linear":
+        return optimizer, get_linear_schedule_with_warmup(optimizer, config.lr_warmup_steps, total_steps)
+    return optimizer, get_constant_schedule(optimizer)
