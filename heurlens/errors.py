@@ -29,7 +29,8 @@ _COMMAND_LINE_TERMS = [
     (r"Workers\(address=([^)]*)\)", r"--ray-address \1"),
     *((rf"(?<![\w.-]){name}=(?!=)", f"{flag} ") for name, flag in (
         ("out", "--out"), ("device", "--device"), ("dtype", "--dtype"), ("name_or_path", "--model"),
-        ("task", "--task"), ("core", "--core"), ("n_per_subcase", "--per-subcase"))),
+        ("task", "--task"), ("core", "--core"), ("n_per_subcase", "--per-subcase"), ("rows", "--rows"),
+        ("seeds", "--seeds"))),
 ]
 
 

@@ -11,7 +11,7 @@ def test_help_lists_every_command():
     result = heurlens("--help")
     assert result.returncode == 0
     for command in ("ablate", "prune", "evaluate", "finetune", "core", "core-over-training", "patterns",
-                    "effective-size", "report", "transfer", "shape-bias"):
+                    "effective-size", "report", "transfer", "transfer-changes", "shape-bias"):
         assert command in result.stdout
 
 

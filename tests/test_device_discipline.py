@@ -132,7 +132,8 @@ def test_unknown_or_absent_devices_are_refused_before_anything_loads(tmp_path):
 
 
 @pytest.mark.parametrize("command", [["ablate", "--heads", "L0.H0"], ["prune"], ["patterns"], ["finetune"],
-                                     ["effective-size", "."], ["transfer"], ["shape-bias"]])
+                                     ["effective-size", "."], ["transfer"], ["transfer-changes", "--from", "."],
+                                     ["shape-bias"]])
 def test_every_model_command_refuses_a_device_it_cannot_use_before_loading(capsys, command):
     from cli_run import assert_refused
 

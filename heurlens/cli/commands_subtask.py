@@ -1,4 +1,4 @@
-"""Subtask Induction commands: transfer (arithmetic) and shape-bias (vision)."""
+"""Subtask Induction commands: transfer and transfer-changes (arithmetic), shape-bias (vision)."""
 
 from __future__ import annotations
 
@@ -55,6 +55,36 @@ def transfer(out: str, preset: str, conditions: str | None, device: str | None, 
                 f"{settings.filling} filling)\n" + table.to_string())
 
     print_table(results, as_json, as_csv, pretty)
+
+
+@cli.command("transfer-changes")
+@click.option("--from", "source", type=click.Path(file_okay=False), required=True,
+              help="A sweep folder of heurlens transfer --architecture released (its T1 model and subnetwork).")
+@click.option("--out", type=click.Path(file_okay=False), default="runs/one-change", show_default=True,
+              help="Run directory; finished runs found there are reused (resumable).")
+@click.option("--seeds", type=click.IntRange(min=1), default=3, show_default=True, help="Runs per row and condition.")
+@click.option("--disambiguation", type=click.IntRange(min=0), default=1000, show_default=True,
+              help="Disambiguation samples of every run.")
+@click.option("--rows", default=None, help="Comma-separated row numbers to train (0 = as the sweep). [default: all]")
+@click.option("--page", type=click.Path(dir_okay=False), default=None,
+              help="Also write the table as markdown to this results page, keeping its hand-written reading.")
+@device_option
+@table_output_options
+def transfer_changes(source: str, out: str, seeds: int, disambiguation: int, rows: str | None, page: str | None,
+                     device: str | None, as_json: bool, as_csv: bool) -> None:
+    """Subtask Induction's transfer one change at a time (dropout, tied embeddings, batch size, weight decay) on a
+    sweep's T1 model and subnetwork, every condition at one sample count; the first row is the sweep's own."""
+    from heurlens.errors import HeurlensError
+    from heurlens.subtask.one_change import one_change_folder, run_one_change
+
+    try:
+        chosen = None if rows is None else [int(row) for row in rows.split(",") if row.strip()]
+    except ValueError as error:
+        raise HeurlensError(f"--rows {rows}: give row numbers such as 0,3") from error
+    table = run_one_change(source, out, seeds=seeds, disambiguation=disambiguation, rows=chosen, device=device)
+    if page is not None:
+        one_change_folder(out).write_results_page(Path(page), table.to_markdown(index=False) + "\n")
+    print_table(table, as_json, as_csv, lambda t: t.to_markdown(index=False))
 
 
 @cli.command("shape-bias")
