@@ -69,21 +69,31 @@ def select_weights(module: nn.Module, include: str | Iterable[str] | None = None
 def swapped_parameters(module: nn.Module, values: dict[str, Tensor]) -> Iterator[None]:
     """Inside the block, each named parameter of ``module`` reads as the given tensor; restored after.
 
-    The swap writes the owning submodule's ``_parameters`` entry directly: TransformerLens bridges
-    redirect attribute assignment, which makes ``torch.func.functional_call`` leave masked
-    tensors behind in them.
+    The owning submodule's parameter is taken out (``delattr``) and the tensor set as a plain attribute in its
+    place; after the block the parameter is registered back (``register_parameter``, the owner's later ones
+    registered again behind it, so ``named_parameters`` keeps its order). ``torch.func.functional_call`` would do
+    the same, but TransformerLens bridges redirect attribute assignment, which makes it leave masked tensors
+    behind in them.
     """
     swapped = []
     try:
         for name, value in values.items():
             path, _, leaf = name.rpartition(".")
             owner = module.get_submodule(path) if path else module
-            swapped.append((owner, leaf, owner._parameters[leaf]))
-            owner._parameters[leaf] = value  # type: ignore[assignment]  # a plain tensor on purpose: masked weights
+            order = [own for own, _ in owner.named_parameters(recurse=False)]
+            original = getattr(owner, leaf)
+            delattr(owner, leaf)
+            setattr(owner, leaf, value)  # a plain tensor on purpose: the masked weights, part of the graph
+            swapped.append((owner, leaf, original, order))
         yield
     finally:
-        for owner, leaf, original in reversed(swapped):
-            owner._parameters[leaf] = original
+        for owner, leaf, original, order in reversed(swapped):
+            delattr(owner, leaf)
+            owner.register_parameter(leaf, original)
+            for later in order[order.index(leaf) + 1:]:
+                parameter = getattr(owner, later)
+                delattr(owner, later)
+                owner.register_parameter(later, parameter)
 
 
 def masked_forward(module: nn.Module, masks: dict[str, Tensor]) -> Callable:
