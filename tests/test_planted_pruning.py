@@ -54,13 +54,15 @@ def test_heads_only_pruning_keeps_every_mlp_and_counts_heads_alone(planted):
 
 def test_a_missed_sparsity_target_is_warned_and_recorded(planted):
     model, data = planted
-    with pytest.warns(SparsityTargetMissed, match="reached sparsity 0.00, not its target 0.50.*Train longer.*"
-                                                  r"\(PruneSettings\(log_alpha_init=7\); these started at 10\)") as shown:
+    with pytest.warns(SparsityTargetMissed, match="keeps its target size, but no threshold on its masks' keep-"
+                      "probabilities comes nearer the target 0.50 than 0.00.*did not move far enough. Train longer.*"
+                      r"\(PruneSettings\(log_alpha_init=7\); these started at 10\)") as shown:
         [subnetwork] = heurlens.prune(model, data, sparsity=0.5, seeds=[0], progress=False,
                                       config=heurlens.PruneSettings(total_steps=3))
     assert for_command_line(str(shown[0].message)).endswith(  # as the CLI shows it
         "Train longer (--steps ...) or start the masks lower (--log-alpha-init 7; these started at 10)")
     assert subnetwork.missed_target and subnetwork.metrics["missed_target"] is True
+    assert subnetwork.achieved_sparsity == 0.5 and subnetwork.metrics["grid_sparsity"] == 0.0  # the size, not the masks
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a target met raises no warning
         heurlens.prune(model, data, sparsity=2 / 3, seeds=[0], config=SETTINGS, progress=False)

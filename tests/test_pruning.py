@@ -56,16 +56,37 @@ def test_paper_schedule_and_scaling():
     assert target_at(0, 10, 0.5) == pytest.approx(0.05) and target_at(9, 10, 0.5) == 0.5 and target_at(50, 10, 0.5) == 0.5
 
 
-def test_discretize_picks_the_threshold_closest_to_target():
-    # choose log_alpha so that the heads' keep-probabilities P(z > 0) are these; the MLP's is ~1
-    keep = torch.tensor([[0.0, 0.1, 0.3, 0.5, 0.7, 0.9]])
-    la = torch.logit(keep.clamp(1e-6, 1 - 1e-6)) + (2 / 3) * math.log(0.1 / 1.1)
-    kept, achieved, threshold = discretize(la, torch.tensor([10.0]), target=2 / 7)
+def log_alpha_with_keep_probability(keep: list[float]) -> torch.Tensor:
+    """log_alpha whose keep-probabilities P(z > 0) = sigmoid(log_alpha - (2/3) log(0.1 / 1.1)) are ``keep``."""
+    return torch.logit(torch.tensor([keep]).clamp(1e-6, 1 - 1e-6)) + (2 / 3) * math.log(0.1 / 1.1)
+
+
+def test_the_paper_discretisation_picks_the_grid_threshold_closest_to_target():
+    la = log_alpha_with_keep_probability([0.0, 0.1, 0.3, 0.5, 0.7, 0.9])  # the MLP's (log_alpha 10) is ~1
+    kept, achieved, threshold = discretize(la, torch.tensor([10.0]), target=2 / 7, method="global-threshold")
     # pruning exactly 2 of 7 needs 0.1 <= threshold < 0.3; of 0.1-0.25 the one nearest 0.5 wins
     assert threshold == 0.25 and achieved == pytest.approx(2 / 7)
     assert kept == [Unit(0, 2), Unit(0, 3), Unit(0, 4), Unit(0, 5), Unit(0)]
-    kept, achieved, threshold = discretize(la, torch.tensor([10.0]), target=0.0)
+    kept, achieved, threshold = discretize(la, torch.tensor([10.0]), target=0.0, method="global-threshold")
     assert (achieved, threshold) == (0.0, 0.0) and len(kept) == 7
+
+
+def test_top_k_keeps_the_highest_log_alphas_and_reaches_the_target_where_the_grid_cannot():
+    la = log_alpha_with_keep_probability([0.0, 0.1, 0.3, 0.6, 0.7, 0.9])
+    kept, achieved, threshold = discretize(la, torch.tensor([10.0]), target=3 / 7)  # keep 4 of 7
+    assert kept == [Unit(0, 3), Unit(0, 4), Unit(0, 5), Unit(0)] and achieved == pytest.approx(3 / 7)
+    assert threshold == pytest.approx((0.6 + 0.3) / 2, abs=1e-5)  # halfway between the last kept and first dropped
+    # four heads whose keep-probabilities are all 1.0 in float32: no threshold on P(z > 0) tells them apart
+    saturated = torch.tensor([[30.0, 12.0, 20.0, 15.0]])
+    # a threshold keeps all five or none; none (threshold 1.0) is nearer 0.6
+    assert discretize(saturated, torch.tensor([25.0]), target=0.6, method="global-threshold")[1] == 1.0
+    kept, achieved, _ = discretize(saturated, torch.tensor([25.0]), target=0.6)  # keep 2 of 5: log_alpha 30 and 25
+    assert kept == [Unit(0, 0), Unit(0)] and achieved == pytest.approx(0.6)
+    # only the heads may go: the MLP is kept and the sparsity counts the 4 heads; equal log_alphas: lower index first
+    tied = torch.tensor([[1.0, 1.0, 1.0, 5.0]])
+    heads_only = torch.tensor([True, True, True, True, False])
+    kept, achieved, _ = discretize(tied, torch.tensor([-9.0]), target=0.5, prunable=heads_only)
+    assert kept == [Unit(0, 0), Unit(0, 3), Unit(0)] and achieved == 0.5
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,7 @@ from heurlens.pruning.subnetwork import Subnetwork
 from heurlens.run_folders import RunFolder
 
 MEANS_FILE = "unit-means.safetensors"
-SPARSITY_TOLERANCE = 0.05  # a subnetwork whose achieved sparsity misses its target by more is flagged
+SPARSITY_TOLERANCE = 0.05  # a subnetwork whose masks miss the target by more is flagged (``Subnetwork.missed_target``)
 
 
 class SparsityTargetMissed(UserWarning):

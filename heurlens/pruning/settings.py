@@ -53,8 +53,10 @@ class PruneSettings:
         "help": "Train the masks with the model in train mode (dropout on); the reference stays in eval mode."})
     step_budget: Literal["paper-epochs", "paper-steps"] = field(default="paper-epochs", metadata={
         "help": "Without --steps: Appendix B's ~3 epochs on this data, or its step counts (9,300 at 50%)."})
-    discretization: Literal["global-threshold", "per-layer"] = field(default="global-threshold", metadata={
-        "help": "Binary mask: threshold P(z > 0) over all units, or the released per-layer soft mask."})
+    discretization: Literal["top-k", "global-threshold", "per-layer"] = field(default="top-k", metadata={
+        "help": "Binary mask: top-k keeps the units of highest log_alpha, as many as the target leaves (the target to "
+                "one unit); global-threshold: the paper's grid of thresholds on P(z > 0) over all units (the default "
+                "before 2026-11-26); per-layer: the released per-layer soft mask."})
     units: Literal["all", "heads", "mlps"] = field(default="all", metadata={
         "help": "Which units pruning may drop: all (heads and MLPs), heads or mlps; the others are always kept, and "
                 "the sparsity counts the prunable ones."})

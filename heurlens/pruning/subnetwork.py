@@ -61,15 +61,22 @@ class Subnetwork:
 
     @property
     def missed_target(self) -> bool:
-        """Whether its achieved sparsity missed the target by more than the tolerance when it was pruned."""
+        """Whether it missed the target by more than the tolerance when it was pruned: its achieved sparsity, or
+        with the top-k discretisation (which always keeps the target's count) its masks' (``grid_sparsity``)."""
         return bool(self.metrics.get("missed_target"))
 
     def missed_target_message(self) -> str:
         """What went wrong and what to change: too little pruned (the masks started too high for the steps
-        given), or too much (units the loss barely depends on fell together past the target)."""
-        missed = f"subnetwork {self.label} reached sparsity {self.achieved_sparsity:.2f}, not its target " \
-                 f"{self.target_sparsity:.2f}: "
-        if self.achieved_sparsity < self.target_sparsity:
+        given), or too much (units the loss barely depends on fell together past the target). With the top-k
+        discretisation the subnetwork has its target size, and the message is about the masks' own sparsity."""
+        reached = self.achieved_sparsity
+        missed = f"subnetwork {self.label} reached sparsity {reached:.2f}, not its target {self.target_sparsity:.2f}: "
+        if self.hyperparameters.get("discretization", "top-k") == "top-k" and "grid_sparsity" in self.metrics:
+            reached = float(self.metrics["grid_sparsity"])
+            missed = (f"subnetwork {self.label} keeps its target size, but no threshold on its masks' keep-"
+                      f"probabilities comes nearer the target {self.target_sparsity:.2f} than {reached:.2f} (the paper's "
+                      "grid), so the top-k cut chose among units the masks had not told apart: ")
+        if reached < self.target_sparsity:
             start = self.hyperparameters.get("log_alpha_init")
             lower = (f"PruneSettings(log_alpha_init={float(start) - 3:g}); these started at {float(start):g}"
                      if isinstance(start, int | float) else "a lower PruneSettings(log_alpha_init=)")
@@ -159,25 +166,30 @@ def per_layer_soft_mask(log_alpha_heads: Float[Tensor, "layer head"], log_alpha_
 
 
 def discretize(log_alpha_heads: Tensor, log_alpha_mlps: Tensor, target: float,
-               method: str = "global-threshold", prunable: Tensor | None = None) -> tuple[list[Unit], float, float]:
+               method: str = "top-k", prunable: Tensor | None = None) -> tuple[list[Unit], float, float]:
     """Binary mask: keep the units whose score exceeds a threshold.
 
-    The score is, with ``method="global-threshold"``, the keep-probability P(z > 0) = sigmoid(log_alpha -
-    beta log(-l / r)): what the sparsity constraint acts on (the expected sparsity is 1 - its mean), and
-    unlike the clamped deterministic mask it never piles up at exactly 0 or 1, so thresholds can tell
-    units apart. With ``"per-layer"`` it is the released code's ``per_layer_soft_mask``. The threshold
-    is searched on THRESHOLD_GRID for the achieved sparsity closest to the target (ties go to the
-    threshold nearest 0.5). ``prunable`` (a flat boolean vector in the layout's order): only those units may be
-    dropped, and the sparsity is the fraction of them dropped. Returns (kept units, achieved sparsity, threshold).
+    With ``method="top-k"`` (Edge Pruning's binary search for the threshold, done exactly by sorting) the
+    k = round((1 - target) n) units with the highest log_alpha are kept, so the achieved sparsity is the target to
+    within one unit; log_alpha orders the units as their keep-probability does, without the probability's
+    saturation at 1.0, and the threshold reported is the keep-probability halfway between the last unit kept and
+    the first dropped. With ``"global-threshold"`` (the Heuristic Core paper, Appendix B) the score is the
+    keep-probability P(z > 0) = sigmoid(log_alpha - beta log(-l / r)), and with ``"per-layer"`` the released
+    code's ``per_layer_soft_mask``; both search the threshold on THRESHOLD_GRID for the achieved sparsity closest
+    to the target (ties go to the threshold nearest 0.5), which can miss it by several units. ``prunable`` (a flat
+    boolean vector in the layout's order): only those units may be dropped, and the sparsity is the fraction of
+    them dropped. Returns (kept units, achieved sparsity, threshold).
     """
     layout = UnitLayout(*log_alpha_heads.shape)
     with torch.no_grad():
+        if method == "top-k":
+            return _top_k(layout, layout.join(log_alpha_heads, log_alpha_mlps).float(), target, prunable)
         if method == "per-layer":
             score = layout.join(*per_layer_soft_mask(log_alpha_heads, log_alpha_mlps))
         elif method == "global-threshold":
             score = HardConcrete.keep_probability(layout.join(log_alpha_heads, log_alpha_mlps))
         else:
-            raise HeurlensError(f"unknown discretization {method!r}; use 'global-threshold' or 'per-layer'")
+            raise HeurlensError(f"unknown discretization {method!r}; use 'top-k', 'global-threshold' or 'per-layer'")
 
     may_drop = torch.ones_like(score, dtype=torch.bool) if prunable is None else prunable
 
@@ -186,3 +198,19 @@ def discretize(log_alpha_heads: Tensor, log_alpha_mlps: Tensor, target: float,
 
     threshold = min(THRESHOLD_GRID, key=lambda t: (abs(sparsity_at(t) - target), abs(t - 0.5)))
     return layout.units_where((score > threshold) | ~may_drop), sparsity_at(threshold), threshold
+
+
+def _top_k(layout: UnitLayout, log_alpha: Tensor, target: float, prunable: Tensor | None
+           ) -> tuple[list[Unit], float, float]:
+    """``discretize``'s "top-k": the round((1 - target) n) prunable units of highest log_alpha kept (ties: the
+    lower unit index first), every unit that may not be pruned kept too."""
+    may_drop = torch.ones_like(log_alpha, dtype=torch.bool) if prunable is None else prunable
+    candidates = may_drop.nonzero().flatten()
+    n_keep = round((1 - target) * len(candidates))
+    order = candidates[torch.sort(log_alpha[candidates], descending=True, stable=True).indices]
+    keep = ~may_drop
+    keep[order[:n_keep]] = True
+    probability = HardConcrete.keep_probability(log_alpha[order].double())
+    last_kept = float(probability[n_keep - 1]) if n_keep > 0 else 1.0
+    first_dropped = float(probability[n_keep]) if n_keep < len(order) else 0.0
+    return layout.units_where(keep), 1 - n_keep / len(candidates), (last_kept + first_dropped) / 2
