@@ -89,15 +89,19 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("runs/sparsity-targets"))
     parser.add_argument("--sparsities", type=float, nargs="+", default=[0.5, 0.7])
     parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--cases", nargs="+", choices=["default", "random"], default=["default", "random"])
     parser.add_argument("--docs", type=Path, default=Path("docs/results/pruning-sparsity-targets.md"))
     args = parser.parse_args()
     folder = RunFolder(args.out, "sparsity-targets run", ("*/unit-means.safetensors", "random-bert/config.json"))
     folder.opened()
     start = time.time()
-    rows = case_rows("default model, 8,000 pairs", heurlens.load_model("default"), 8000, args.sparsities,
-                     args.seeds, args.out / "default")
-    rows += case_rows("random 4x8 BERT, 300 pairs", heurlens.load_model(str(random_bert(args.out / "random-bert"))),
-                      300, args.sparsities, args.seeds, args.out / "random")
+    rows = []
+    if "default" in args.cases:
+        rows += case_rows("default model, 8,000 pairs", heurlens.load_model("default"), 8000, args.sparsities,
+                          args.seeds, args.out / "default")
+    if "random" in args.cases:
+        model = heurlens.load_model(str(random_bert(args.out / "random-bert")))
+        rows += case_rows("random 4x8 BERT, 300 pairs", model, 300, args.sparsities, args.seeds, args.out / "random")
     table = pd.DataFrame(rows)
     hits = {kind: int(((table[f"{kind} sparsity"] - table["target"]).abs() <= HIT + 1e-9).sum())
             for kind in ("grid", "top-k")}

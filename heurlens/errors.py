@@ -24,6 +24,7 @@ _COMMAND_LINE_TERMS = [
     (r"PruneSettings\(total_steps=([^)]*)\)", r"--steps \1"),
     (r"PruneSettings\(warmup_steps=([^)]*)\)", r"--warmup-steps \1"),
     (r"PruneSettings\(log_alpha_init=([^)]*)\)", r"--log-alpha-init \1"),
+    (r"PruneSettings\(lr_log_alpha=([^)]*)\)", r"--lr-log-alpha \1"),
     (r"Workers\(count\)", "--workers"),
     (r"Workers\(gpus_per_worker=([^)]*)\)", r"--gpus-per-worker \1"),
     (r"Workers\(address=([^)]*)\)", r"--ray-address \1"),

@@ -59,7 +59,12 @@ def test_a_missed_sparsity_target_is_warned_and_recorded(planted):
                       r"\(PruneSettings\(log_alpha_init=7\); these started at 10\)") as shown:
         [subnetwork] = heurlens.prune(model, data, sparsity=0.5, seeds=[0], progress=False,
                                       config=heurlens.PruneSettings(total_steps=3))
-    assert for_command_line(str(shown[0].message)).endswith(  # as the CLI shows it
+    before, after = (str(warning.message) for warning in shown)  # one before training, one of the result
+    assert for_command_line(before) == (  # as the CLI shows it
+        "sparsity 0.50 cannot be reached in 3 steps: the masks start at log_alpha 10 and Adam moves them by about "
+        "--lr-log-alpha 0.1 a step, so no unit can be pruned before ~100 steps. Give --steps 300 or more, or start "
+        "the masks lower (--log-alpha-init 0)")
+    assert for_command_line(after).endswith(
         "Train longer (--steps ...) or start the masks lower (--log-alpha-init 7; these started at 10)")
     assert subnetwork.missed_target and subnetwork.metrics["missed_target"] is True
     assert subnetwork.achieved_sparsity == 0.5 and subnetwork.metrics["grid_sparsity"] == 0.0  # the size, not the masks

@@ -40,6 +40,7 @@ from heurlens.pruning.run_folder import (
     prune_folder,
     subnetwork_stem,
 )
+from heurlens.pruning.schedule import steps_before_pruning
 from heurlens.pruning.settings import PruneSettings
 from heurlens.pruning.subnetwork import Subnetwork, discretize
 from heurlens.pruning.train import train_unit_masks
@@ -64,9 +65,10 @@ def prune(model: ModelLike, data: TaskLike | datasets.Dataset, *, sparsity: floa
     be pruned is ``config.units``. With ``out``, each subnetwork is saved when found and a repeated call
     resumes; ``out`` is refused if it holds anything but a heurlens prune run of this model, data and settings
     (and loss), or if another process is writing to it. With ``workers`` the runs go to Ray workers
-    (``heurlens.distributed``), each writing its subnetwork into ``out`` itself. A subnetwork whose achieved
-    sparsity misses its target by more than ``SPARSITY_TOLERANCE`` raises a ``SparsityTargetMissed`` warning
-    and says so in its metrics (``missed_target``). ``stack_seeds``: train a sparsity's seeds together, one
+    (``heurlens.distributed``), each writing its subnetwork into ``out`` itself. A subnetwork whose masks miss
+    its target by more than ``SPARSITY_TOLERANCE`` (``Subnetwork.missed_target``) raises a ``SparsityTargetMissed``
+    warning and says so in its metrics (``missed_target``); so does, before any training, a sparsity whose steps
+    end before a unit can be pruned. ``stack_seeds``: train a sparsity's seeds together, one
     forward pass over every seed's batch (``train_unit_masks``: the same subnetworks to float rounding); None
     stacks them when the model is on a CUDA GPU, where one small batch leaves it idle, and not on a CPU, where
     it was measured not to pay. ``cache=False``: the full model's logits are computed here, not read from or
@@ -92,6 +94,7 @@ def prune(model: ModelLike, data: TaskLike | datasets.Dataset, *, sparsity: floa
         raise HeurlensError(f"sparsities {', '.join(map(str, same))} round to the same folder (sparsity-"
                             f"{[f for f in folders if folders.count(f) > 1][0]}); give sparsities that differ at "
                             "two decimals")
+    _warn_of_too_few_steps(config, sparsities, data)
     if means is not None:
         means.check_fits(model)
     if out is None:
@@ -104,6 +107,20 @@ def prune(model: ModelLike, data: TaskLike | datasets.Dataset, *, sparsity: floa
         check_run_folder(folder, model, data, config, means, loss)
         return _prune_each(model, data, sparsities, seeds, folder, config, means, progress, workers, loss,
                            stack_seeds, call_context(model, config.dtype, cache))
+
+
+def _warn_of_too_few_steps(config: PruneSettings, sparsities: list[float], data: Task) -> None:
+    """Before any training: a ``SparsityTargetMissed`` warning for each sparsity whose steps end before a unit
+    can be pruned (``steps_before_pruning``), so nothing is spent on a run that cannot reach its target."""
+    needed = steps_before_pruning(config.log_alpha_init, config.lr_log_alpha)
+    for target in sparsities:
+        total = config.steps_for(target, len(data), data.batches[0]["input_ids"].shape[0])[1]
+        if target > 0 and total < needed:
+            warnings.warn(f"sparsity {target:.2f} cannot be reached in {total} steps: the masks start at log_alpha "
+                          f"{config.log_alpha_init:g} and Adam moves them by about PruneSettings(lr_log_alpha="
+                          f"{config.lr_log_alpha:g}) a step, so no unit can be pruned before ~{needed} steps. Give "
+                          f"PruneSettings(total_steps={needed * 3}) or more, or start the masks lower "
+                          "(PruneSettings(log_alpha_init=0))", SparsityTargetMissed, stacklevel=3)
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,13 @@ def scaled_steps(sparsity: float, n_examples: int, batch_size: int) -> tuple[int
     return max(1, round(scaled_total * warmup / total)), scaled_total
 
 
+def steps_before_pruning(log_alpha_init: float, lr_log_alpha: float) -> int:
+    """About how many optimizer steps pass before a unit can be pruned at all: Adam moves log_alpha by at most about
+    its learning rate a step, and a mask starting at ``log_alpha_init`` > 0 keeps its unit until log_alpha falls
+    below 0 (10 at lr 0.1, the defaults: 100 steps)."""
+    return math.ceil(max(0.0, log_alpha_init) / lr_log_alpha)
+
+
 def target_at(step: int, warmup_steps: int, target: float) -> float:
     """Target sparsity at ``step`` (0-based): linear from 0 to ``target`` over the warm-up, then flat."""
     return target * min(1.0, (step + 1) / warmup_steps)
