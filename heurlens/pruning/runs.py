@@ -178,8 +178,8 @@ def _stored_subnetwork(folder: RunFolder, target: float, seed: int, compute: Cal
     """The subnetwork of (target, seed) in the run folder (what is there was checked against this run:
     ``check_run_folder``), or ``compute()``'s, saved there."""
     stem = subnetwork_stem(folder.path, target, seed)
-    return folder.stored(str(stem.with_suffix(".json").relative_to(folder.path)), compute,
-                         partial(Subnetwork.save, stem=stem), partial(Subnetwork.load, stem))
+    return folder.stored(_record_name(folder, target, seed), compute, partial(Subnetwork.save, stem=stem),
+                         partial(Subnetwork.load, stem))
 
 
 def _subnetworks_of_sparsity(job: _PruneJob, group: tuple[float, list[int]]) -> list[Subnetwork]:
@@ -195,8 +195,13 @@ def _subnetworks_of_sparsity(job: _PruneJob, group: tuple[float, list[int]]) -> 
                                else partial(_trained, job, target, seed)) for seed in seeds]
 
 
+def _record_name(folder: RunFolder, target: float, seed: int) -> str:
+    """The subnetwork's JSON record in the folder, relative to it (``sparsity-0.50/seed-00.json``)."""
+    return str(subnetwork_stem(folder.path, target, seed).with_suffix(".json").relative_to(folder.path))
+
+
 def _finished(folder: RunFolder, target: float, seed: int) -> bool:
-    return subnetwork_stem(folder.path, target, seed).with_suffix(".json").exists()
+    return folder.finished(_record_name(folder, target, seed))
 
 
 def _trained(job: _PruneJob, target: float, seed: int) -> Subnetwork:
@@ -219,7 +224,8 @@ def _trained_together(job: _PruneJob, target: float, seeds: list[int]) -> list[S
                                                config.discretization, prunable)
         # top-k always reaches the target: it missed when no threshold on the masks does (the paper's grid), as they
         # did not tell apart the units the target asks to drop and the cut chose among units they had left alike
-        grid = discretize(result.log_alpha_heads, result.log_alpha_mlps, target, "global-threshold", prunable)[1]
+        grid = achieved if config.discretization == "global-threshold" else discretize(
+            result.log_alpha_heads, result.log_alpha_mlps, target, "global-threshold", prunable)[1]
         reached = grid if config.discretization == "top-k" else achieved
         subnetworks.append(Subnetwork(
             kept=kept, n_layers=model.n_layers, n_heads=model.n_heads, target_sparsity=target,

@@ -27,6 +27,7 @@ from heurlens.errors import HeurlensError
 from heurlens.run_folders import SETTINGS_FILE, RunFolder
 from heurlens.subtask.arithmetic import ArithmeticTask
 from heurlens.subtask.released_model import released_arithmetic_model
+from heurlens.subtask.settings import SweepSettings
 from heurlens.subtask.sweep import PER_RUN, T1_MODEL, recorded_settings
 from heurlens.subtask.sweep_transfer import train_transfer_runs
 from heurlens.subtask.tied_state import load_tied_state
@@ -93,18 +94,17 @@ def run_one_change(source: str | Path, out: str | Path, *, seeds: int = 3, disam
     folder.record_settings({"sweep": sweep_record, "disambiguation": disambiguation, "seeds": seeds}, ("seeds",))
     with folder.writing():
         for row in chosen:
-            _run_change(CHANGES[row], folder, source, seeds, disambiguation, progress, target)
+            _run_change(CHANGES[row], folder, source, sweep, seeds, disambiguation, progress, target)
     return one_change_table(out, seeds)
 
 
-def _run_change(change: Change, folder: RunFolder, source: Path, seeds: int, n: int, progress: bool,
-                device: torch.device) -> None:
+def _run_change(change: Change, folder: RunFolder, source: Path, sweep: SweepSettings, seeds: int, n: int,
+                progress: bool, device: torch.device) -> None:
     """Train the change's runs that have no result yet, together, and write each one's result."""
     pending = [(condition, seed) for condition in CONDITIONS for seed in range(seeds)
                if not folder.finished(result_name(change, condition, seed))]
     if not pending:
         return
-    sweep = recorded_settings(source)
     t1 = ArithmeticTask(sweep.t1, sweep.max_value, sweep.modulus)
     t2 = ArithmeticTask(sweep.t2, sweep.max_value, sweep.modulus)
     trained = released_arithmetic_model(t1, sweep.n_layers, device=device)
