@@ -36,7 +36,7 @@ def test_pruning_on_cuda_keeps_exactly_the_planted_units(planted_data):
     so the path differs from the CPU's; the answer must not)."""
     model = build_planted_model().to("cuda")
     for subnetwork in heurlens.prune(model, planted_data, sparsity=2 / 3, seeds=[0, 1], progress=False,
-                                     config=heurlens.PruneSettings(total_steps=300, warmup_steps=100)):
+                                     config=heurlens.PruneSettings()):
         assert {str(unit) for unit in subnetwork.kept} == set(PLANTED)
 
 

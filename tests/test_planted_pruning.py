@@ -13,7 +13,7 @@ from heurlens.errors import for_command_line
 from heurlens.pruning.run_folder import SparsityTargetMissed
 from heurlens.tasks import token_batches
 
-SETTINGS = heurlens.PruneSettings(total_steps=300, warmup_steps=100)
+SETTINGS = heurlens.PruneSettings()  # the default schedule: 300 steps on these 128 sequences, 288 of them warm-up
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +48,7 @@ def test_pruning_to_a_third_keeps_exactly_the_planted_head_and_mlp(planted, loss
 def test_heads_only_pruning_keeps_every_mlp_and_counts_heads_alone(planted):
     model, data = planted
     [subnetwork] = heurlens.prune(model, data, sparsity=0.75, seeds=[0], progress=False,
-                                  config=heurlens.PruneSettings(total_steps=300, warmup_steps=100, units="heads"))
+                                  config=heurlens.PruneSettings(units="heads"))
     assert kept(subnetwork) == {"L0.H0", "L0.MLP", "L1.MLP"} and subnetwork.achieved_sparsity == 0.75
 
 

@@ -16,7 +16,7 @@ from heurlens.tasks import token_batches
 def test_pruning_in_bfloat16_keeps_the_planted_units_and_records_its_precision():
     model = build_planted_model()
     data = token_batches(torch.randint(0, 4, (128, 6), generator=torch.Generator().manual_seed(0)), batch_size=16)
-    config = heurlens.PruneSettings(total_steps=300, warmup_steps=100, dtype="bfloat16")
+    config = heurlens.PruneSettings(dtype="bfloat16")
     [subnetwork] = heurlens.prune(model, data, sparsity=2 / 3, seeds=[0], config=config, progress=False)
     assert {str(unit) for unit in subnetwork.kept} == set(PLANTED)
     assert subnetwork.hyperparameters["dtype"] == "bfloat16" and subnetwork.log_alpha_heads.dtype == torch.float32

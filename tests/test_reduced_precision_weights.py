@@ -13,7 +13,7 @@ from heurlens.analysis import group_superadditivity, head_detector_scores, singl
 from heurlens.tasks import token_batches
 
 BF16 = torch.bfloat16
-SETTINGS = heurlens.PruneSettings(total_steps=300, warmup_steps=100)
+SETTINGS = heurlens.PruneSettings()  # the default schedule
 
 
 def squared_norm(scores, task) -> float:

@@ -66,7 +66,7 @@ def test_stacked_prune_keeps_the_planted_units_and_resumes_only_missing_seeds(tm
 
     model = build_planted_model()
     data = token_batches(torch.randint(0, 4, (128, 6), generator=torch.Generator().manual_seed(0)), batch_size=16)
-    settings = heurlens.PruneSettings(total_steps=300, warmup_steps=100)
+    settings = heurlens.PruneSettings()
     first = heurlens.prune(model, data, sparsity=2 / 3, seeds=[0], out=tmp_path, config=settings, progress=False)
     calls = []
     real = runs_module.train_unit_masks
