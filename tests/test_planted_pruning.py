@@ -88,3 +88,17 @@ def test_a_subnetwork_that_missed_is_marked_in_tables_and_left_out_of_pooled_ana
     with pytest.warns(SparsityTargetMissed, match="sparsity-0.50/seed-00.json is left out"):
         pooled = subnetworks_by_sparsity([tmp_path / "short", tmp_path / "long"], pooled=True)
     assert list(pooled) == [pytest.approx(2 / 3)]
+
+
+def test_the_subnetworks_own_kl_on_the_pruning_data_is_recorded(planted):
+    """``subnetwork_train_kl``: the binary subnetwork's KL to the full model over the pruning data, as
+    ``heurlens.ablate`` computes it: 0 for the planted pair, more than 0.5 for one unit alone (either planted unit
+    ablated costs that much: test_only_the_planted_units_matter)."""
+    model, data = planted
+    means = heurlens.compute_means(model, data)
+    with pytest.warns(SparsityTargetMissed):  # 5/6 asks to drop a unit the masks keep
+        pair, alone = heurlens.prune(model, data, sparsity=[2 / 3, 5 / 6], seeds=[0], means=means, config=SETTINGS,
+                                     progress=False)
+    assert pair.metrics["subnetwork_train_kl"] == pytest.approx(0, abs=1e-6)
+    ablated = heurlens.ablate(model, alone.pruned, [data], means=means, metrics={})["kl"].item()
+    assert alone.metrics["subnetwork_train_kl"] == pytest.approx(ablated, rel=1e-4) and ablated > 0.5

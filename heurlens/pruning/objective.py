@@ -5,7 +5,8 @@
 ``kl_loss`` is the first term; t, the model's sparsity over the prunable units (``prunable_units``), is the
 expected 1 - E[||z||_0] / n (``expected_sparsity``) or that of one draw (``sampled_sparsity``); the mask's
 log_alpha descends it and the Lagrange multipliers ascend it (``mask_optimizer``). The loop that trains them
-is ``heurlens.pruning.train``.
+is ``heurlens.pruning.train``; ``subnetwork_loss`` measures the first term again on the binary subnetwork cut from
+the trained masks.
 """
 
 from __future__ import annotations
@@ -15,9 +16,15 @@ import torch.nn.functional as F
 from jaxtyping import Bool, Float
 from torch import Tensor
 
+from heurlens.call_context import CallContext
+from heurlens.masking import UnitMaskHooks
+from heurlens.means import UnitMeans
+from heurlens.protocols import Loss, PreparedModel, Task
 from heurlens.pruning.hard_concrete import HardConcrete
 from heurlens.pruning.settings import PruneSettings
-from heurlens.units import UnitLayout
+from heurlens.resumed_passes import ablated_logits
+from heurlens.tasks import batch_rows
+from heurlens.units import Unit, UnitLayout
 
 
 def prunable_units(layout: UnitLayout, units: str, device: torch.device | str = "cpu") -> Bool[Tensor, " unit"]:
@@ -45,6 +52,26 @@ def kl_loss(scores: Float[Tensor, "batch output"], reference: Float[Tensor, "bat
             example_ids: Tensor) -> Tensor:
     """The Heuristic Core paper's objective: KL(p_full || p_masked), averaged over the batch."""
     return F.kl_div(F.log_softmax(scores, -1), F.log_softmax(reference, -1), log_target=True, reduction="batchmean")
+
+
+def subnetwork_loss(model: PreparedModel, data: Task, full_logits: Float[Tensor, "row output"], means: UnitMeans,
+                    pruned: list[Unit], objective: Loss, context: CallContext) -> float:
+    """The objective (``kl_loss`` by default) of the binary subnetwork over the whole pruning data: ``pruned``
+    mean-ablated, every other unit kept, no mask draw, the model in eval mode. The loss is taken batch by batch as
+    in training (a metric's loss sees one batch's task) and averaged weighted by the batches' rows of scores (for the
+    KL: its mean over every row). Beside the last training step's value (one batch, one draw of the soft masks) it
+    says how far cutting the masks to 0/1 moved the loss."""
+    layout = UnitLayout(model.n_layers, model.n_heads)
+    hooks = UnitMaskHooks(means.to(context.device), *layout.mask(pruned, context.device))
+    [scores] = ablated_logits(model, [(0, hooks.hooks)], data, context)
+    full_logits, total, start = full_logits.cpu(), 0.0, 0
+    for batch in data.batches:
+        end = start + batch_rows(batch)
+        rows = scores[start:end].detach().requires_grad_()  # a loss may check that its scores carry a gradient
+        with torch.enable_grad():
+            total += float(objective(rows, full_logits[start:end], torch.arange(start, end))) * (end - start)
+        start = end
+    return total / start
 
 
 def mask_optimizer(mask: HardConcrete, lambdas: Tensor, config: PruneSettings, total_steps: int):

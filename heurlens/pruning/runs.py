@@ -30,7 +30,7 @@ from heurlens.metrics import metric_loss, metric_value
 from heurlens.models.classifier import as_model
 from heurlens.precision import Precision
 from heurlens.protocols import Loss, Metric, Metrics, ModelLike, PreparedModel, Task
-from heurlens.pruning.objective import prunable_units
+from heurlens.pruning.objective import kl_loss, prunable_units, subnetwork_loss
 from heurlens.pruning.run_folder import (
     SPARSITY_TOLERANCE,
     SparsityTargetMissed,
@@ -216,8 +216,9 @@ def _trained_together(job: _PruneJob, target: float, seeds: list[int]) -> list[S
     start = time.time()
     results = train_unit_masks(model, job.data, full_logits, job.means, target, seeds, config, job.progress, job.loss)
     seconds = round((time.time() - start) / len(seeds), 1)  # a stacked run's time shared out over its seeds
-    prunable = prunable_units(UnitLayout(model.n_layers, model.n_heads), config.units)
-    loss_metric = "final_train_kl" if job.loss is None else "final_train_loss"
+    layout = UnitLayout(model.n_layers, model.n_heads)
+    prunable = prunable_units(layout, config.units)
+    loss_name = "train_kl" if job.loss is None else "train_loss"
     subnetworks = []
     for seed, result in zip(seeds, results):
         kept, achieved, threshold = discretize(result.log_alpha_heads, result.log_alpha_mlps, target,
@@ -227,12 +228,15 @@ def _trained_together(job: _PruneJob, target: float, seeds: list[int]) -> list[S
         grid = achieved if config.discretization == "global-threshold" else discretize(
             result.log_alpha_heads, result.log_alpha_mlps, target, "global-threshold", prunable)[1]
         reached = grid if config.discretization == "top-k" else achieved
+        cut_loss = subnetwork_loss(model, job.data, full_logits, job.means,
+                                   [unit for unit in layout.units() if unit not in kept], job.loss or kl_loss, job.context)
         subnetworks.append(Subnetwork(
             kept=kept, n_layers=model.n_layers, n_heads=model.n_heads, target_sparsity=target,
             achieved_sparsity=achieved, threshold=threshold, seed=seed, model_id=model.model_id,
             model_fingerprint=job.fingerprint, data_id=job.data_id,
             hyperparameters=hyperparameters_of(config, target, job.data, job.means, job.loss),
-            metrics={loss_metric: result.final_loss, "final_expected_sparsity": result.final_expected_sparsity,
+            metrics={f"final_{loss_name}": result.final_loss, f"subnetwork_{loss_name}": cut_loss,
+                     "final_expected_sparsity": result.final_expected_sparsity,
                      "grid_sparsity": grid, "train_seconds": seconds,
                      **({"missed_target": True} if abs(reached - target) > SPARSITY_TOLERANCE else {})},
             log_alpha_heads=result.log_alpha_heads, log_alpha_mlps=result.log_alpha_mlps))

@@ -35,7 +35,9 @@ class Subnetwork:
         target_sparsity: the fraction of units asked to be pruned; achieved_sparsity: the fraction pruned.
         threshold: the mask value at which the trained masks were cut to 0/1 (``discretize``).
         seed: the seed of the run. model_id, model_fingerprint: the model (``fingerprint()``); data_id: the data.
-        hyperparameters: the run's settings; metrics: its final loss, expected sparsity, time, ``missed_target``.
+        hyperparameters: the run's settings; metrics: the last training step's loss (``final_train_kl``), the
+            binary subnetwork's over the pruning data (``subnetwork_train_kl``; ``_loss`` for another loss), the
+            masks' expected and grid sparsity, time, ``missed_target``.
         log_alpha_heads: the trained hard-concrete log alpha, ``[layer, head]``; log_alpha_mlps: ``[layer]``.
     """
 
