@@ -3,7 +3,8 @@
 Ablating a unit replaces its output by a constant: for head h of layer L, its slice
 ``z[:, :, h, :]`` of ``blocks.L.attn.hook_z`` (the head's output before W_O, so its whole
 contribution W_O^h z_h becomes W_O^h mean(z_h)); for an MLP layer, ``blocks.L.hook_mlp_out``.
-Mean ablation uses the unit's mean over a reference set (``heurlens.means``), zero ablation 0.
+Mean ablation uses the unit's mean over a reference set (``heurlens.means``), zero ablation 0, interchange
+ablation the unit's own activation on each example's corrupted input (``heurlens.interchange``).
 It is a binary unit mask (``heurlens.masking``): 0 on the ablated units, 1 elsewhere.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from functools import partial
 from typing import Literal
 
 import pandas as pd
@@ -20,9 +22,10 @@ from tqdm.auto import tqdm
 
 from heurlens.activation_cache import full_model_logits
 from heurlens.call_context import CallContext, call_context
-from heurlens.devices import device_of
+from heurlens.devices import device_of, to_device
 from heurlens.errors import HeurlensError
 from heurlens.evaluate import accuracy_metric, mean_kl
+from heurlens.interchange import corrupted_activations, corruption_of
 from heurlens.masking import UnitMaskHooks
 from heurlens.means import UnitMeans, zero_means
 from heurlens.metrics import metric_value
@@ -33,7 +36,7 @@ from heurlens.resumed_passes import ablated_logits
 from heurlens.tasks import TaskLike, as_task
 from heurlens.units import UnitLayout, UnitsLike, as_units, format_units
 
-Method = Literal["mean", "zero"]
+Method = Literal["mean", "zero", "interchange"]
 
 
 def ablation_hooks(model: ModelLike, units: UnitsLike, *, method: Method = "mean",
@@ -59,8 +62,12 @@ def ablated(model: ModelLike, units: UnitsLike, *, method: Method = "mean",
 
 def _replacement(model: PreparedModel, method: Method, means: UnitMeans | None, device: torch.device) -> UnitMeans:
     """What ablated units are replaced by: ``means`` (checked to fit the model) or zeros, on the model's device."""
-    if method not in ("mean", "zero"):
-        raise HeurlensError(f"unknown ablation method {method!r}; use mean or zero")
+    if method not in ("mean", "zero", "interchange"):
+        raise HeurlensError(f"unknown ablation method {method!r}; use mean, zero or interchange")
+    if method == "interchange":
+        raise HeurlensError("interchange ablation replaces a unit by its activation on each example's corrupted "
+                            "input, which a fixed set of hooks cannot know: use heurlens.ablate or ablate_groups with a "
+                            "task that carries its corruption")
     if method == "zero":
         replacement = zero_means(model, device)
     elif means is None:
@@ -89,7 +96,9 @@ def ablate(model: ModelLike, units: UnitsLike, eval_sets: Sequence[TaskLike], *,
     (scores, task) -> float, as TransformerLens' ``patching_metric`` (default: the task's accuracy; ``{}``: KL
     only).
     ``units``: ``"L4.H0,L2.*"``, ``Unit``s or a list of either; ``eval_sets``: tasks, lists of texts or token
-    tensors. ``full_logits`` (by set name) reuses an earlier run of the full model; otherwise they come from
+    tensors. ``method``: "mean" (``means``), "zero", or "interchange": each unit takes its activation on the
+    example's corrupted input, position by position (the tasks must carry their corruption: ``heurlens.interchange``;
+    ``means`` is then not used). ``full_logits`` (by set name) reuses an earlier run of the full model; otherwise they come from
     the activation cache (``heurlens.activation_cache``). ``dtype``: both models' matrix products in bfloat16 or float16
     (``heurlens.precision``; bfloat16 about 2x faster on a CPU with AVX-512 BF16); the full logits passed in must
     then be ones in that precision too. ``cache=False``: the full model's logits and residual streams are computed
@@ -126,9 +135,12 @@ def ablated_tables(model: PreparedModel, groups: Sequence[UnitsLike], tasks: Seq
         raise HeurlensError("give at least one evaluation set (eval_sets)")
     unit_groups = [as_units(group, model.n_layers, model.n_heads) for group in groups]
     metrics = {"accuracy": accuracy_metric(model)} if metrics is None else dict(metrics)
-    replacement = _replacement(model, method, means, context.device)  # checked and moved once for every group
-    ablations = [(min((unit.layer for unit in group), default=0),
-                  _unit_mask(model, group, replacement, context.device).hooks) for group in unit_groups]
+    interchange = method == "interchange"
+    # checked and moved once for every group; interchange ablation's is set batch by batch (_interchanged)
+    replacement = zero_means(model, context.device) if interchange else _replacement(model, method, means,
+                                                                                      context.device)
+    masks = [_unit_mask(model, group, replacement, context.device) for group in unit_groups]
+    ablations = [(min((unit.layer for unit in group), default=0), mask.hooks) for group, mask in zip(unit_groups, masks)]
     rows: list[list[dict]] = [[] for _ in unit_groups]
     bar = tqdm(total=len(unit_groups) * sum(len(s.batches) for s in tasks), desc=desc, unit="pass",
                disable=not progress)
@@ -137,13 +149,23 @@ def ablated_tables(model: PreparedModel, groups: Sequence[UnitsLike], tasks: Seq
         if full is None:
             full = full_model_logits(model, task, context)
         full_values = {name: metric_value(metric, full, task, name) for name, metric in metrics.items()}
-        for group, group_rows, ablated in zip(unit_groups, rows, ablated_logits(model, ablations, task, context, bar)):
+        before_batch = partial(_interchanged, model, corruption_of(task), masks, context) if interchange else None
+        for group, group_rows, ablated in zip(unit_groups, rows,
+                                              ablated_logits(model, ablations, task, context, bar, before_batch)):
             group_rows.append({"ablated": format_units(group), "eval_set": task.name, "examples": len(task),
                                **_metric_columns(full_values, {name: metric_value(metric, ablated, task, name)
                                                                for name, metric in metrics.items()}),
                                "kl": mean_kl(full, ablated)})
     bar.close()
     return pd.DataFrame([row for group_rows in rows for row in group_rows])
+
+
+def _interchanged(model: PreparedModel, corruption: Task, masks: list[UnitMaskHooks], context: CallContext,
+                  index: int) -> None:
+    """Interchange ablation's replacement for batch ``index``: every unit's activation on its corrupted batch."""
+    activations = corrupted_activations(model, to_device(corruption.batches[index], context.device))
+    for mask in masks:
+        mask.replacement = activations
 
 
 def _metric_columns(full: dict[str, float], ablated: dict[str, float]) -> dict[str, float]:

@@ -78,13 +78,15 @@ class MaskSite:
     def masked(self, activation: Tensor, mask: Float[Tensor, "*example unit"], replacement: Tensor | None,
                per_example: bool = False) -> Tensor:
         """m * x + (1 - m) * c at this site; ``replacement`` (c) is shaped like one example's activation,
-        or like any suffix of it that broadcasts (a head's mean ``[head, d_head]``), or None for zero.
+        or like any suffix of it that broadcasts (a head's mean ``[head, d_head]``), or like the whole batch's
+        activation (interchange ablation: each example's own value at each position), or None for zero.
         ``per_example``: ``mask`` holds one row per example (``mask_view``)."""
         view = self.unit_view(activation)
         m = self.mask_view(mask.to(activation.device, activation.dtype), view.dim(), per_example)
         if replacement is None:
             return self.from_unit_view(view * m)
-        c = self.unit_view(replacement.to(activation.device, activation.dtype)[None])
+        replacement = replacement.to(activation.device, activation.dtype)
+        c = self.unit_view(replacement if replacement.dim() == activation.dim() else replacement[None])
         return self.from_unit_view(view * m + (1 - m) * c)
 
     def hook(self, edit: Callable[[Tensor], Tensor | None]) -> tuple[str, Callable]:

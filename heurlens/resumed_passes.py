@@ -12,7 +12,7 @@ so computes 2 blocks, and a scan of every head 3.5 per head on average (benchmar
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -48,12 +48,14 @@ def lower_blocks_replaced(model: PreparedModel, layer: int, block_output: Any) -
 
 @torch.no_grad()
 def ablated_logits(model: PreparedModel, ablations: Sequence[Ablation], eval_set: Task,
-                   context: CallContext | None = None, bar: tqdm | None = None) -> list[Float[Tensor, "row label"]]:
+                   context: CallContext | None = None, bar: tqdm | None = None,
+                   before_batch: Callable[[int], None] | None = None) -> list[Float[Tensor, "row label"]]:
     """For each (first ablated layer L, hooks) in ``ablations``, what ``predict_logits(model, eval_set,
     fwd_hooks=hooks, dtype=context.dtype)`` returns, the hooks firing only in blocks L and up, which start from the
     full model's residual stream entering L (from the activation cache; ``context``: the call's, as for
     ``full_model_logits``). ``L`` must not exceed the lowest layer the hooks change (0 is always right). ``bar`` (a
-    progress bar) advances by one per ablated pass over a batch."""
+    progress bar) advances by one per ablated pass over a batch. ``before_batch(index)`` runs before the ablated
+    passes over batch ``index`` (interchange ablation sets its hooks' replacements from the corrupted batch there)."""
     context = context or call_context(model)
     layers = {layer for layer, _ in ablations if layer > 0}
     streams = residual_streams(model, eval_set, layers, context) if layers else {}
@@ -64,6 +66,8 @@ def ablated_logits(model: PreparedModel, ablations: Sequence[Ablation], eval_set
         for index, batch in enumerate(eval_set.batches):
             batch = to_device(batch, device)  # once per batch, for every ablation
             starts = {layer: stream.block_output(index, device, dtypes[layer]) for layer, stream in streams.items()}
+            if before_batch is not None:
+                before_batch(index)
             for (layer, hooks), outputs in zip(ablations, logits):
                 with lower_blocks_replaced(model, layer, starts.get(layer)), model.hooks(hooks):
                     outputs.append(model(**batch).float().cpu())

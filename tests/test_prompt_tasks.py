@@ -153,8 +153,14 @@ def test_greater_than_answers_are_the_later_years_by_construction(two_digit):
             assert all(int(f"{a}0") > start for a in example.answers)
             assert all(int(f"{d}9") < start for d in example.distractors)
             assert len(example.answers) + len(example.distractors) == 9
+        # the corruption starts the span in the year CC01: every ending is later, the start year's information gone
+        assert example.corrupted_prompt == example.prompt.replace(f"year {start_year}", f"year {century}01")
     prompts = tokenize_prompt_task("greater-than", examples, tokenizer, n_ctx=32)
     assert prompts.answers.shape[0] == 40
+    for clean, corrupted in zip(prompts.batches, prompts.corrupted.batches):  # token for token: interchange-ready
+        assert torch.equal(clean["attention_mask"], corrupted["attention_mask"])
+        changed = (clean["input_ids"] != corrupted["input_ids"]).sum(-1)  # the start year's token(s) only
+        assert 1 <= int(changed.min()) and int(changed.max()) <= (1 if two_digit else 2)
     assert greater_than_examples(40, tokenizer, seed=1) == examples != greater_than_examples(40, tokenizer, seed=2)
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 import click
 
@@ -22,6 +22,7 @@ from heurlens.errors import HeurlensError
 from heurlens.nli import REFERENCE_PAIRS
 
 if TYPE_CHECKING:
+    from heurlens.ablation import Method
     from heurlens.distributed import Workers
     from heurlens.precision import Precision
 
@@ -37,7 +38,10 @@ if TYPE_CHECKING:
 @click.option("--superadditivity", is_flag=True,
               help="Ablate --heads together, alone and in pairs: group drop vs sum of single drops.")
 @model_option
-@click.option("--method", type=click.Choice(["mean", "zero"]), default="mean", show_default=True)
+@click.option("--method", type=click.Choice(["mean", "zero", "interchange"]), default="mean", show_default=True,
+              help="What an ablated unit is replaced by: its mean, zero, or (interchange) its activation on each "
+                   "example's corrupted prompt, position by position (--task ioi or greater-than, or a prompt file "
+                   "with a corrupted_prompt field).")
 @dtype_option
 @click.option("--reference-examples", type=click.IntRange(min=1), default=REFERENCE_PAIRS, show_default=True,
               help="SNLI training pairs (sample seed 0) the unit means are taken over (mean ablation); the default "
@@ -46,10 +50,9 @@ if TYPE_CHECKING:
 @workers_options
 @eval_options(default_subcases=None)
 def ablate(heads: str | None, scan: bool, core: str | None, superadditivity: bool, model: str, device: str | None,
-           weights_dtype: str | None, method: Literal["mean", "zero"], dtype: Precision, reference_examples: int,
-           task: str | None, task_examples: int, workers: Workers | None, data: str, in_domain_examples: int,
-           per_subcase: int, subcases: str | None, seed: int,
-           as_json: bool, as_csv: bool) -> None:
+           weights_dtype: str | None, method: Method, dtype: Precision, reference_examples: int, task: str | None,
+           task_examples: int, workers: Workers | None, data: str, in_domain_examples: int, per_subcase: int,
+           subcases: str | None, seed: int, as_json: bool, as_csv: bool) -> None:
     """Ablate heads/MLPs; print accuracy of full vs ablated model per evaluation set, and the KL."""
     import heurlens
     from heurlens.means import zero_means
@@ -71,7 +74,7 @@ def ablate(heads: str | None, scan: bool, core: str | None, superadditivity: boo
     chosen = run_data(task, task_examples, data, in_domain_examples, per_subcase, subcases, seed,
                       reference_examples=reference_examples)
     eval_sets = chosen.eval_sets(hooked)
-    means = chosen.means(hooked) if method == "mean" else zero_means(hooked)
+    means = chosen.means(hooked) if method == "mean" else zero_means(hooked) if method == "zero" else None
     if scan:
         _print_scan(hooked, units, core_units, eval_sets, method, means, workers, dtype, as_json, as_csv)
     elif superadditivity:

@@ -62,7 +62,9 @@ def dtype_option(function):
 
 
 def replacement_label(means) -> str:
-    """What ablated units are replaced by, in a table's header."""
+    """What ablated units are replaced by, in a table's header (no means: interchange ablation)."""
+    if means is None:
+        return "their activations on each example's corrupted prompt"
     return "zero" if means.source == "zeros" else f"the unit means over {means.source}"
 
 

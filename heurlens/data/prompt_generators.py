@@ -82,18 +82,22 @@ def greater_than_examples(n: int, tokenizer, seed: int = 0) -> list[PromptExampl
     one token (GPT-2: " 17", "32"), the correct answers are the later two-digit endings YY+1..99 and the
     distractors 00..YY (Hanna et al.'s probability difference); where digits are single tokens (Llama, SmolLM2),
     the next token is the tens digit: correct are the digits above the start's tens digit, distractors those
-    below (the equal digit can go either way and is left out). Centuries 11-17, start years YY in 10..89."""
+    below (the equal digit can go either way and is left out). Centuries 11-17, start years YY in 10..89. The
+    corrupted prompt starts the span in the year CC01 (Hanna et al.'s "01-year" corruption): every ending is
+    then later, so the start year's information is gone."""
     endings = _year_tokens(tokenizer)
     generator = random.Random(seed)
     examples = []
     for _ in range(n):
         century, start = generator.randrange(11, 18), generator.randrange(10, 90)
-        prompt = GREATER_THAN_TEMPLATE.format(noun=generator.choice(GREATER_THAN_NOUNS), century=century, start=start)
+        noun = generator.choice(GREATER_THAN_NOUNS)
+        prompt = GREATER_THAN_TEMPLATE.format(noun=noun, century=century, start=start)
         if endings == 2:
             later, earlier = [f"{y:02d}" for y in range(start + 1, 100)], [f"{y:02d}" for y in range(start + 1)]
         else:
             later, earlier = [str(d) for d in range(start // 10 + 1, 10)], [str(d) for d in range(start // 10)]
-        examples.append(PromptExample(prompt, later[0], tuple(earlier), other_answers=tuple(later[1:])))
+        corrupted = GREATER_THAN_TEMPLATE.format(noun=noun, century=century, start=1)
+        examples.append(PromptExample(prompt, later[0], tuple(earlier), corrupted, other_answers=tuple(later[1:])))
     return examples
 
 

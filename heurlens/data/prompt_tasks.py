@@ -92,7 +92,8 @@ def load_prompt_file(path: str | Path) -> list[PromptExample]:
 class PromptSet:
     """Tokenized prompts (right-padded batches: a decoder ``HookedClassifier`` scores the last real token,
     the answer position) with the token ids of each example's correct answers and distractors, padded with -1
-    where examples have different numbers of them, and the prompts' text."""
+    where examples have different numbers of them, and the prompts' text. ``corrupted``: the same examples'
+    corrupted prompts as a prompt set in the same batches (``heurlens.interchange``), when every example has one."""
 
     name: str
     batches: list[dict[str, Tensor]]
@@ -100,6 +101,7 @@ class PromptSet:
     distractors: Int[Tensor, "example distractor"] = field(
         default_factory=lambda: torch.zeros(0, 0, dtype=torch.long, device="cpu"))
     prompts: list[str] = field(default_factory=list)
+    corrupted: PromptSet | None = None
 
     def __len__(self) -> int:
         return len(self.answers)
@@ -108,7 +110,8 @@ class PromptSet:
         """Batch ``index`` alone, as a task (a metric's view of one pruning batch: ``heurlens.metrics``)."""
         rows = batch_examples(self.batches, index)
         return PromptSet(self.name, [self.batches[index]], self.answers[rows],
-                         self.distractors[rows] if self.distractors.numel() else self.distractors, self.prompts[rows])
+                         self.distractors[rows] if self.distractors.numel() else self.distractors, self.prompts[rows],
+                         self.corrupted.batch_task(index) if self.corrupted is not None else None)
 
     def accuracy(self, scores: Float[Tensor, "example vocab"], model_labels: tuple[str, ...] | None = None) -> float:
         """Fraction of prompts whose best correct answer beats every distractor (``prompt_metrics``)."""
@@ -137,7 +140,8 @@ def tokenize_prompt_task(name: str, examples: Sequence[PromptExample], tokenizer
     one token, a mix of examples with and without distractors, and prompts longer than the context.
     ``add_special_tokens``: whether the tokenizer adds its special tokens (a decoder's BOS, as TransformerLens'
     ``prepend_bos``); turn it off for a tokenizer that would append one after the prompt (BERT's [SEP]), which
-    would move the scored position off the prompt's last token."""
+    would move the scored position off the prompt's last token. When every example has a corrupted prompt, the
+    set carries them too, tokenised in the same batches (``PromptSet.corrupted``)."""
     if not examples:
         raise HeurlensError(f"prompt task {name} has no examples")
     if len({bool(e.distractors) for e in examples}) != 1:
@@ -159,7 +163,10 @@ def tokenize_prompt_task(name: str, examples: Sequence[PromptExample], tokenizer
     batches = [{k: v for k, v in tokenizer(prompts[i:i + batch_size], padding=True, return_tensors="pt",
                                            add_special_tokens=add_special_tokens).items()
                 if k in ("input_ids", "attention_mask")} for i in range(0, len(prompts), batch_size)]
-    return PromptSet(name, batches, answers, distractors, prompts)
+    corruption = (tokenize_prompt_task(f"{name} (corrupted)", examples, tokenizer, n_ctx, batch_size, True,
+                                       add_special_tokens)
+                  if not corrupted and all(example.corrupted_prompt for example in examples) else None)
+    return PromptSet(name, batches, answers, distractors, prompts, corruption)
 
 
 def _masked(values: Float[Tensor, "example vocab"], ids: Int[Tensor, "example k"],

@@ -1,0 +1,94 @@
+"""Interchange ablation (heurlens.interchange): an ablated unit takes its activation on each example's corrupted
+prompt. Known answer: the same unit patched by hand with TransformerLens' own ``run_with_cache`` and
+``run_with_hooks`` on the bridge."""
+
+import pytest
+import torch
+from conftest import word_level_tokenizer
+from transformer_lens.model_bridge import TransformerBridge
+
+import heurlens
+from heurlens.data.prompt_tasks import PromptExample, tokenize_prompt_task
+from heurlens.errors import HeurlensError
+from heurlens.units import heads_hook_name, mlp_hook_name
+
+# clean and corrupted prompts of the same length (the word-level tokenizer: one token a word)
+EXAMPLES = [PromptExample("the man sees the dog", " runs", (" sleeps",), "the cat sees a man"),
+            PromptExample("a dog sees the cat", " sleeps", (" runs",), "the man runs . the"),
+            PromptExample("the cat runs . a", " dog", (" man",), "a man sleeps . the")]
+
+
+@pytest.fixture(scope="module")
+def llama(tiny_decoder_dirs):
+    bridge = TransformerBridge.boot_transformers(str(tiny_decoder_dirs["llama"]), device="cpu")
+    return bridge, heurlens.wrap_bridge(bridge)
+
+
+def patched_by_hand(bridge, clean: torch.Tensor, corrupted: torch.Tensor, hook_name: str, index) -> torch.Tensor:
+    """The last position's logits of ``clean`` with ``hook_name[..., index]`` taken from the corrupted run."""
+    _, cache = bridge.run_with_cache(corrupted)
+    donor = cache[hook_name]
+
+    def patch(activation, hook):
+        activation[index] = donor[index]
+        return activation
+
+    return bridge.run_with_hooks(clean, fwd_hooks=[(hook_name, patch)])[:, -1].float()
+
+
+@pytest.mark.parametrize("unit, hook, index", [("L1.H2", heads_hook_name(1), (slice(None), slice(None), 2)),
+                                               ("L0.MLP", mlp_hook_name(0), (slice(None),))])
+def test_interchange_ablation_of_one_unit_is_that_unit_run_on_the_corrupted_prompt(llama, unit, hook, index):
+    bridge, model = llama
+    task = tokenize_prompt_task("toy", EXAMPLES, word_level_tokenizer(), n_ctx=32, add_special_tokens=False)
+    seen = []
+    metrics = {"scores": lambda scores, task: seen.append(scores.clone()) or 0.0}
+    heurlens.ablate(model, unit, [task], method="interchange", metrics=metrics, cache=False)
+    full, ablated = seen
+    by_hand = patched_by_hand(bridge, task.batches[0]["input_ids"], task.corrupted.batches[0]["input_ids"], hook, index)
+    torch.testing.assert_close(ablated, by_hand, atol=1e-5, rtol=1e-5)
+    assert (ablated - full).abs().max() > 1e-3  # the corrupted activation, not the clean one
+
+
+def test_interchange_needs_a_corruption_of_the_same_length(llama):
+    _, model = llama
+    uneven = [EXAMPLES[0], PromptExample("the dog runs", " .", (" the",), "the dog runs . the")]
+    task = tokenize_prompt_task("uneven", uneven, word_level_tokenizer(), n_ctx=32, add_special_tokens=False)
+    with pytest.raises(HeurlensError, match="example 1 of 'uneven' is 3 tokens and its corrupted input 5"):
+        heurlens.ablate(model, "L0.H0", [task], method="interchange", metrics={}, cache=False)
+    with pytest.raises(HeurlensError, match="the task 'texts' carries none: use a prompt task"):
+        heurlens.ablate(model, "L0.H0", [["the man sees"]], method="interchange", metrics={}, cache=False)
+    with pytest.raises(HeurlensError, match="a fixed set of hooks cannot know"):
+        heurlens.ablation_hooks(model, "L0.H0", method="interchange")
+    without = tokenize_prompt_task("plain", [PromptExample("the man", " runs")], word_level_tokenizer(), n_ctx=32)
+    assert without.corrupted is None
+
+
+def test_the_ablate_command_with_interchange_on_a_prompt_file(llama, tiny_decoder_dirs, tmp_path, capsys):
+    """``heurlens ablate --method interchange``: the library's numbers for the task file's prompts; a task without
+    corrupted prompts is refused in one line."""
+    import json
+
+    from cli_run import assert_refused, heurlens_in_process
+
+    from heurlens.data.prompt_tasks import load_prompt_file
+
+    task = tmp_path / "task.jsonl"
+    task.write_text("\n".join(json.dumps({"prompt": e.prompt, "answer": e.answer, "distractors": list(e.distractors),
+                                          "corrupted_prompt": e.corrupted_prompt}) for e in EXAMPLES) + "\n")
+    model = str(tiny_decoder_dirs["llama"])
+    status, out, err = heurlens_in_process(capsys, "ablate", "--model", model, "--task", str(task), "--task-examples",
+                                           "3", "--heads", "L1.H2", "--method", "interchange", "--json")
+    assert status == 0, err
+    (row,) = json.loads(out)
+    _, bridge_model = llama
+    examples = load_prompt_file(task)
+    prompts = tokenize_prompt_task("task", examples, bridge_model.tokenizer, n_ctx=32)
+    [expected] = heurlens.ablate(bridge_model, "L1.H2", [prompts], method="interchange",
+                                 cache=False).to_dict("records")
+    assert row["ablated_accuracy"] == pytest.approx(expected["ablated_accuracy"])
+    assert row["kl"] == pytest.approx(expected["kl"], rel=1e-6) and row["kl"] > 0
+    task.write_text("\n".join(json.dumps({"prompt": e.prompt, "answer": e.answer, "distractors": list(e.distractors)})
+                              for e in EXAMPLES) + "\n")
+    assert_refused(capsys, "carries none", "ablate", "--model", model, "--task", str(task), "--task-examples", "3",
+                   "--heads", "L1.H2", "--method", "interchange")
