@@ -50,6 +50,22 @@ def test_interchange_ablation_of_one_unit_is_that_unit_run_on_the_corrupted_prom
     assert (ablated - full).abs().max() > 1e-3  # the corrupted activation, not the clean one
 
 
+def test_the_scans_interchange_ablate_as_ablate_does(llama):
+    from heurlens.analysis import group_superadditivity, single_unit_scan
+
+    _, model = llama
+    task = tokenize_prompt_task("toy", EXAMPLES, word_level_tokenizer(), n_ctx=32, add_special_tokens=False)
+    metrics = {"first": lambda scores, task: float(scores[:, 0].mean())}
+    delta = {unit: heurlens.ablate(model, unit, [task], method="interchange", metrics=metrics, cache=False)["delta"]
+             .item() for unit in ("L0.H1", "L1.H2", "L0.H1,L1.H2")}
+    scan = single_unit_scan(model, "L0.H1,L1.H2", [task], method="interchange", metrics=metrics, progress=False,
+                            cache=False)
+    assert scan["delta"].tolist() == pytest.approx([delta["L0.H1"], delta["L1.H2"]], rel=1e-5)
+    summary, _ = group_superadditivity(model, "L0.H1,L1.H2", [task], method="interchange", metrics=metrics,
+                                       progress=False, cache=False)
+    assert summary["group_drop"].item() == pytest.approx(-delta["L0.H1,L1.H2"], rel=1e-5) and delta["L1.H2"] != 0
+
+
 def test_interchange_needs_a_corruption_of_the_same_length(llama):
     _, model = llama
     uneven = [EXAMPLES[0], PromptExample("the dog runs", " .", (" the",), "the dog runs . the")]
