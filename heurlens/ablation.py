@@ -17,6 +17,7 @@ from typing import Literal
 
 import pandas as pd
 import torch
+from jaxtyping import Float
 from torch import Tensor
 from tqdm.auto import tqdm
 
@@ -34,7 +35,7 @@ from heurlens.precision import Precision
 from heurlens.protocols import HookList, Metrics, ModelLike, PreparedModel, Task
 from heurlens.resumed_passes import ablated_logits
 from heurlens.tasks import TaskLike, as_task
-from heurlens.units import UnitLayout, UnitsLike, as_units, format_units
+from heurlens.units import Unit, UnitLayout, UnitsLike, as_units, format_units
 
 Method = Literal["mean", "zero", "interchange"]
 
@@ -98,12 +99,12 @@ def ablate(model: ModelLike, units: UnitsLike, eval_sets: Sequence[TaskLike], *,
     ``units``: ``"L4.H0,L2.*"``, ``Unit``s or a list of either; ``eval_sets``: tasks, lists of texts or token
     tensors. ``method``: "mean" (``means``), "zero", or "interchange": each unit takes its activation on the
     example's corrupted input, position by position (the tasks must carry their corruption: ``heurlens.interchange``;
-    ``means`` is then not used). ``full_logits`` (by set name) reuses an earlier run of the full model; otherwise they come from
-    the activation cache (``heurlens.activation_cache``). ``dtype``: both models' matrix products in bfloat16 or float16
-    (``heurlens.precision``; bfloat16 about 2x faster on a CPU with AVX-512 BF16); the full logits passed in must
-    then be ones in that precision too. ``cache=False``: the full model's logits and residual streams are computed
-    here and nothing is read from or written to heurlens' cache folder; None (default): as a surrounding
-    ``heurlens.cache.disk_cache(...)`` block says, else the cache is used.
+    ``means`` is then not used). ``full_logits`` (by set name) reuses an earlier run of the full model; otherwise
+    they come from the activation cache (``heurlens.activation_cache``). ``dtype``: both models' matrix products in
+    bfloat16 or float16 (``heurlens.precision``; bfloat16 about 2x faster on a CPU with AVX-512 BF16); the full
+    logits passed in must then be ones in that precision too. ``cache=False``: the full model's logits and residual
+    streams are computed here and nothing is read from or written to heurlens' cache folder; None (default): as a
+    surrounding ``heurlens.cache.disk_cache(...)`` block says, else the cache is used.
     """
     return ablate_groups(model, [units], eval_sets, method=method, means=means, full_logits=full_logits, dtype=dtype,
                          metrics=metrics, cache=cache).drop(columns="ablated")
@@ -135,12 +136,6 @@ def ablated_tables(model: PreparedModel, groups: Sequence[UnitsLike], tasks: Seq
         raise HeurlensError("give at least one evaluation set (eval_sets)")
     unit_groups = [as_units(group, model.n_layers, model.n_heads) for group in groups]
     metrics = {"accuracy": accuracy_metric(model)} if metrics is None else dict(metrics)
-    interchange = method == "interchange"
-    # checked and moved once for every group; interchange ablation's is set batch by batch (_interchanged)
-    replacement = zero_means(model, context.device) if interchange else _replacement(model, method, means,
-                                                                                      context.device)
-    masks = [_unit_mask(model, group, replacement, context.device) for group in unit_groups]
-    ablations = [(min((unit.layer for unit in group), default=0), mask.hooks) for group, mask in zip(unit_groups, masks)]
     rows: list[list[dict]] = [[] for _ in unit_groups]
     bar = tqdm(total=len(unit_groups) * sum(len(s.batches) for s in tasks), desc=desc, unit="pass",
                disable=not progress)
@@ -149,15 +144,30 @@ def ablated_tables(model: PreparedModel, groups: Sequence[UnitsLike], tasks: Seq
         if full is None:
             full = full_model_logits(model, task, context)
         full_values = {name: metric_value(metric, full, task, name) for name, metric in metrics.items()}
-        before_batch = partial(_interchanged, model, corruption_of(task), masks, context) if interchange else None
         for group, group_rows, ablated in zip(unit_groups, rows,
-                                              ablated_logits(model, ablations, task, context, bar, before_batch)):
+                                              ablated_scores(model, unit_groups, task, method, means, context, bar)):
             group_rows.append({"ablated": format_units(group), "eval_set": task.name, "examples": len(task),
                                **_metric_columns(full_values, {name: metric_value(metric, ablated, task, name)
                                                                for name, metric in metrics.items()}),
                                "kl": mean_kl(full, ablated)})
     bar.close()
     return pd.DataFrame([row for group_rows in rows for row in group_rows])
+
+
+def ablated_scores(model: PreparedModel, groups: Sequence[list[Unit]], task: Task, method: Method,
+                   means: UnitMeans | None, context: CallContext, bar: tqdm | None = None
+                   ) -> list[Float[Tensor, "row output"]]:
+    """The scores on ``task`` of the model with each group of units ablated by ``method`` (CPU, float32), every
+    pass resumed at the group's lowest layer (``resumed_passes.ablated_logits``). Interchange ablation sets the
+    masks' replacement batch by batch from the task's corrupted batch (``_interchanged``)."""
+    interchange = method == "interchange"
+    # checked and moved once for every group (interchange's placeholder is replaced before every batch)
+    replacement = zero_means(model, context.device) if interchange else _replacement(model, method, means,
+                                                                                      context.device)
+    masks = [_unit_mask(model, group, replacement, context.device) for group in groups]
+    ablations = [(min((unit.layer for unit in group), default=0), mask.hooks) for group, mask in zip(groups, masks)]
+    before_batch = partial(_interchanged, model, corruption_of(task), masks, context) if interchange else None
+    return ablated_logits(model, ablations, task, context, bar, before_batch)
 
 
 def _interchanged(model: PreparedModel, corruption: Task, masks: list[UnitMaskHooks], context: CallContext,

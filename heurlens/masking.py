@@ -3,7 +3,8 @@ becomes m * x + (1 - m) * c). With a binary m the result is exactly x or exactly
 
 from __future__ import annotations
 
-from contextlib import AbstractContextManager
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
 from functools import partial
 
 from jaxtyping import Float
@@ -29,6 +30,7 @@ class UnitMaskHooks:
         self.replacement = replacement
         self.heads = heads
         self.mlps = mlps
+        self.enabled = True  # off: the hooks leave every activation as it is (a pass of the model as it was)
 
     @property
     def edits(self) -> list[tuple[MaskSite, Edit]]:
@@ -49,8 +51,21 @@ class UnitMaskHooks:
         """Inside the block the masks act on ``model`` (``mask_sites.attached``); removed on leaving."""
         return attached(model, self.edits)
 
-    def _mask_heads(self, site: MaskSite, layer: int, z: Float[Tensor, "batch pos head d_head"]) -> Tensor:
+    @contextmanager
+    def disabled(self) -> Iterator[None]:
+        """Inside the block the hooks change nothing (a run of the unmasked model with them attached)."""
+        self.enabled = False
+        try:
+            yield
+        finally:
+            self.enabled = True
+
+    def _mask_heads(self, site: MaskSite, layer: int, z: Float[Tensor, "batch pos head d_head"]) -> Tensor | None:
+        if not self.enabled:
+            return None
         return site.masked(z, self.heads[..., layer, :], self.replacement.heads[layer], self.heads.dim() == 3)
 
-    def _mask_mlp(self, site: MaskSite, layer: int, out: Float[Tensor, "batch pos d_model"]) -> Tensor:
+    def _mask_mlp(self, site: MaskSite, layer: int, out: Float[Tensor, "batch pos d_model"]) -> Tensor | None:
+        if not self.enabled:
+            return None
         return site.masked(out, self.mlps[..., layer], self.replacement.mlps[layer], self.mlps.dim() == 2)

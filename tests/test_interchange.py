@@ -108,3 +108,32 @@ def test_the_ablate_command_with_interchange_on_a_prompt_file(llama, tiny_decode
                               for e in EXAMPLES) + "\n")
     assert_refused(capsys, "carries none", "ablate", "--model", model, "--task", str(task), "--task-examples", "3",
                    "--heads", "L1.H2", "--method", "interchange")
+
+
+def test_pruning_with_interchange_ablation_records_it_and_evaluates_with_it(llama):
+    """``PruneSettings(ablation="interchange")``: the masks train against the corrupted activations, the subnetwork
+    records it, its own loss is the interchange-ablated KL (as ``ablate`` computes it), and ``evaluate_subnetworks``
+    ablates the way it was pruned."""
+    from dataclasses import replace
+
+    _, model = llama
+    task = tokenize_prompt_task("toy", EXAMPLES * 4, word_level_tokenizer(), n_ctx=32, batch_size=4,
+                                add_special_tokens=False)
+    means = heurlens.compute_means(model, task)
+    settings = heurlens.PruneSettings(ablation="interchange", total_steps=40, log_alpha_init=0.0, lr_log_alpha=0.3)
+    [sub] = heurlens.prune(model, task, sparsity=0.5, seeds=[0], means=means, config=settings, progress=False,
+                           cache=False)
+    [mean_sub] = heurlens.prune(model, task, sparsity=0.5, seeds=[0], means=means, progress=False, cache=False,
+                                config=replace(settings, ablation="mean"))
+    assert sub.hyperparameters["ablation"] == "interchange" and "ablation" not in mean_sub.hyperparameters
+    assert not torch.equal(sub.log_alpha_heads, mean_sub.log_alpha_heads)  # trained against other replacements
+    interchanged = heurlens.ablate(model, sub.pruned, [task], method="interchange", metrics={}, cache=False)
+    assert sub.metrics["subnetwork_train_kl"] == pytest.approx(interchanged["kl"].item(), rel=1e-4)
+    mean_ablated = heurlens.ablate(model, sub.pruned, [task], means=means, metrics={}, cache=False)["kl"].item()
+    assert mean_ablated != pytest.approx(interchanged["kl"].item(), rel=0.1)  # the two replacements differ here
+    table = heurlens.evaluate_subnetworks(model, [sub], [task], means=means, metrics={}, cache=False)
+    assert table["kl"].iloc[-1] == pytest.approx(interchanged["kl"].item(), rel=1e-4)
+    with pytest.raises(HeurlensError, match="different ablations"):
+        heurlens.evaluate_subnetworks(model, [sub, mean_sub], [task], means=means, metrics={}, cache=False)
+    with pytest.raises(HeurlensError, match="carries none"):
+        heurlens.prune(model, ["the man sees the dog"], sparsity=0.5, seeds=[0], config=settings, progress=False)

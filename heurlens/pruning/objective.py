@@ -16,13 +16,12 @@ import torch.nn.functional as F
 from jaxtyping import Bool, Float
 from torch import Tensor
 
+from heurlens.ablation import Method, ablated_scores
 from heurlens.call_context import CallContext
-from heurlens.masking import UnitMaskHooks
 from heurlens.means import UnitMeans
 from heurlens.protocols import Loss, PreparedModel, Task
 from heurlens.pruning.hard_concrete import HardConcrete
 from heurlens.pruning.settings import PruneSettings
-from heurlens.resumed_passes import ablated_logits
 from heurlens.tasks import batch_rows
 from heurlens.units import Unit, UnitLayout
 
@@ -55,15 +54,13 @@ def kl_loss(scores: Float[Tensor, "batch output"], reference: Float[Tensor, "bat
 
 
 def subnetwork_loss(model: PreparedModel, data: Task, full_logits: Float[Tensor, "row output"], means: UnitMeans,
-                    pruned: list[Unit], objective: Loss, context: CallContext) -> float:
+                    pruned: list[Unit], objective: Loss, context: CallContext, ablation: Method = "mean") -> float:
     """The objective (``kl_loss`` by default) of the binary subnetwork over the whole pruning data: ``pruned``
-    mean-ablated, every other unit kept, no mask draw, the model in eval mode. The loss is taken batch by batch as
-    in training (a metric's loss sees one batch's task) and averaged weighted by the batches' rows of scores (for the
-    KL: its mean over every row). Beside the last training step's value (one batch, one draw of the soft masks) it
-    says how far cutting the masks to 0/1 moved the loss."""
-    layout = UnitLayout(model.n_layers, model.n_heads)
-    hooks = UnitMaskHooks(means.to(context.device), *layout.mask(pruned, context.device))
-    [scores] = ablated_logits(model, [(0, hooks.hooks)], data, context)
+    ablated as in training (``ablation``), every other unit kept, no mask draw, the model in eval mode. The loss
+    is taken batch by batch as in training (a metric's loss sees one batch's task) and averaged weighted by the
+    batches' rows of scores (for the KL: its mean over every row). Beside the last training step's value (one
+    batch, one draw of the soft masks) it says how far cutting the masks to 0/1 moved the loss."""
+    [scores] = ablated_scores(model, [pruned], data, ablation, means, context)
     full_logits, total, start = full_logits.cpu(), 0.0, 0
     for batch in data.batches:
         end = start + batch_rows(batch)

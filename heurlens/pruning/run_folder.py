@@ -16,6 +16,7 @@ import torch
 
 from heurlens.activation_cache import data_fingerprint
 from heurlens.errors import HeurlensError
+from heurlens.interchange import corruption_of
 from heurlens.means import UnitMeans
 from heurlens.protocols import Loss, ModelLike, PreparedModel, Task
 from heurlens.pruning.settings import PruneSettings
@@ -93,8 +94,9 @@ def hyperparameters_of(config: PruneSettings, target: float, data: Task, means: 
     batch = data.batches[0]["input_ids"].shape[0]
     warmup, total = config.steps_for(target, len(data), batch)
     loss_name = {} if loss is None else {"loss": getattr(loss, "__qualname__", type(loss).__name__)}
+    corruption = {"corrupted_data": data_id_of(corruption_of(data))} if config.ablation == "interchange" else {}
     return {**config.to_dict(), "warmup_steps": warmup, "total_steps": total, "batch_size": batch,
-            "means": means.source, **loss_name}
+            "means": means.source, **loss_name, **corruption}
 
 
 def data_id_of(data: Task) -> str:

@@ -14,17 +14,19 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import cast
 
 import datasets
 import pandas as pd
 from torch import Tensor
 
-from heurlens.ablation import ablated_tables
+from heurlens.ablation import Method, ablated_tables
 from heurlens.activation_cache import full_model_logits
 from heurlens.call_context import CallContext, call_context
 from heurlens.distributed import Workers, run_each
 from heurlens.errors import HeurlensError
 from heurlens.evaluate import accuracy_metric, tokenize_pairs
+from heurlens.interchange import corruption_of
 from heurlens.means import UnitMeans, compute_means
 from heurlens.metrics import metric_loss, metric_value
 from heurlens.models.classifier import as_model
@@ -95,6 +97,8 @@ def prune(model: ModelLike, data: TaskLike | datasets.Dataset, *, sparsity: floa
                             f"{[f for f in folders if folders.count(f) > 1][0]}); give sparsities that differ at "
                             "two decimals")
     _warn_of_too_few_steps(config, sparsities, data)
+    if config.ablation == "interchange":
+        corruption_of(data)  # refused before any work when the data has no corrupted examples of the same lengths
     if means is not None:
         means.check_fits(model)
     if out is None:
@@ -229,7 +233,8 @@ def _trained_together(job: _PruneJob, target: float, seeds: list[int]) -> list[S
             result.log_alpha_heads, result.log_alpha_mlps, target, "global-threshold", prunable)[1]
         reached = grid if config.discretization == "top-k" else achieved
         cut_loss = subnetwork_loss(model, job.data, full_logits, job.means,
-                                   [unit for unit in layout.units() if unit not in kept], job.loss or kl_loss, job.context)
+                                   [unit for unit in layout.units() if unit not in kept], job.loss or kl_loss, job.context,
+                                   config.ablation)
         subnetworks.append(Subnetwork(
             kept=kept, n_layers=model.n_layers, n_heads=model.n_heads, target_sparsity=target,
             achieved_sparsity=achieved, threshold=threshold, seed=seed, model_id=model.model_id,
@@ -245,7 +250,7 @@ def _trained_together(job: _PruneJob, target: float, seeds: list[int]) -> list[S
 
 def evaluate_subnetworks(model: ModelLike, subnetworks: list[Subnetwork], eval_sets: Sequence[TaskLike], *,
                          means: UnitMeans, metrics: Metrics | None = None, dtype: Precision = "float32",
-                         cache: bool | None = None) -> pd.DataFrame:
+                         cache: bool | None = None, method: Method | None = None) -> pd.DataFrame:
     """Each metric (default: accuracy) and the KL to the full model of the full model and each subnetwork on
     each set.
 
@@ -253,14 +258,23 @@ def evaluate_subnetworks(model: ModelLike, subnetworks: list[Subnetwork], eval_s
     achieved_sparsity, seed, eval_set, examples, one column per metric (``accuracy``), kl. The full model's
     rows come first. ``dtype``: the matrix products' precision (``heurlens.precision``), the full model's too.
     ``cache=False``: nothing read from or written to heurlens' cache folder (``heurlens.cache.disk_cache``).
+    ``method``: how pruned units are replaced ("mean" by ``means``, "zero", "interchange"); None: as the subnetworks
+    were pruned (``PruneSettings.ablation``, the same for all).
     """
     model = as_model(model)
+    if method is None:
+        own = {sub.hyperparameters.get("ablation", "mean") for sub in subnetworks} or {"mean"}
+        if len(own) > 1:
+            raise HeurlensError(f"these subnetworks were pruned with different ablations ({', '.join(sorted(own))}): "
+                                "evaluate them with one, method='mean' or method='interchange'")
+        method = cast(Method, own.pop())
     return _evaluate_subnetworks(model, subnetworks, [as_task(model, data) for data in eval_sets], means, metrics,
-                                 call_context(model, dtype, cache))
+                                 call_context(model, dtype, cache), method)
 
 
 def _evaluate_subnetworks(model: PreparedModel, subnetworks: list[Subnetwork], tasks: list[Task],
-                          means: UnitMeans, metrics: Metrics | None, context: CallContext) -> pd.DataFrame:
+                          means: UnitMeans, metrics: Metrics | None, context: CallContext, method: Method = "mean"
+                          ) -> pd.DataFrame:
     full_logits = {s.name: full_model_logits(model, s, context) for s in tasks}
     chosen = {"accuracy": accuracy_metric(model)} if metrics is None else dict(metrics)
     rows = [{"subnetwork": "full model", "target_sparsity": 0.0, "achieved_sparsity": 0.0, "seed": None,
@@ -270,7 +284,7 @@ def _evaluate_subnetworks(model: PreparedModel, subnetworks: list[Subnetwork], t
     known = model.known_fingerprints()
     for sub in subnetworks:
         sub.check_model(model, known)
-    table = ablated_tables(model, [sub.pruned for sub in subnetworks], tasks, "mean", means, full_logits, context,
+    table = ablated_tables(model, [sub.pruned for sub in subnetworks], tasks, method, means, full_logits, context,
                            metrics=chosen)
     for sub, (_, row) in zip([sub for sub in subnetworks for _ in tasks], table.iterrows()):
         rows.append({"subnetwork": sub.label + (" (missed its target)" if sub.missed_target else ""),

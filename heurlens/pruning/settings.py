@@ -60,6 +60,9 @@ class PruneSettings:
     units: Literal["all", "heads", "mlps"] = field(default="all", metadata={
         "help": "Which units pruning may drop: all (heads and MLPs), heads or mlps; the others are always kept, and "
                 "the sparsity counts the prunable ones."})
+    ablation: Literal["mean", "interchange"] = field(default="mean", metadata={
+        "help": "What a pruned unit is replaced by: its mean (the paper's), or interchange: its activation on the "
+                "example's corrupted prompt, position by position (Edge Pruning's; a task with corrupted prompts)."})
     dtype: Precision = field(default="float32", metadata={
         "help": "Precision of the model's matrix products while the masks train and in the evaluation "
                 "(torch.autocast; log_alpha, the multipliers and the KL stay float32): bfloat16 or float16 on a "
@@ -91,10 +94,10 @@ class PruneSettings:
         return min(self.warmup_steps or warmup, total), total
 
     def to_dict(self) -> dict:
-        """The settings as recorded in each subnetwork; ``units`` and ``dtype`` only when not the default, so run
-        folders written before they existed still match their own settings."""
+        """The settings as recorded in each subnetwork; ``units``, ``ablation`` and ``dtype`` only when not the
+        default, so run folders written before they existed still match their own settings."""
         settings = asdict(self)
-        for name, default in (("units", "all"), ("dtype", "float32")):
+        for name, default in (("units", "all"), ("ablation", "mean"), ("dtype", "float32")):
             if settings[name] == default:
                 del settings[name]
         return settings

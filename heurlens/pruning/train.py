@@ -9,7 +9,8 @@ Per optimizer step, with the model's weights frozen, over ``grad_accumulation`` 
 difference, can stand in for it.) Units that may not be pruned (``PruneSettings.units``) keep z = 1 and are
 left out of the sparsity.
 
-where pruned units are mean-ablated (``UnitMaskHooks``), s is the warmed-up target and t the
+where pruned units are mean-ablated (``UnitMaskHooks``; with ``PruneSettings(ablation="interchange")`` they take
+their activations on each example's corrupted input, computed per micro-batch), s is the warmed-up target and t the
 model's sparsity: the expected 1 - E[||z||_0] / n (``sparsity_estimate="expected"``) or that of the
 draw, 1 - sum(z) / n (``"sampled"``, as the released code). log_alpha is trained by gradient
 descent, lambda1 and lambda2 by gradient *ascent* (``maximize=True``), both with AdamW.
@@ -30,8 +31,9 @@ from jaxtyping import Bool, Float
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from heurlens.devices import device_of
+from heurlens.devices import device_of, to_device
 from heurlens.errors import HeurlensError
+from heurlens.interchange import corrupted_activations, corruption_of
 from heurlens.masking import UnitMaskHooks
 from heurlens.means import UnitMeans
 from heurlens.precision import autocast
@@ -133,8 +135,9 @@ def train_unit_masks(model: PreparedModel, data: Task, full_logits: Float[Tensor
     pad_token_id = getattr(tokenizer, "pad_token_id", None) or 0
 
     hooks = UnitMaskHooks(means, *layout.mask([], device))
-    shared = _Shared(model, data, full_logits, hooks, layout, prunable, config, objective, offsets, examples,
-                     pad_token_id, device)
+    corruption = corruption_of(data) if config.ablation == "interchange" else None
+    shared = _Shared(model, data, corruption, full_logits, hooks, layout, prunable, config, objective, offsets,
+                     examples, pad_token_id, device)
     names = ",".join(map(str, seeds))
     bar = tqdm(total=total, desc=f"pruning seed{'s' if len(seeds) > 1 else ''} {names} to {sparsity:.0%}",
                unit="step", disable=not progress)
@@ -177,6 +180,7 @@ class _Shared:
 
     model: PreparedModel
     data: Task
+    corruption: Task | None  # interchange ablation: the data's corrupted examples, batch for batch
     full_logits: Float[Tensor, "row label"]
     hooks: UnitMaskHooks
     layout: UnitLayout
@@ -204,6 +208,10 @@ def _micro_batch(shared: _Shared, runs: list[_SeedRun], target: float) -> None:
     counts = torch.tensor([shared.examples[i] for i in indices], device=shared.device)
     shared.hooks.heads, shared.hooks.mlps = shared.layout.split(torch.stack(draws).repeat_interleave(counts, dim=0))
     with autocast(config.dtype, shared.device):
+        if shared.corruption is not None:  # interchange ablation: the units' activations on the corrupted batches
+            corrupted = stacked_batches([shared.corruption.batches[i] for i in indices], shared.pad_token_id)
+            with shared.hooks.disabled():
+                shared.hooks.replacement = corrupted_activations(shared.model, to_device(corrupted, shared.device))
         logits = shared.model(**stacked_batches([data.batches[i] for i in indices], shared.pad_token_id)).float()
     lagrangian = torch.zeros((), device=shared.device)
     start = 0
