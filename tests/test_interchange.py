@@ -104,6 +104,13 @@ def test_the_ablate_command_with_interchange_on_a_prompt_file(llama, tiny_decode
                                  cache=False).to_dict("records")
     assert row["ablated_accuracy"] == pytest.approx(expected["ablated_accuracy"])
     assert row["kl"] == pytest.approx(expected["kl"], rel=1e-6) and row["kl"] > 0
+    status, out, err = heurlens_in_process(capsys, "prune", "--model", model, "--task", str(task), "--task-examples",
+                                           "3", "--sparsity", "0.5", "--seeds", "1", "--steps", "3", "--ablation",
+                                           "interchange", "--out", str(tmp_path / "run"))
+    assert status == 0, err
+    assert "pruned units replaced by their activations on each example's corrupted prompt" in out
+    assert json.loads((tmp_path / "run" / "sparsity-0.50" / "seed-00.json").read_text())["hyperparameters"][
+        "ablation"] == "interchange"
     task.write_text("\n".join(json.dumps({"prompt": e.prompt, "answer": e.answer, "distractors": list(e.distractors)})
                               for e in EXAMPLES) + "\n")
     assert_refused(capsys, "carries none", "ablate", "--model", model, "--task", str(task), "--task-examples", "3",

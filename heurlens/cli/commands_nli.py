@@ -106,12 +106,13 @@ def _report(hooked, subnetworks, means, eval_sets, as_json, as_csv, dtype: Preci
     from heurlens.pruning import accuracy_table, evaluate_subnetworks
 
     evaluation = evaluate_subnetworks(hooked, subnetworks, eval_sets, means=means, dtype=dtype)
+    interchange = any(sub.hyperparameters.get("ablation") == "interchange" for sub in subnetworks)
 
     def pretty(evaluation):
         wide = accuracy_table(evaluation)
         wide["achieved_sparsity"] = wide["achieved_sparsity"].map("{:.2f}".format)
         return (f"accuracy (%) of model {model_label(hooked, dtype)} and its subnetworks (pruned units replaced by "
-                f"{replacement_label(means)})\n" + wide.to_string(index=False))
+                f"{replacement_label(None if interchange else means)})\n" + wide.to_string(index=False))
 
     print_table(evaluation, as_json, as_csv, pretty)
 

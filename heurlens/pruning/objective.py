@@ -66,7 +66,7 @@ def subnetwork_loss(model: PreparedModel, data: Task, full_logits: Float[Tensor,
         end = start + batch_rows(batch)
         rows = scores[start:end].detach().requires_grad_()  # a loss may check that its scores carry a gradient
         with torch.enable_grad():
-            total += float(objective(rows, full_logits[start:end], torch.arange(start, end))) * (end - start)
+            total += float(objective(rows, full_logits[start:end], torch.arange(start, end)).detach()) * (end - start)
         start = end
     return total / start
 
