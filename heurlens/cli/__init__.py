@@ -16,6 +16,7 @@ from heurlens.cli import (  # noqa: F401  (registers the commands)
     commands_ablate,
     commands_analysis,
     commands_cache,
+    commands_circuits,
     commands_nli,
     commands_subtask,
 )

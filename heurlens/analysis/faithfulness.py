@@ -1,0 +1,126 @@
+"""Faithfulness over circuit sizes, as the MIB benchmark scores circuit discovery (Mueller et al., ICML 2025):
+
+    f(k) = (m(circuit_k) - m(empty)) / (m(full) - m(empty)),
+
+m a metric of the model's scores (the logit difference by default for a prompt task with distractors),
+circuit_k a circuit keeping the fraction k of the units (every other unit ablated), empty: every unit ablated.
+CPR is the area under f over k in [0, 1] (higher is better), CMD the area under |1 - f| (lower is better), both
+by the trapezoidal rule over the sizes measured, with f(0) = 0 and f(1) = 1 by definition (MIB integrates over its
+sizes 0.1%-100% the same way). heurlens' circuits are node circuits: heads and MLPs (``Subnetwork``s of a pruning
+sweep over sparsities, or any units given by name).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import pandas as pd
+
+from heurlens.ablation import Method, ablated_scores
+from heurlens.activation_cache import full_model_logits
+from heurlens.call_context import call_context
+from heurlens.data.prompt_tasks import PromptSet, prompt_metrics
+from heurlens.errors import HeurlensError
+from heurlens.means import UnitMeans
+from heurlens.metrics import metric_value
+from heurlens.models.classifier import as_model
+from heurlens.protocols import Metric, ModelLike, Task
+from heurlens.pruning.subnetwork import Subnetwork
+from heurlens.tasks import TaskLike, as_task
+from heurlens.units import UnitLayout, UnitsLike, as_units
+
+
+@dataclass
+class FaithfulnessCurve:
+    """One circuit a row (``circuits``: label, kept_fraction, units_kept, metric, faithfulness), the metric of the full
+    and of the empty model, and the curve's areas."""
+
+    circuits: pd.DataFrame
+    full: float
+    empty: float
+
+    @property
+    def curve(self) -> pd.DataFrame:
+        """Mean faithfulness per kept fraction (over the circuits of that size, e.g. seeds), with the endpoints
+        f(0) = 0 and f(1) = 1 added where not measured."""
+        means = self.circuits.groupby("kept_fraction")["faithfulness"].mean()
+        ends = pd.Series({0.0: 0.0, 1.0: 1.0})
+        return (pd.concat([ends[~ends.index.isin(means.index)], means]).sort_index()
+                .rename_axis("kept_fraction").reset_index(name="faithfulness"))
+
+    @property
+    def cpr(self) -> float:
+        """Area under f(k) over k in [0, 1] (trapezoidal): 1 for a circuit as good as the model at any size."""
+        return _area(self.curve, lambda f: f)
+
+    @property
+    def cmd(self) -> float:
+        """Area under |1 - f(k)| over k in [0, 1] (trapezoidal): 0 for a perfect curve."""
+        return _area(self.curve, lambda f: (1 - f).abs())
+
+
+def _area(curve: pd.DataFrame, height) -> float:
+    k, f = curve["kept_fraction"], height(curve["faithfulness"])
+    return float(((k.diff()) * (f + f.shift()) / 2).sum())
+
+
+def faithfulness_curve(model: ModelLike, circuits: Sequence[Subnetwork] | Mapping[str, UnitsLike], task: TaskLike, *,
+                       metric: Metric | None = None, method: Method = "mean", means: UnitMeans | None = None,
+                       cache: bool | None = None) -> FaithfulnessCurve:
+    """f(k) of each circuit on ``task``: ``circuits`` are subnetworks (a pruning sweep) or kept units by label
+    (``{"top 10%": "L9.H6,L9.H9,..."}``); every unit outside a circuit is ablated by ``method`` ("mean" with
+    ``means``, "zero", or "interchange": its activation on the example's corrupted prompt). ``metric``: a function of
+    (scores, task) or (scores) to one number; default the logit difference of a prompt task with distractors."""
+    model = as_model(model)
+    task = as_task(model, task)
+    metric = metric or _default_metric(task)
+    layout = UnitLayout(model.n_layers, model.n_heads)
+    everything = layout.units()
+    if isinstance(circuits, Mapping):
+        named = {label: as_units(units, model.n_layers, model.n_heads) for label, units in circuits.items()}
+    else:
+        for subnetwork in circuits:
+            subnetwork.check_model(model)
+        named = {subnetwork.label: list(subnetwork.kept) for subnetwork in circuits}
+    if not named:
+        raise HeurlensError("give at least one circuit: subnetworks of a pruning run, or {label: units}")
+    context = call_context(model, cache=cache)
+    full = metric_value(metric, full_model_logits(model, task, context), task, "metric")
+    groups = [[unit for unit in everything if unit not in set(kept)] for kept in named.values()] + [everything]
+    *scores, empty_scores = ablated_scores(model, groups, task, method, means, context)
+    empty = metric_value(metric, empty_scores, task, "metric")
+    if full == empty:
+        raise HeurlensError(f"the metric is {full:g} for the full model and for the model with every unit ablated, so "
+                            "faithfulness (m(circuit) - m(empty)) / (m(full) - m(empty)) is undefined: use a metric "
+                            "the units change")
+    rows = []
+    for (label, kept), circuit_scores in zip(named.items(), scores):
+        value = metric_value(metric, circuit_scores, task, "metric")
+        rows.append({"circuit": label, "kept_fraction": len(kept) / len(everything), "units_kept": len(kept),
+                     "metric": value, "faithfulness": (value - empty) / (full - empty)})
+    return FaithfulnessCurve(pd.DataFrame(rows), full, empty)
+
+
+def _default_metric(task: Task) -> Metric:
+    """The logit difference of a prompt task with distractors (Wang et al.'s IOI metric, MIB's m)."""
+    if not isinstance(task, PromptSet) or not task.distractors.shape[1]:
+        raise HeurlensError(f"the task {task.name!r} has no distractors, so there is no default logit difference: give "
+                            "metric=function(scores, task) (e.g. a logit difference of your answers)")
+    return lambda scores, prompts: prompt_metrics(scores, prompts)["logit_difference"]
+
+
+def faithfulness_figure(curve: FaithfulnessCurve, task_name: str):
+    """The curve (plotly): mean f against the fraction of units kept, each circuit a point, CPR and CMD in the
+    title."""
+    import plotly.graph_objects as go
+
+    figure = go.Figure()
+    figure.add_trace(go.Scatter(x=curve.curve["kept_fraction"], y=curve.curve["faithfulness"], mode="lines+markers",
+                                name="mean over circuits of a size"))
+    figure.add_trace(go.Scatter(x=curve.circuits["kept_fraction"], y=curve.circuits["faithfulness"], mode="markers",
+                                text=curve.circuits["circuit"], name="circuits", marker={"symbol": "x"}))
+    figure.add_hline(y=1.0, line_dash="dot")
+    figure.update_layout(title=f"Faithfulness on {task_name}: CPR {curve.cpr:.3f}, CMD {curve.cmd:.3f}",
+                         xaxis_title="fraction of units kept (k)", yaxis_title="f(k)")
+    return figure
