@@ -52,6 +52,8 @@ def test_the_faithfulness_command_scores_a_prune_run(tiny_decoder_dirs, tmp_path
     from cli_run import heurlens_in_process
     from transformer_lens.model_bridge import TransformerBridge
 
+    from heurlens.analysis.attribution import attribution_circuits, attribution_scores
+    from heurlens.data.prompt_tasks import logit_difference
     from heurlens.pruning.run_folder import load_run_means
     from heurlens.run_data import PromptTaskData
 
@@ -72,7 +74,17 @@ def test_the_faithfulness_command_scores_a_prune_run(tiny_decoder_dirs, tmp_path
     shown = json.loads(out)
     expected = faithfulness_curve(model, subnetworks, data.eval_sets(model)[0],
                                   means=load_run_means(tmp_path / "run"), cache=False)
-    assert [row["circuit"] for row in shown] == ["30% seed 0", "60% seed 0"]
-    assert [row["faithfulness"] for row in shown] == pytest.approx(expected.circuits["faithfulness"].tolist())
-    assert shown[0]["cpr"] == pytest.approx(expected.cpr) and shown[0]["cmd"] == pytest.approx(expected.cmd)
+    pruned = [row for row in shown if row["method"] == "mask optimisation"]
+    assert [row["circuit"] for row in pruned] == ["30% seed 0", "60% seed 0"]
+    assert [row["faithfulness"] for row in pruned] == pytest.approx(expected.circuits["faithfulness"].tolist())
+    assert pruned[0]["cpr"] == pytest.approx(expected.cpr) and pruned[0]["cmd"] == pytest.approx(expected.cmd)
+    # attribution's circuits of the same sizes, ranked on the training prompts
+    ranking = attribution_scores(model, data.train(model), logit_difference, means=load_run_means(tmp_path / "run"))
+    sizes = sorted(row["kept_fraction"] for row in pruned)
+    by_attribution = faithfulness_curve(model, attribution_circuits(ranking, sizes, 2, 4), data.eval_sets(model)[0],
+                                        means=load_run_means(tmp_path / "run"), cache=False)
+    attributed = [row for row in shown if row["method"] == "attribution"]
+    assert [row["units_kept"] for row in attributed] == sorted(row["units_kept"] for row in pruned)
+    assert [row["faithfulness"] for row in attributed] == pytest.approx(by_attribution.circuits["faithfulness"].tolist())
+    assert attributed[0]["cpr"] == pytest.approx(by_attribution.cpr)
     assert "CPR" in (tmp_path / "f.html").read_text()

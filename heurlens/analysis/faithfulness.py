@@ -20,7 +20,7 @@ import pandas as pd
 from heurlens.ablation import Method, ablated_scores
 from heurlens.activation_cache import full_model_logits
 from heurlens.call_context import call_context
-from heurlens.data.prompt_tasks import PromptSet, prompt_metrics
+from heurlens.data.prompt_tasks import PromptSet, logit_difference
 from heurlens.errors import HeurlensError
 from heurlens.means import UnitMeans
 from heurlens.metrics import metric_value
@@ -107,20 +107,22 @@ def _default_metric(task: Task) -> Metric:
     if not isinstance(task, PromptSet) or not task.distractors.shape[1]:
         raise HeurlensError(f"the task {task.name!r} has no distractors, so there is no default logit difference: give "
                             "metric=function(scores, task) (e.g. a logit difference of your answers)")
-    return lambda scores, prompts: prompt_metrics(scores, prompts)["logit_difference"]
+    return logit_difference
 
 
-def faithfulness_figure(curve: FaithfulnessCurve, task_name: str):
-    """The curve (plotly): mean f against the fraction of units kept, each circuit a point, CPR and CMD in the
-    title."""
+def faithfulness_figure(curves: Mapping[str, FaithfulnessCurve], task_name: str):
+    """The curves (plotly), one per discovery method: mean f against the fraction of units kept, each circuit a
+    point, CPR and CMD in the legend."""
     import plotly.graph_objects as go
 
     figure = go.Figure()
-    figure.add_trace(go.Scatter(x=curve.curve["kept_fraction"], y=curve.curve["faithfulness"], mode="lines+markers",
-                                name="mean over circuits of a size"))
-    figure.add_trace(go.Scatter(x=curve.circuits["kept_fraction"], y=curve.circuits["faithfulness"], mode="markers",
-                                text=curve.circuits["circuit"], name="circuits", marker={"symbol": "x"}))
+    for name, curve in curves.items():
+        figure.add_trace(go.Scatter(x=curve.curve["kept_fraction"], y=curve.curve["faithfulness"], mode="lines+markers",
+                                    name=f"{name} (CPR {curve.cpr:.3f}, CMD {curve.cmd:.3f})"))
+        figure.add_trace(go.Scatter(x=curve.circuits["kept_fraction"], y=curve.circuits["faithfulness"],
+                                    mode="markers", text=curve.circuits["circuit"], name=f"{name}: circuits",
+                                    marker={"symbol": "x"}))
     figure.add_hline(y=1.0, line_dash="dot")
-    figure.update_layout(title=f"Faithfulness on {task_name}: CPR {curve.cpr:.3f}, CMD {curve.cmd:.3f}",
-                         xaxis_title="fraction of units kept (k)", yaxis_title="f(k)")
+    figure.update_layout(title=f"Faithfulness on {task_name}", xaxis_title="fraction of units kept (k)",
+                         yaxis_title="f(k)")
     return figure

@@ -37,10 +37,15 @@ def faithfulness(run_dir: str, task: str, task_examples: int, seed: int, ablatio
                  as_csv: bool) -> None:
     """Score each subnetwork of RUN_DIR as a circuit: f = (m(circuit) - m(empty)) / (m(full) - m(empty)) with the
     other units ablated, and the areas CPR (under f, higher is better) and CMD (under |1 - f|, lower is better)
-    over the fraction of units kept, as the MIB benchmark scores circuits."""
+    over the fraction of units kept, as the MIB benchmark scores circuits; beside them, attribution patching's
+    circuits of the same sizes (its units ranked on the run's training prompts)."""
+    import pandas as pd
+
     import heurlens
+    from heurlens.analysis.attribution import attribution_circuits, attribution_scores
     from heurlens.analysis.faithfulness import faithfulness_curve, faithfulness_figure
     from heurlens.cache import atomic_write_bytes
+    from heurlens.data.prompt_tasks import logit_difference
     from heurlens.pruning.run_folder import load_run_means, subnetworks_by_sparsity
     from heurlens.run_data import PromptTaskData
     from heurlens.run_folders import check_writable_file
@@ -49,23 +54,31 @@ def faithfulness(run_dir: str, task: str, task_examples: int, seed: int, ablatio
         check_writable_file(Path(figure), "--figure")
     subnetworks = [sub for group in subnetworks_by_sparsity([run_dir]).values() for sub in group]
     hooked = heurlens.load_model(model or subnetworks[0].model_id, device=device, dtype=weights_dtype)
-    method = ablation or subnetworks[0].hyperparameters.get("ablation", "mean")
+    method = cast("Method", ablation or subnetworks[0].hyperparameters.get("ablation", "mean"))
     if ablation is None and any(sub.hyperparameters.get("ablation", "mean") != method for sub in subnetworks):
         raise HeurlensError(f"{run_dir} holds subnetworks pruned with different ablations: choose one with --ablation")
-    [prompts] = PromptTaskData(task, task_examples, seed).eval_sets(hooked)
-    curve = faithfulness_curve(hooked, subnetworks, prompts, method=cast("Method", method),
-                               means=load_run_means(Path(run_dir), hooked))
+    data = PromptTaskData(task, task_examples, seed)
+    [prompts] = data.eval_sets(hooked)
+    means = load_run_means(Path(run_dir), hooked)
+    pruned = faithfulness_curve(hooked, subnetworks, prompts, method=method, means=means)
+    ranking = attribution_scores(hooked, data.train(hooked), logit_difference, method=method, means=means)
+    sizes = sorted(set(pruned.circuits["kept_fraction"]))
+    curves = {"mask optimisation": pruned,
+              "attribution": faithfulness_curve(hooked, attribution_circuits(ranking, sizes, hooked.n_layers,
+                                                                             hooked.n_heads), prompts,
+                                                method=method, means=means)}
     if figure:
-        atomic_write_bytes(Path(figure), faithfulness_figure(curve, prompts.name).to_html(include_plotlyjs="cdn")
+        atomic_write_bytes(Path(figure), faithfulness_figure(curves, prompts.name).to_html(include_plotlyjs="cdn")
                            .encode())
-    table = curve.circuits.assign(cpr=curve.cpr, cmd=curve.cmd)
+    table = pd.concat([curve.circuits.assign(method=name, cpr=curve.cpr, cmd=curve.cmd)
+                       for name, curve in curves.items()], ignore_index=True)
 
     def pretty(table):
         shown = table.drop(columns=["cpr", "cmd"]).round(3)
-        return (f"faithfulness of the subnetworks of {run_dir} on {prompts.name} (m: logit difference; full "
-                f"{curve.full:.3f}, empty {curve.empty:.3f}; units outside a circuit {method}-ablated)\n"
-                f"{shown.to_string(index=False)}\n"
-                f"CPR {curve.cpr:.3f} (area under f, higher is better)   CMD {curve.cmd:.3f} (area under |1 - f|, "
-                "lower is better)")
+        areas = "\n".join(f"{name:>17}: CPR {curve.cpr:.3f}  CMD {curve.cmd:.3f}" for name, curve in curves.items())
+        return (f"faithfulness on {prompts.name} of the subnetworks of {run_dir} and of attribution's circuits of the "
+                f"same sizes (m: logit difference; full {pruned.full:.3f}, empty {pruned.empty:.3f}; units outside a "
+                f"circuit {method}-ablated)\n{shown.to_string(index=False)}\n"
+                f"CPR: area under f (higher is better); CMD: area under |1 - f| (lower is better)\n{areas}")
 
     print_table(table, as_json, as_csv, pretty)

@@ -176,6 +176,15 @@ def _masked(values: Float[Tensor, "example vocab"], ids: Int[Tensor, "example k"
     return values.gather(1, ids.clamp(min=0)).masked_fill(ids < 0, fill)
 
 
+def logit_difference(logits: Float[Tensor, "example vocab"], prompts: PromptSet) -> Float[Tensor, ""]:
+    """Wang et al.'s IOI metric, differentiable: the mean over examples of the mean correct-answer logit minus the
+    mean distractor logit (the prompts must have distractors)."""
+    is_answer, is_distractor = prompts.answers >= 0, prompts.distractors >= 0
+    mean_answer = _masked(logits, prompts.answers, 0.0).sum(1) / is_answer.sum(1).to(logits.device)
+    mean_distractor = _masked(logits, prompts.distractors, 0.0).sum(1) / is_distractor.sum(1).to(logits.device)
+    return (mean_answer - mean_distractor).mean()
+
+
 def prompt_metrics(logits: Float[Tensor, "example vocab"], prompts: PromptSet,
                    reference: Float[Tensor, "example vocab"] | None = None) -> dict[str, float]:
     """At the answer position: ``accuracy`` (the best correct answer's logit above every distractor's; with no
@@ -185,15 +194,12 @@ def prompt_metrics(logits: Float[Tensor, "example vocab"], prompts: PromptSet,
     distractors; with ``reference`` logits (the full model's) ``kl``: the mean KL(reference || model) of the
     next-token distributions, in nats."""
     logits = logits.float()
-    is_answer, is_distractor = prompts.answers >= 0, prompts.distractors >= 0
     best_answer = _masked(logits, prompts.answers, -math.inf).max(1).values
     metrics: dict[str, float] = {}
     if prompts.distractors.shape[1]:
         metrics["accuracy"] = float((best_answer > _masked(logits, prompts.distractors, -math.inf).max(1).values)
                                     .float().mean())
-        mean_answer = _masked(logits, prompts.answers, 0.0).sum(1) / is_answer.sum(1)
-        mean_distractor = _masked(logits, prompts.distractors, 0.0).sum(1) / is_distractor.sum(1)
-        metrics["logit_difference"] = float((mean_answer - mean_distractor).mean())
+        metrics["logit_difference"] = float(logit_difference(logits, prompts))
         probabilities = logits.softmax(1)
         metrics["probability_difference"] = float((_masked(probabilities, prompts.answers, 0.0).sum(1)
                                                    - _masked(probabilities, prompts.distractors, 0.0).sum(1)).mean())
