@@ -24,7 +24,7 @@ import heurlens
 from heurlens.cache import atomic_write_csv, atomic_write_json
 from heurlens.data.hans import FOCUS_SUBCASES
 from heurlens.nli import PRUNING_PAIRS, REFERENCE_PAIRS, nli_eval_sets, snli_pruning_data, snli_reference_means
-from heurlens.pruning import PruneSettings, Subnetwork, accuracy_table, discretize, evaluate_subnetworks, prune
+from heurlens.pruning import PruneSettings, accuracy_table, evaluate_subnetworks, prune
 from heurlens.run_folders import RunFolder
 
 BEFORE = PruneSettings(log_alpha_init=0.0)  # heurlens' default until 2026-11-23: each change below is made to it alone
@@ -51,16 +51,6 @@ RECIPES: dict[str, tuple[int, PruneSettings, str]] = {
 REDISCRETISED: dict[str, tuple[str, str, str]] = {
     "init-10-per-layer": ("init-10", "per-layer", "init-10's trained masks, per-layer discretisation"),
 }
-
-
-def rediscretised(subnetworks: list[Subnetwork], method: str) -> list[Subnetwork]:
-    """The same trained masks (log_alpha) made binary with another discretisation."""
-    changed = []
-    for sub in subnetworks:
-        kept, achieved, threshold = discretize(sub.log_alpha_heads, sub.log_alpha_mlps, sub.target_sparsity, method)
-        changed.append(replace(sub, kept=kept, achieved_sparsity=achieved, threshold=threshold,
-                               hyperparameters={**sub.hyperparameters, "discretization": method}))
-    return changed
 
 
 def main() -> None:
@@ -97,7 +87,7 @@ def run_recipes(args: argparse.Namespace, model: heurlens.ModelLike, recipes: Ru
         means = snli_reference_means(model, REFERENCE_PAIRS, 0, batch_size)
         subnetworks = prune(model, train, sparsity=0.5, seeds=range(args.seeds), out=folder, config=config, means=means)
         if method:
-            subnetworks = rediscretised(subnetworks, method)
+            subnetworks = [sub.discretized(method) for sub in subnetworks]
         evaluation = evaluate_subnetworks(model, subnetworks, eval_sets, means=means)
         wide = accuracy_table(evaluation)
         full = wide.iloc[0]

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -25,7 +24,7 @@ import torch
 
 import heurlens
 from heurlens.nli import nli_eval_sets, snli_pruning_data, snli_reference_means
-from heurlens.pruning import PruneSettings, Subnetwork, discretize, evaluate_subnetworks, prune
+from heurlens.pruning import PruneSettings, evaluate_subnetworks, prune
 from heurlens.pruning.run_folder import SPARSITY_TOLERANCE
 from heurlens.run_folders import RunFolder
 
@@ -50,20 +49,13 @@ def random_bert(folder: Path) -> Path:
     return folder
 
 
-def top_k_of(sub: Subnetwork) -> Subnetwork:
-    """The same trained masks cut by top-k."""
-    kept, achieved, threshold = discretize(sub.log_alpha_heads, sub.log_alpha_mlps, sub.target_sparsity, "top-k")
-    return replace(sub, kept=kept, achieved_sparsity=achieved, threshold=threshold,
-                   hyperparameters={**sub.hyperparameters, "discretization": "top-k"})
-
-
 def case_rows(name: str, model: heurlens.ModelLike, train_examples: int, sparsities: list[float], seeds: int,
               out: Path) -> list[dict]:
     """Prune with the grid, cut the masks both ways, evaluate both in-domain: one row per (sparsity, seed)."""
     train = snli_pruning_data(model, train_examples, 16)
     means = snli_reference_means(model, train_examples)
     grid = prune(model, train, sparsity=sparsities, seeds=range(seeds), out=out, config=GRID, means=means)
-    top_k = [top_k_of(sub) for sub in grid]
+    top_k = [sub.discretized("top-k") for sub in grid]
     snli = nli_eval_sets(model, "snli", 2000, 200, [], seed=0)[:1]
     accuracy = {}
     for kind, subs in (("grid", grid), ("top-k", top_k)):

@@ -50,6 +50,10 @@ def test_heads_only_pruning_keeps_every_mlp_and_counts_heads_alone(planted):
     [subnetwork] = heurlens.prune(model, data, sparsity=0.75, seeds=[0], progress=False,
                                   config=heurlens.PruneSettings(units="heads"))
     assert kept(subnetwork) == {"L0.H0", "L0.MLP", "L1.MLP"} and subnetwork.achieved_sparsity == 0.75
+    # the same masks cut again: the heads-only run's MLPs stay kept whatever the cut, and top-k gives it back
+    by_grid = subnetwork.discretized("global-threshold")
+    assert {"L0.MLP", "L1.MLP"} <= kept(by_grid) and by_grid.hyperparameters["discretization"] == "global-threshold"
+    assert by_grid.discretized("top-k").kept == subnetwork.kept
 
 
 def test_a_missed_sparsity_target_is_warned_and_recorded(planted):

@@ -7,7 +7,7 @@ fingerprint, data id, hyper-parameters, metrics) plus ``NAME.safetensors`` (the 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import torch
@@ -88,6 +88,20 @@ class Subnetwork:
                          "little on them). Train longer after the warm-up (PruneSettings(total_steps=) larger than "
                          "PruneSettings(warmup_steps=)) or "
                          "prune to the sparsity reached")
+
+    def discretized(self, method: str) -> Subnetwork:
+        """The same trained masks (log_alpha) made binary another way (``discretize``: "top-k", "global-threshold",
+        "per-layer"), with the units it was allowed to prune; recorded in its hyper-parameters."""
+        from heurlens.pruning.objective import prunable_units
+
+        if self.log_alpha_heads is None or self.log_alpha_mlps is None:
+            raise HeurlensError(f"subnetwork {self.label} has no trained log_alpha to cut again (only subnetworks found "
+                                "by heurlens prune carry them)")
+        prunable = prunable_units(UnitLayout(self.n_layers, self.n_heads), self.hyperparameters.get("units", "all"))
+        kept, achieved, threshold = discretize(self.log_alpha_heads, self.log_alpha_mlps, self.target_sparsity, method,
+                                               prunable)
+        return replace(self, kept=kept, achieved_sparsity=achieved, threshold=threshold,
+                       hyperparameters={**self.hyperparameters, "discretization": method})
 
     @property
     def pruned(self) -> list[Unit]:
