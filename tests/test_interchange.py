@@ -111,6 +111,15 @@ def test_the_ablate_command_with_interchange_on_a_prompt_file(llama, tiny_decode
     assert "pruned units replaced by their activations on each example's corrupted prompt" in out
     assert json.loads((tmp_path / "run" / "sparsity-0.50" / "seed-00.json").read_text())["hyperparameters"][
         "ablation"] == "interchange"
+    status, out, err = heurlens_in_process(capsys, "evaluate", str(tmp_path / "run"), "--task", str(task),
+                                           "--task-examples", "3", "--json")  # evaluated as it was pruned
+    assert status == 0, err
+    [pruned] = [row for row in json.loads(out) if row["subnetwork"] != "full model"]
+    from heurlens.pruning import Subnetwork
+
+    units = Subnetwork.load(tmp_path / "run" / "sparsity-0.50" / "seed-00.json").pruned
+    assert pruned["kl"] == pytest.approx(heurlens.ablate(bridge_model, units, [prompts], method="interchange",
+                                                         metrics={}, cache=False)["kl"].item(), rel=1e-5)
     task.write_text("\n".join(json.dumps({"prompt": e.prompt, "answer": e.answer, "distractors": list(e.distractors)})
                               for e in EXAMPLES) + "\n")
     assert_refused(capsys, "carries none", "ablate", "--model", model, "--task", str(task), "--task-examples", "3",

@@ -16,7 +16,6 @@ from heurlens.cli.options import (
     eval_options,
     model_label,
     model_option,
-    nli_data,
     print_table,
     pruning_settings,
     pruning_settings_options,
@@ -83,11 +82,13 @@ def prune(sparsity: tuple[float, ...], seeds: int, out: str, model: str, device:
 @weights_dtype_option
 @device_option
 @dtype_option
+@task_options
 @eval_options(default_subcases=FOCUS)
-def evaluate(run_dir: str, model: str | None, device: str | None, weights_dtype: str | None, dtype: Precision, data: str,
-             in_domain_examples: int, per_subcase: int, subcases: str | None, seed: int, as_json: bool,
-             as_csv: bool) -> None:
-    """Evaluate the subnetworks of a run directory next to the full model."""
+def evaluate(run_dir: str, model: str | None, device: str | None, weights_dtype: str | None, dtype: Precision,
+             task: str | None, task_examples: int, data: str, in_domain_examples: int, per_subcase: int,
+             subcases: str | None, seed: int, as_json: bool, as_csv: bool) -> None:
+    """Evaluate the subnetworks of a run directory next to the full model (a run pruned with --task: give the same
+    --task and --seed)."""
     import heurlens
     from heurlens.pruning import Subnetwork
     from heurlens.pruning.run_folder import find_subnetworks, load_run_means
@@ -98,7 +99,7 @@ def evaluate(run_dir: str, model: str | None, device: str | None, weights_dtype:
     subnetworks = [Subnetwork.load(p) for p in paths]
     hooked = heurlens.load_model(model or subnetworks[0].model_id, device=device, dtype=weights_dtype)
     means = load_run_means(Path(run_dir), hooked)
-    eval_sets = nli_data(data, in_domain_examples, per_subcase, subcases, seed).eval_sets(hooked)
+    eval_sets = run_data(task, task_examples, data, in_domain_examples, per_subcase, subcases, seed).eval_sets(hooked)
     _report(hooked, subnetworks, means, eval_sets, as_json, as_csv, dtype)
 
 
