@@ -17,6 +17,7 @@ from functools import partial
 
 import pandas as pd
 import torch
+from jaxtyping import Float
 from torch import Tensor
 
 from heurlens.ablation import Method
@@ -27,7 +28,7 @@ from heurlens.mask_sites import head_site, mlp_site
 from heurlens.means import UnitMeans, zero_means
 from heurlens.metrics import metric_output
 from heurlens.models.classifier import as_model
-from heurlens.protocols import Metric, ModelLike
+from heurlens.protocols import Batch, Metric, ModelLike, PreparedModel, Task
 from heurlens.tasks import TaskLike, as_task, batch_rows, scored_rows
 from heurlens.training_helpers import frozen_parameters
 from heurlens.units import Unit, UnitLayout, as_units
@@ -67,7 +68,8 @@ def attribution_scores(model: ModelLike, task: TaskLike, metric: Metric, *, meth
     return pd.DataFrame({"unit": [str(unit) for unit in layout.units()], "score": scores.tolist()})
 
 
-def _batch_scores(model, batch, task, index: int, metric: Metric, replacement: UnitMeans) -> tuple[Tensor, Tensor]:
+def _batch_scores(model: PreparedModel, batch: Batch, task: Task, index: int, metric: Metric,
+                  replacement: UnitMeans) -> tuple[Float[Tensor, "layer head"], Float[Tensor, " layer"]]:
     """(heads [layer, head], MLPs [layer]) of sum (r - a) . dm/da on one batch."""
     sites = [site for layer in range(model.n_layers) for site in (head_site(layer, model.n_heads), mlp_site(layer))]
     clean: dict[str, Tensor] = {}
