@@ -47,7 +47,7 @@ def ablation_hooks(model: ModelLike, units: UnitsLike, *, method: Method = "mean
     is). ``units``: ``"L4.H0,L2.*"``, ``Unit``s, or a list of either."""
     model = as_model(model)
     device = device_of(model)
-    return _unit_mask(model, units, _replacement(model, method, means, device), device).hooks
+    return _unit_mask(model, units, unit_replacement(model, method, means, device), device).hooks
 
 
 @contextmanager
@@ -57,11 +57,12 @@ def ablated(model: ModelLike, units: UnitsLike, *, method: Method = "mean",
     leaving, by an error too: ``with heurlens.ablated(model, "L4.H0", means=means) as m: m(**batch)``."""
     model = as_model(model)
     device = device_of(model)
-    with _unit_mask(model, units, _replacement(model, method, means, device), device).attached(model):
+    with _unit_mask(model, units, unit_replacement(model, method, means, device), device).attached(model):
         yield model
 
 
-def _replacement(model: PreparedModel, method: Method, means: UnitMeans | None, device: torch.device) -> UnitMeans:
+def unit_replacement(model: PreparedModel, method: Method, means: UnitMeans | None, device: torch.device
+                     ) -> UnitMeans:
     """What ablated units are replaced by: ``means`` (checked to fit the model) or zeros, on the model's device."""
     if method not in ("mean", "zero", "interchange"):
         raise HeurlensError(f"unknown ablation method {method!r}; use mean, zero or interchange")
@@ -162,7 +163,7 @@ def ablated_scores(model: PreparedModel, groups: Sequence[list[Unit]], task: Tas
     masks' replacement batch by batch from the task's corrupted batch (``_interchanged``)."""
     interchange = method == "interchange"
     # checked and moved once for every group (interchange's placeholder is replaced before every batch)
-    replacement = zero_means(model, context.device) if interchange else _replacement(model, method, means,
+    replacement = zero_means(model, context.device) if interchange else unit_replacement(model, method, means,
                                                                                       context.device)
     masks = [_unit_mask(model, group, replacement, context.device) for group in groups]
     ablations = [(min((unit.layer for unit in group), default=0), mask.hooks) for group, mask in zip(groups, masks)]

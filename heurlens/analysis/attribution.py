@@ -20,12 +20,12 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from heurlens.ablation import Method
+from heurlens.ablation import Method, unit_replacement
 from heurlens.devices import device_of, to_device
 from heurlens.errors import HeurlensError
 from heurlens.interchange import corrupted_activations, corruption_of
 from heurlens.mask_sites import head_site, mlp_site
-from heurlens.means import UnitMeans, zero_means
+from heurlens.means import UnitMeans
 from heurlens.metrics import metric_output
 from heurlens.models.classifier import as_model
 from heurlens.protocols import Batch, Metric, ModelLike, PreparedModel, Task
@@ -42,14 +42,8 @@ def attribution_scores(model: ModelLike, task: TaskLike, metric: Metric, *, meth
     model = as_model(model)
     task = as_task(model, task)
     device = device_of(model)
-    replacement: UnitMeans | None = None  # interchange: set batch by batch from the corrupted batch
-    if method == "mean":
-        if means is None:
-            raise HeurlensError("attribution to mean ablation needs the units' means: pass means=compute_means(model, "
-                                "data)")
-        replacement = means.to(device)
-    elif method == "zero":
-        replacement = zero_means(model, device)
+    # interchange: set batch by batch from the corrupted batch
+    replacement = None if method == "interchange" else unit_replacement(model, method, means, device)
     corruption = corruption_of(task) if method == "interchange" else None
     layout = UnitLayout(model.n_layers, model.n_heads)
     heads, mlps = torch.zeros(model.n_layers, model.n_heads), torch.zeros(model.n_layers)

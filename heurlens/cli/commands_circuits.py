@@ -9,7 +9,6 @@ import click
 
 from heurlens.cli.group import cli
 from heurlens.cli.options import device_option, print_table, table_output_options, weights_dtype_option
-from heurlens.errors import HeurlensError
 
 if TYPE_CHECKING:
     from heurlens.ablation import Method
@@ -47,6 +46,7 @@ def faithfulness(run_dir: str, task: str, task_examples: int, seed: int, ablatio
     from heurlens.cache import atomic_write_bytes
     from heurlens.data.prompt_tasks import logit_difference
     from heurlens.pruning.run_folder import load_run_means, subnetworks_by_sparsity
+    from heurlens.pruning.runs import ablation_of
     from heurlens.run_data import PromptTaskData
     from heurlens.run_folders import check_writable_file
 
@@ -54,9 +54,7 @@ def faithfulness(run_dir: str, task: str, task_examples: int, seed: int, ablatio
         check_writable_file(Path(figure), "--figure")
     subnetworks = [sub for group in subnetworks_by_sparsity([run_dir]).values() for sub in group]
     hooked = heurlens.load_model(model or subnetworks[0].model_id, device=device, dtype=weights_dtype)
-    method = cast("Method", ablation or subnetworks[0].hyperparameters.get("ablation", "mean"))
-    if ablation is None and any(sub.hyperparameters.get("ablation", "mean") != method for sub in subnetworks):
-        raise HeurlensError(f"{run_dir} holds subnetworks pruned with different ablations: choose one with --ablation")
+    method = cast("Method", ablation) if ablation else ablation_of(subnetworks)
     data = PromptTaskData(task, task_examples, seed)
     [prompts] = data.eval_sets(hooked)
     means = load_run_means(Path(run_dir), hooked)

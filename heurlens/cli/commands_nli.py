@@ -105,9 +105,10 @@ def evaluate(run_dir: str, model: str | None, device: str | None, weights_dtype:
 
 def _report(hooked, subnetworks, means, eval_sets, as_json, as_csv, dtype: Precision = "float32"):
     from heurlens.pruning import accuracy_table, evaluate_subnetworks
+    from heurlens.pruning.runs import ablation_of
 
     evaluation = evaluate_subnetworks(hooked, subnetworks, eval_sets, means=means, dtype=dtype)
-    interchange = any(sub.hyperparameters.get("ablation") == "interchange" for sub in subnetworks)
+    interchange = ablation_of(subnetworks) == "interchange"
 
     def pretty(evaluation):
         wide = accuracy_table(evaluation)

@@ -220,8 +220,7 @@ def _trained_together(job: _PruneJob, target: float, seeds: list[int]) -> list[S
     start = time.time()
     results = train_unit_masks(model, job.data, full_logits, job.means, target, seeds, config, job.progress, job.loss)
     seconds = round((time.time() - start) / len(seeds), 1)  # a stacked run's time shared out over its seeds
-    layout = UnitLayout(model.n_layers, model.n_heads)
-    prunable = prunable_units(layout, config.units)
+    prunable = prunable_units(UnitLayout(model.n_layers, model.n_heads), config.units)
     loss_name = "train_kl" if job.loss is None else "train_loss"
     subnetworks = []
     for seed, result in zip(seeds, results):
@@ -232,19 +231,19 @@ def _trained_together(job: _PruneJob, target: float, seeds: list[int]) -> list[S
         grid = achieved if config.discretization == "global-threshold" else discretize(
             result.log_alpha_heads, result.log_alpha_mlps, target, "global-threshold", prunable)[1]
         reached = grid if config.discretization == "top-k" else achieved
-        cut_loss = subnetwork_loss(model, job.data, full_logits, job.means,
-                                   [unit for unit in layout.units() if unit not in kept], job.loss or kl_loss, job.context,
-                                   config.ablation)
-        subnetworks.append(Subnetwork(
+        subnetwork = Subnetwork(
             kept=kept, n_layers=model.n_layers, n_heads=model.n_heads, target_sparsity=target,
             achieved_sparsity=achieved, threshold=threshold, seed=seed, model_id=model.model_id,
             model_fingerprint=job.fingerprint, data_id=job.data_id,
             hyperparameters=hyperparameters_of(config, target, job.data, job.means, job.loss),
-            metrics={f"final_{loss_name}": result.final_loss, f"subnetwork_{loss_name}": cut_loss,
-                     "final_expected_sparsity": result.final_expected_sparsity,
+            metrics={f"final_{loss_name}": result.final_loss, "final_expected_sparsity": result.final_expected_sparsity,
                      "grid_sparsity": grid, "train_seconds": seconds,
                      **({"missed_target": True} if abs(reached - target) > SPARSITY_TOLERANCE else {})},
-            log_alpha_heads=result.log_alpha_heads, log_alpha_mlps=result.log_alpha_mlps))
+            log_alpha_heads=result.log_alpha_heads, log_alpha_mlps=result.log_alpha_mlps)
+        subnetwork.metrics[f"subnetwork_{loss_name}"] = subnetwork_loss(
+            model, job.data, full_logits, job.means, subnetwork.pruned, job.loss or kl_loss, job.context,
+            config.ablation)
+        subnetworks.append(subnetwork)
     return subnetworks
 
 
@@ -262,14 +261,19 @@ def evaluate_subnetworks(model: ModelLike, subnetworks: list[Subnetwork], eval_s
     were pruned (``PruneSettings.ablation``, the same for all).
     """
     model = as_model(model)
-    if method is None:
-        own = {sub.hyperparameters.get("ablation", "mean") for sub in subnetworks} or {"mean"}
-        if len(own) > 1:
-            raise HeurlensError(f"these subnetworks were pruned with different ablations ({', '.join(sorted(own))}): "
-                                "evaluate them with one, method='mean' or method='interchange'")
-        method = cast(Method, own.pop())
     return _evaluate_subnetworks(model, subnetworks, [as_task(model, data) for data in eval_sets], means, metrics,
-                                 call_context(model, dtype, cache), method)
+                                 call_context(model, dtype, cache), method or ablation_of(subnetworks))
+
+
+def ablation_of(subnetworks: Sequence[Subnetwork]) -> Method:
+    """How these subnetworks' pruned units were replaced while they were found (``PruneSettings.ablation``): one
+    method for all, or refused naming the ones found."""
+    own = {sub.hyperparameters.get("ablation", "mean") for sub in subnetworks} or {"mean"}
+    if len(own) > 1:
+        raise HeurlensError(f"these subnetworks were pruned with different ablations ({', '.join(sorted(own))}): "
+                            "evaluate them with one, method='mean' or method='interchange' (heurlens faithfulness: "
+                            "--ablation)")
+    return cast(Method, own.pop())
 
 
 def _evaluate_subnetworks(model: PreparedModel, subnetworks: list[Subnetwork], tasks: list[Task],
