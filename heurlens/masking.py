@@ -10,9 +10,11 @@ from functools import partial
 from jaxtyping import Float
 from torch import Tensor
 
+from heurlens.interchange import corrupted_activations
 from heurlens.mask_sites import Edit, MaskSite, attached, head_site, mlp_site
 from heurlens.means import UnitMeans
-from heurlens.protocols import HookList, PreparedModel
+from heurlens.protocols import Batch, HookList, PreparedModel
+from heurlens.units import UnitLayout
 
 
 class UnitMaskHooks:
@@ -31,6 +33,16 @@ class UnitMaskHooks:
         self.heads = heads
         self.mlps = mlps
         self.enabled = True  # off: the hooks leave every activation as it is (a pass of the model as it was)
+
+    def set_masks(self, flat: Float[Tensor, "*example unit"]) -> None:
+        """``heads`` and ``mlps`` from one flat vector in ``UnitLayout``'s order (one row per example: per-example masks)."""
+        self.heads, self.mlps = UnitLayout(*self.heads.shape[-2:]).split(flat)
+
+    def use_corrupted(self, model: PreparedModel, batch: Batch) -> None:
+        """Interchange ablation: masked units take their activations on ``batch`` (the corrupted inputs, on the
+        model's device), computed with the masks off."""
+        with self.disabled():
+            self.replacement = corrupted_activations(model, batch)
 
     @property
     def edits(self) -> list[tuple[MaskSite, Edit]]:

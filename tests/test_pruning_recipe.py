@@ -101,9 +101,8 @@ def test_accumulating_two_micro_batches_equals_one_batch_of_both(model_and_pairs
         results.append(train_unit_mask(model, data, predict_logits(model, data), compute_means(model, data), 0.5,
                                        seed=0, config=config, progress=False))
     accumulated, whole = results
-    assert torch.allclose(accumulated.log_alpha_heads, whole.log_alpha_heads, atol=1e-5)
-    assert torch.allclose(accumulated.log_alpha_mlps, whole.log_alpha_mlps, atol=1e-5)
-    assert not torch.allclose(whole.log_alpha_heads, torch.ones_like(whole.log_alpha_heads), atol=1e-3)  # it moved
+    assert torch.allclose(accumulated.log_alpha, whole.log_alpha, atol=1e-5)  # heads and MLPs
+    assert not torch.allclose(whole.log_alpha, torch.ones_like(whole.log_alpha), atol=1e-3)  # it moved
 
 
 def test_dropout_setting_trains_in_train_mode_and_restores_eval(model_and_pairs):
@@ -114,8 +113,8 @@ def test_dropout_setting_trains_in_train_mode_and_restores_eval(model_and_pairs)
     runs = [train_unit_mask(model, data, logits, means, 0.5, seed=0,
                             config=PruneSettings(total_steps=2, dropout=d, log_alpha_init=0.0), progress=False)
             for d in (False, True, False)]
-    assert torch.equal(runs[0].log_alpha_heads, runs[2].log_alpha_heads)  # eval mode: same seed, same result
-    assert not torch.equal(runs[0].log_alpha_heads, runs[1].log_alpha_heads)  # dropout changed the gradients
+    assert torch.equal(runs[0].log_alpha, runs[2].log_alpha)  # eval mode: same seed, same result
+    assert not torch.equal(runs[0].log_alpha, runs[1].log_alpha)  # dropout changed the gradients
     assert not model.training and not any(m.training for m in model.modules())
 
 

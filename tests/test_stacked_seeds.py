@@ -55,10 +55,9 @@ def test_stacked_seeds_train_what_each_seed_trains_alone(random_bert_dir):
     stacked = train_unit_masks(model, data, full, means, 0.5, [0, 1, 2], config, progress=False)
     for seed, together in zip([0, 1, 2], stacked):
         [alone] = train_unit_masks(model, data, full, means, 0.5, [seed], config, progress=False)
-        assert torch.allclose(together.log_alpha_heads, alone.log_alpha_heads, atol=1e-4)
-        assert torch.allclose(together.log_alpha_mlps, alone.log_alpha_mlps, atol=1e-4)
+        assert torch.allclose(together.log_alpha, alone.log_alpha, atol=1e-4)  # heads and MLPs
         assert together.final_loss == pytest.approx(alone.final_loss, rel=1e-3, abs=1e-6)
-    assert not torch.allclose(stacked[0].log_alpha_heads, stacked[1].log_alpha_heads, atol=1e-2)  # seeds differ
+    assert not torch.allclose(stacked[0].log_alpha, stacked[1].log_alpha, atol=1e-2)  # seeds differ
 
 
 def test_stacked_prune_keeps_the_planted_units_and_resumes_only_missing_seeds(tmp_path, monkeypatch):

@@ -7,7 +7,8 @@ circuit_k a circuit keeping the fraction k of the units (every other unit ablate
 CPR is the area under f over k in [0, 1] (higher is better), CMD the area under |1 - f| (lower is better), both
 by the trapezoidal rule over the sizes measured, with f(0) = 0 and f(1) = 1 by definition (MIB integrates over its
 sizes 0.1%-100% the same way). heurlens' circuits are node circuits: heads and MLPs (``Subnetwork``s of a pruning
-sweep over sparsities, or any units given by name).
+sweep over sparsities, or any units given by name) or edge circuits (``EdgeCircuit``s of ``prune --level edge``: k the
+fraction of edges kept, the empty circuit the run on the corrupted prompts).
 """
 
 from __future__ import annotations
@@ -16,16 +17,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import pandas as pd
+import torch
+from torch import Tensor
 
 from heurlens.ablation import Method, ablated_scores
 from heurlens.activation_cache import full_model_logits
 from heurlens.call_context import call_context
 from heurlens.data.prompt_tasks import PromptSet, logit_difference
+from heurlens.edges import edge_layout
 from heurlens.errors import HeurlensError
 from heurlens.means import UnitMeans
 from heurlens.metrics import metric_value
 from heurlens.models.classifier import as_model
 from heurlens.protocols import Metric, ModelLike, Task
+from heurlens.pruning.circuit import EdgeCircuit, circuit_scores
 from heurlens.pruning.subnetwork import Subnetwork
 from heurlens.tasks import TaskLike, as_task
 from heurlens.units import UnitLayout, UnitsLike, as_units
@@ -33,8 +38,8 @@ from heurlens.units import UnitLayout, UnitsLike, as_units
 
 @dataclass
 class FaithfulnessCurve:
-    """One circuit a row (``circuits``: label, kept_fraction, units_kept, metric, faithfulness), the metric of the full
-    and of the empty model, and the curve's areas."""
+    """One circuit a row (``circuits``: label, kept_fraction, units_kept or edges_kept, metric, faithfulness), the
+    metric of the full and of the empty model, and the curve's areas."""
 
     circuits: pd.DataFrame
     full: float
@@ -67,16 +72,19 @@ def _area(curve: pd.DataFrame, height) -> float:
 
 def faithfulness_curve(model: ModelLike, circuits: Sequence[Subnetwork] | Mapping[str, UnitsLike], task: TaskLike, *,
                        metric: Metric | None = None, method: Method = "mean", means: UnitMeans | None = None,
-                       cache: bool | None = None) -> FaithfulnessCurve:
+                       cache: bool | None = None, edges: bool = False) -> FaithfulnessCurve:
     """f(k) of each circuit on ``task``: ``circuits`` are subnetworks (a pruning sweep) or kept units by label
     (``{"top 10%": "L9.H6,L9.H9,..."}``); every unit outside a circuit is ablated by ``method`` ("mean" with
     ``means``, "zero", or "interchange": its activation on the example's corrupted prompt). ``metric``: a function of
-    (scores, task) or (scores) to one number; default the logit difference of a prompt task with distractors."""
+    (scores, task) or (scores) to one number; default the logit difference of a prompt task with distractors.
+    ``edges``: k is the fraction of edges kept (node circuits as the edges between their units,
+    ``EdgeLayout.edges_between``), every other edge carrying its writer's output on the corrupted prompt; edge
+    circuits (``prune --level edge``) are always scored so, whatever ``method``."""
     model = as_model(model)
     task = as_task(model, task)
     metric = metric or _default_metric(task)
-    layout = UnitLayout(model.n_layers, model.n_heads)
-    everything = layout.units()
+    context = call_context(model, cache=cache)
+    full = metric_value(metric, full_model_logits(model, task, context), task, "metric")
     if isinstance(circuits, Mapping):
         named = {label: as_units(units, model.n_layers, model.n_heads) for label, units in circuits.items()}
     else:
@@ -85,19 +93,35 @@ def faithfulness_curve(model: ModelLike, circuits: Sequence[Subnetwork] | Mappin
         named = {subnetwork.label: list(subnetwork.kept) for subnetwork in circuits}
     if not named:
         raise HeurlensError("give at least one circuit: subnetworks of a pruning run, or {label: units}")
-    context = call_context(model, cache=cache)
-    full = metric_value(metric, full_model_logits(model, task, context), task, "metric")
+    if edges or any(isinstance(circuit, EdgeCircuit) for circuit in circuits):
+        layout = edge_layout(model)
+        kept_edges = {label: circuit.edges if isinstance(circuit, EdgeCircuit) else layout.edges_between(named[label])
+                      for label, circuit in zip(named, circuits.values() if isinstance(circuits, Mapping)
+                                                else circuits)}
+        masks = [layout.mask(kept) for kept in kept_edges.values()] + [torch.zeros(layout.n_edges)]
+        *scores, empty_scores = circuit_scores(model, masks, task, context)
+        return _curve(task, metric, full, empty_scores, [(label, len(kept), layout.n_edges, circuit) for
+                                                         (label, kept), circuit in zip(kept_edges.items(), scores)],
+                      "edges")
+    everything = UnitLayout(model.n_layers, model.n_heads).units()
     groups = [[unit for unit in everything if unit not in set(kept)] for kept in named.values()] + [everything]
     *scores, empty_scores = ablated_scores(model, groups, task, method, means, context)
+    return _curve(task, metric, full, empty_scores, [(label, len(kept), len(everything), circuit)
+                                                     for (label, kept), circuit in zip(named.items(), scores)], "units")
+
+
+def _curve(task: Task, metric: Metric, full: float, empty_scores: Tensor,
+           circuits: list[tuple[str, int, int, Tensor]], what: str) -> FaithfulnessCurve:
+    """The curve of circuits given as (label, kept, of how many, scores), ``what`` they keep (units or edges)."""
     empty = metric_value(metric, empty_scores, task, "metric")
     if full == empty:
-        raise HeurlensError(f"the metric is {full:g} for the full model and for the model with every unit ablated, so "
-                            "faithfulness (m(circuit) - m(empty)) / (m(full) - m(empty)) is undefined: use a metric "
-                            "the units change")
+        raise HeurlensError(f"the metric is {full:g} for the full model and for the model with every {what[:-1]} "
+                            "ablated, so faithfulness (m(circuit) - m(empty)) / (m(full) - m(empty)) is undefined: use "
+                            f"a metric the {what} change")
     rows = []
-    for (label, kept), circuit_scores in zip(named.items(), scores):
-        value = metric_value(metric, circuit_scores, task, "metric")
-        rows.append({"circuit": label, "kept_fraction": len(kept) / len(everything), "units_kept": len(kept),
+    for label, kept, total, scores in circuits:
+        value = metric_value(metric, scores, task, "metric")
+        rows.append({"circuit": label, "kept_fraction": kept / total, f"{what}_kept": kept,
                      "metric": value, "faithfulness": (value - empty) / (full - empty)})
     return FaithfulnessCurve(pd.DataFrame(rows), full, empty)
 

@@ -59,7 +59,8 @@ def prune(sparsity: tuple[float, ...], seeds: int, out: str, model: str, device:
           batch_size: int, stack_seeds: bool | None, recipe: str, task: str | None, task_examples: int, data: str,
           in_domain_examples: int, per_subcase: int, subcases: str | None, seed: int, workers: Workers | None,
           as_json: bool, as_csv: bool, **settings: Any) -> None:
-    """Prune heads and MLPs with hard-concrete masks, for several seeds; print the evaluation table."""
+    """Prune heads and MLPs (or, with --level edge, the edges between them) with hard-concrete masks, for several
+    seeds; print the evaluation table."""
     import heurlens
     from heurlens.pruning import prune as prune_model
     from heurlens.pruning.run_folder import prune_folder
@@ -107,14 +108,18 @@ def _report(hooked, subnetworks, means, eval_sets, as_json, as_csv, dtype: Preci
     from heurlens.pruning import accuracy_table, evaluate_subnetworks
     from heurlens.pruning.runs import ablation_of
 
+    from heurlens.pruning.circuit import EdgeCircuit
+
     evaluation = evaluate_subnetworks(hooked, subnetworks, eval_sets, means=means, dtype=dtype)
     interchange = ablation_of(subnetworks) == "interchange"
+    pruned = ("its edge circuits (pruned edges carrying their writers' outputs on each example's corrupted prompt)"
+              if any(isinstance(sub, EdgeCircuit) for sub in subnetworks) else
+              f"its subnetworks (pruned units replaced by {replacement_label(None if interchange else means)})")
 
     def pretty(evaluation):
         wide = accuracy_table(evaluation)
         wide["achieved_sparsity"] = wide["achieved_sparsity"].map("{:.2f}".format)
-        return (f"accuracy (%) of model {model_label(hooked, dtype)} and its subnetworks (pruned units replaced by "
-                f"{replacement_label(None if interchange else means)})\n" + wide.to_string(index=False))
+        return f"accuracy (%) of model {model_label(hooked, dtype)} and {pruned}\n" + wide.to_string(index=False)
 
     print_table(evaluation, as_json, as_csv, pretty)
 

@@ -16,14 +16,11 @@ import torch.nn.functional as F
 from jaxtyping import Bool, Float
 from torch import Tensor
 
-from heurlens.ablation import Method, ablated_scores
-from heurlens.call_context import CallContext
-from heurlens.means import UnitMeans
-from heurlens.protocols import Loss, PreparedModel, Task
+from heurlens.protocols import Loss, Task
 from heurlens.pruning.hard_concrete import HardConcrete
 from heurlens.pruning.settings import PruneSettings
 from heurlens.tasks import batch_rows
-from heurlens.units import Unit, UnitLayout
+from heurlens.units import UnitLayout
 
 
 def prunable_units(layout: UnitLayout, units: str, device: torch.device | str = "cpu") -> Bool[Tensor, " unit"]:
@@ -53,14 +50,13 @@ def kl_loss(scores: Float[Tensor, "batch output"], reference: Float[Tensor, "bat
     return F.kl_div(F.log_softmax(scores, -1), F.log_softmax(reference, -1), log_target=True, reduction="batchmean")
 
 
-def subnetwork_loss(model: PreparedModel, data: Task, full_logits: Float[Tensor, "row output"], means: UnitMeans,
-                    pruned: list[Unit], objective: Loss, context: CallContext, ablation: Method = "mean") -> float:
-    """The objective (``kl_loss`` by default) of the binary subnetwork over the whole pruning data: ``pruned``
-    ablated as in training (``ablation``), every other unit kept, no mask draw, the model in eval mode. The loss
+def subnetwork_loss(scores: Float[Tensor, "row output"], data: Task, full_logits: Float[Tensor, "row output"],
+                    objective: Loss) -> float:
+    """The objective (``kl_loss`` by default) of a binary subnetwork or circuit over the whole pruning data, from its
+    ``scores`` there (pruned units or edges ablated as in training, no mask draw, the model in eval mode). The loss
     is taken batch by batch as in training (a metric's loss sees one batch's task) and averaged weighted by the
     batches' rows of scores (for the KL: its mean over every row). Beside the last training step's value (one
     batch, one draw of the soft masks) it says how far cutting the masks to 0/1 moved the loss."""
-    [scores] = ablated_scores(model, [pruned], data, ablation, means, context)
     full_logits, total, start = full_logits.cpu(), 0.0, 0
     for batch in data.batches:
         end = start + batch_rows(batch)

@@ -20,10 +20,11 @@ import datasets
 import pandas as pd
 from torch import Tensor
 
-from heurlens.ablation import Method, ablated_tables
+from heurlens.ablation import Method, ablated_scores, ablated_tables
 from heurlens.activation_cache import full_model_logits
 from heurlens.call_context import CallContext, call_context
 from heurlens.distributed import Workers, run_each
+from heurlens.edges import edge_layout
 from heurlens.errors import HeurlensError
 from heurlens.evaluate import accuracy_metric, tokenize_pairs
 from heurlens.interchange import corruption_of
@@ -32,6 +33,8 @@ from heurlens.metrics import metric_loss, metric_value
 from heurlens.models.classifier import as_model
 from heurlens.precision import Precision
 from heurlens.protocols import Loss, Metric, Metrics, ModelLike, PreparedModel, Task
+from heurlens.pruning.circuit import EdgeCircuit, circuit_scores, circuit_table, nodes_of
+from heurlens.pruning.hard_concrete import HardConcrete
 from heurlens.pruning.objective import kl_loss, prunable_units, subnetwork_loss
 from heurlens.pruning.run_folder import (
     SPARSITY_TOLERANCE,
@@ -44,8 +47,8 @@ from heurlens.pruning.run_folder import (
 )
 from heurlens.pruning.schedule import steps_before_pruning
 from heurlens.pruning.settings import PruneSettings
-from heurlens.pruning.subnetwork import Subnetwork, discretize
-from heurlens.pruning.train import train_unit_masks
+from heurlens.pruning.subnetwork import Subnetwork, discretize, grid_threshold, top_k
+from heurlens.pruning.train import MaskTrainingResult, train_edge_masks, train_unit_masks
 from heurlens.run_folders import RunFolder
 from heurlens.tasks import TaskLike, as_task
 from heurlens.units import UnitLayout
@@ -99,6 +102,8 @@ def prune(model: ModelLike, data: TaskLike | datasets.Dataset, *, sparsity: floa
     _warn_of_too_few_steps(config, sparsities, data)
     if config.ablation == "interchange":
         corruption_of(data)  # refused before any work when the data has no corrupted examples of the same lengths
+    if config.level == "edge":
+        edge_layout(model)  # refused before any work when TransformerLens cannot split the model's attention inputs
     if means is not None:
         means.check_fits(model)
     if out is None:
@@ -182,7 +187,7 @@ def _stored_subnetwork(folder: RunFolder, target: float, seed: int, compute: Cal
     """The subnetwork of (target, seed) in the run folder (what is there was checked against this run:
     ``check_run_folder``), or ``compute()``'s, saved there."""
     stem = subnetwork_stem(folder.path, target, seed)
-    return folder.stored(_record_name(folder, target, seed), compute, partial(Subnetwork.save, stem=stem),
+    return folder.stored(_record_name(folder, target, seed), compute, lambda subnetwork: subnetwork.save(stem),
                          partial(Subnetwork.load, stem))
 
 
@@ -218,33 +223,75 @@ def _trained_together(job: _PruneJob, target: float, seeds: list[int]) -> list[S
     full_logits = (job.full_logits if job.full_logits is not None
                    else full_model_logits(model, job.data, job.context))
     start = time.time()
-    results = train_unit_masks(model, job.data, full_logits, job.means, target, seeds, config, job.progress, job.loss)
+    if config.level == "edge":
+        results = train_edge_masks(model, job.data, full_logits, target, seeds, config, job.progress, job.loss)
+    else:
+        results = train_unit_masks(model, job.data, full_logits, job.means, target, seeds, config, job.progress,
+                                   job.loss)
     seconds = round((time.time() - start) / len(seeds), 1)  # a stacked run's time shared out over its seeds
-    prunable = prunable_units(UnitLayout(model.n_layers, model.n_heads), config.units)
+    cut = _edge_circuit if config.level == "edge" else _unit_subnetwork
+    subnetworks = [cut(job, target, seed, result, seconds) for seed, result in zip(seeds, results)]
     loss_name = "train_kl" if job.loss is None else "train_loss"
-    subnetworks = []
-    for seed, result in zip(seeds, results):
-        kept, achieved, threshold = discretize(result.log_alpha_heads, result.log_alpha_mlps, target,
-                                               config.discretization, prunable)
-        # top-k always reaches the target: it missed when no threshold on the masks does (the paper's grid), as they
-        # did not tell apart the units the target asks to drop and the cut chose among units they had left alike
-        grid = achieved if config.discretization == "global-threshold" else discretize(
-            result.log_alpha_heads, result.log_alpha_mlps, target, "global-threshold", prunable)[1]
-        reached = grid if config.discretization == "top-k" else achieved
-        subnetwork = Subnetwork(
-            kept=kept, n_layers=model.n_layers, n_heads=model.n_heads, target_sparsity=target,
-            achieved_sparsity=achieved, threshold=threshold, seed=seed, model_id=model.model_id,
-            model_fingerprint=job.fingerprint, data_id=job.data_id,
-            hyperparameters=hyperparameters_of(config, target, job.data, job.means, job.loss),
-            metrics={f"final_{loss_name}": result.final_loss, "final_expected_sparsity": result.final_expected_sparsity,
-                     "grid_sparsity": grid, "train_seconds": seconds,
-                     **({"missed_target": True} if abs(reached - target) > SPARSITY_TOLERANCE else {})},
-            log_alpha_heads=result.log_alpha_heads, log_alpha_mlps=result.log_alpha_mlps)
-        subnetwork.metrics[f"subnetwork_{loss_name}"] = subnetwork_loss(
-            model, job.data, full_logits, job.means, subnetwork.pruned, job.loss or kl_loss, job.context,
-            config.ablation)
-        subnetworks.append(subnetwork)
+    if config.level == "edge":
+        all_scores = circuit_scores(model, [edge_layout(model).mask(sub.edges) for sub in subnetworks  # type: ignore
+                                            ], job.data, job.context)
+    else:
+        all_scores = ablated_scores(model, [sub.pruned for sub in subnetworks], job.data, config.ablation, job.means,
+                                    job.context)
+    for subnetwork, scores in zip(subnetworks, all_scores):
+        subnetwork.metrics[f"subnetwork_{loss_name}"] = subnetwork_loss(scores, job.data, full_logits,
+                                                                        job.loss or kl_loss)
     return subnetworks
+
+
+def _metrics(job: _PruneJob, target: float, result: MaskTrainingResult, grid: float, reached: float,
+             seconds: float) -> dict:
+    """What a subnetwork records of its training: the last step's loss and expected sparsity, the masks' sparsity on
+    the paper's threshold grid, the time, and whether it missed its target."""
+    loss_name = "train_kl" if job.loss is None else "train_loss"
+    return {f"final_{loss_name}": result.final_loss, "final_expected_sparsity": result.final_expected_sparsity,
+            "grid_sparsity": grid, "train_seconds": seconds,
+            **({"missed_target": True} if abs(reached - target) > SPARSITY_TOLERANCE else {})}
+
+
+def _unit_subnetwork(job: _PruneJob, target: float, seed: int, result: MaskTrainingResult, seconds: float
+                     ) -> Subnetwork:
+    """The trained unit masks cut to a binary subnetwork (``PruneSettings.discretization``)."""
+    model, config = job.model, job.config
+    layout = UnitLayout(model.n_layers, model.n_heads)
+    log_alpha_heads, log_alpha_mlps = layout.split(result.log_alpha)
+    prunable = prunable_units(layout, config.units)
+    kept, achieved, threshold = discretize(log_alpha_heads, log_alpha_mlps, target, config.discretization, prunable)
+    # top-k always reaches the target: it missed when no threshold on the masks does (the paper's grid), as they
+    # did not tell apart the units the target asks to drop and the cut chose among units they had left alike
+    grid = achieved if config.discretization == "global-threshold" else discretize(
+        log_alpha_heads, log_alpha_mlps, target, "global-threshold", prunable)[1]
+    reached = grid if config.discretization == "top-k" else achieved
+    return Subnetwork(
+        kept=kept, n_layers=model.n_layers, n_heads=model.n_heads, target_sparsity=target,
+        achieved_sparsity=achieved, threshold=threshold, seed=seed, model_id=model.model_id,
+        model_fingerprint=job.fingerprint, data_id=job.data_id,
+        hyperparameters=hyperparameters_of(config, target, job.data, job.means, job.loss),
+        metrics=_metrics(job, target, result, grid, reached, seconds),
+        log_alpha_heads=log_alpha_heads.clone(), log_alpha_mlps=log_alpha_mlps.clone())
+
+
+def _edge_circuit(job: _PruneJob, target: float, seed: int, result: MaskTrainingResult, seconds: float
+                  ) -> EdgeCircuit:
+    """The trained edge masks cut to a binary circuit: the top-k edges by log_alpha (Edge Pruning's threshold found
+    by binary search, here exactly by sorting)."""
+    model = job.model
+    layout = edge_layout(model)
+    keep, achieved, threshold = top_k(result.log_alpha, target)
+    grid = grid_threshold(HardConcrete.keep_probability(result.log_alpha), target)[1]
+    edges = [edge for edge, kept in zip(layout.edges(), keep.tolist()) if kept]
+    return EdgeCircuit(
+        kept=nodes_of(edges), n_layers=model.n_layers, n_heads=model.n_heads, target_sparsity=target,
+        achieved_sparsity=achieved, threshold=threshold, seed=seed, model_id=model.model_id,
+        model_fingerprint=job.fingerprint, data_id=job.data_id,
+        hyperparameters=hyperparameters_of(job.config, target, job.data, job.means, job.loss),
+        metrics=_metrics(job, target, result, grid, grid, seconds), edges=edges, n_kv_heads=layout.n_kv_heads,
+        log_alpha_edges=result.log_alpha)
 
 
 def evaluate_subnetworks(model: ModelLike, subnetworks: list[Subnetwork], eval_sets: Sequence[TaskLike], *,
@@ -288,8 +335,13 @@ def _evaluate_subnetworks(model: PreparedModel, subnetworks: list[Subnetwork], t
     known = model.known_fingerprints()
     for sub in subnetworks:
         sub.check_model(model, known)
-    table = ablated_tables(model, [sub.pruned for sub in subnetworks], tasks, method, means, full_logits, context,
-                           metrics=chosen)
+    circuits = [sub for sub in subnetworks if isinstance(sub, EdgeCircuit)]
+    if circuits and len(circuits) < len(subnetworks):
+        raise HeurlensError("evaluate edge circuits (heurlens prune --level edge) and node subnetworks apart: a circuit "
+                            "prunes edges, a subnetwork units")
+    table = (circuit_table(model, circuits, tasks, full_logits, chosen, context) if circuits else
+             ablated_tables(model, [sub.pruned for sub in subnetworks], tasks, method, means, full_logits, context,
+                            metrics=chosen))
     for sub, (_, row) in zip([sub for sub in subnetworks for _ in tasks], table.iterrows()):
         rows.append({"subnetwork": sub.label + (" (missed its target)" if sub.missed_target else ""),
                      "target_sparsity": sub.target_sparsity,

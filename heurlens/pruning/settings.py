@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 from typing import Literal
 
+from heurlens.errors import HeurlensError
 from heurlens.precision import Precision
 from heurlens.pruning.schedule import paper_steps, scaled_steps
 from heurlens.settings_checks import check_settings
@@ -63,6 +64,10 @@ class PruneSettings:
     ablation: Literal["mean", "interchange"] = field(default="mean", metadata={
         "help": "What a pruned unit is replaced by: its mean (the paper's), or interchange: its activation on the "
                 "example's corrupted prompt, position by position (Edge Pruning's; a task with corrupted prompts)."})
+    level: Literal["node", "edge"] = field(default="node", metadata={
+        "help": "What the masks prune: node (heads and MLPs, the Heuristic Core's) or edge (which component reads "
+                "which other's output, Edge Pruning's; needs --ablation interchange, a decoder TransformerLens splits "
+                "per head, and a sparsity over edges, e.g. 0.95)."})
     dtype: Precision = field(default="float32", metadata={
         "help": "Precision of the model's matrix products while the masks train and in the evaluation "
                 "(torch.autocast; log_alpha, the multipliers and the KL stay float32): bfloat16 or float16 on a "
@@ -71,6 +76,15 @@ class PruneSettings:
     def __post_init__(self) -> None:
         """Refuse NaN and infinite values and values outside each field's range up front."""
         check_settings(self, "pruning setting")
+        if self.level == "edge":
+            wrong = [f"{name}={value!r}" for name, value, needed in (
+                ("ablation", self.ablation, "interchange"), ("discretization", self.discretization, "top-k"),
+                ("units", self.units, "all")) if value != needed]
+            if wrong:
+                raise HeurlensError(f"edge-level pruning ({', '.join(wrong)}) replaces a pruned edge by its writer's "
+                                    "output on the example's corrupted input and keeps the top-k edges of every edge: "
+                                    "use ablation='interchange' (--ablation interchange), discretization='top-k' and "
+                                    "units='all'")
 
     @classmethod
     def released(cls, **changes) -> PruneSettings:
@@ -94,10 +108,10 @@ class PruneSettings:
         return min(self.warmup_steps or warmup, total), total
 
     def to_dict(self) -> dict:
-        """The settings as recorded in each subnetwork; ``units``, ``ablation`` and ``dtype`` only when not the
+        """The settings as recorded in each subnetwork; ``units``, ``ablation``, ``level`` and ``dtype`` only when not the
         default, so run folders written before they existed still match their own settings."""
         settings = asdict(self)
-        for name, default in (("units", "all"), ("ablation", "mean"), ("dtype", "float32")):
+        for name, default in (("units", "all"), ("ablation", "mean"), ("level", "node"), ("dtype", "float32")):
             if settings[name] == default:
                 del settings[name]
         return settings

@@ -151,11 +151,14 @@ class Subnetwork:
         try:
             record = json.loads(stem.with_suffix(".json").read_text())
             record.pop("pruned", None)
-            record["kept"] = parse_units(record["kept"], record["n_layers"], record["n_heads"]) if record["kept"] else []
             tensors_path = stem.with_suffix(".safetensors")
-            if tensors_path.exists():
-                tensors = load_file(str(tensors_path))
-                record |= {k: tensors[k] for k in ("log_alpha_heads", "log_alpha_mlps")}
+            tensors = load_file(str(tensors_path)) if tensors_path.exists() else {}
+            if "edges" in record:  # an edge circuit (heurlens prune --level edge)
+                from heurlens.pruning.circuit import EdgeCircuit
+
+                return EdgeCircuit.from_record(record, tensors)
+            record["kept"] = parse_units(record["kept"], record["n_layers"], record["n_heads"]) if record["kept"] else []
+            record |= {k: tensors[k] for k in ("log_alpha_heads", "log_alpha_mlps") if k in tensors}
             return cls(**record)
         except Exception as error:  # unreadable, truncated, or a JSON without the fields (e.g. {})
             raise HeurlensError(f"subnetwork {stem} cannot be read ({type(error).__name__}: "
@@ -197,29 +200,40 @@ def discretize(log_alpha_heads: Tensor, log_alpha_mlps: Tensor, target: float,
     them dropped. Returns (kept units, achieved sparsity, threshold).
     """
     layout = UnitLayout(*log_alpha_heads.shape)
+    log_alpha = layout.join(log_alpha_heads, log_alpha_mlps).float()
     with torch.no_grad():
         if method == "top-k":
-            return _top_k(layout, layout.join(log_alpha_heads, log_alpha_mlps).float(), target, prunable)
+            keep, achieved, threshold = top_k(log_alpha, target, prunable)
+            return layout.units_where(keep), achieved, threshold
         if method == "per-layer":
             score = layout.join(*per_layer_soft_mask(log_alpha_heads, log_alpha_mlps))
         elif method == "global-threshold":
-            score = HardConcrete.keep_probability(layout.join(log_alpha_heads, log_alpha_mlps))
+            score = HardConcrete.keep_probability(log_alpha)
         else:
             raise HeurlensError(f"unknown discretization {method!r}; use 'top-k', 'global-threshold' or 'per-layer'")
+        keep, achieved, threshold = grid_threshold(score, target, prunable)
+    return layout.units_where(keep), achieved, threshold
 
+
+def grid_threshold(score: Float[Tensor, " mask"], target: float, prunable: Tensor | None = None
+                   ) -> tuple[Tensor, float, float]:
+    """``discretize``'s grid search on a flat vector of scores: the threshold on THRESHOLD_GRID whose sparsity over
+    the ``prunable`` entries is closest to ``target`` (ties: nearest 0.5). Returns (keep mask, sparsity, threshold);
+    entries that may not be pruned are kept."""
     may_drop = torch.ones_like(score, dtype=torch.bool) if prunable is None else prunable
 
     def sparsity_at(threshold: float) -> float:
         return 1 - int((score[may_drop] > threshold).sum()) / int(may_drop.sum())
 
     threshold = min(THRESHOLD_GRID, key=lambda t: (abs(sparsity_at(t) - target), abs(t - 0.5)))
-    return layout.units_where((score > threshold) | ~may_drop), sparsity_at(threshold), threshold
+    return (score > threshold) | ~may_drop, sparsity_at(threshold), threshold
 
 
-def _top_k(layout: UnitLayout, log_alpha: Tensor, target: float, prunable: Tensor | None
-           ) -> tuple[list[Unit], float, float]:
-    """``discretize``'s "top-k": the round((1 - target) n) prunable units of highest log_alpha kept (ties: the
-    lower unit index first), every unit that may not be pruned kept too."""
+def top_k(log_alpha: Float[Tensor, " mask"], target: float, prunable: Tensor | None = None
+          ) -> tuple[Tensor, float, float]:
+    """``discretize``'s "top-k" on a flat vector (units or edges): the round((1 - target) n) prunable entries of
+    highest log_alpha kept (ties: the lower index first), every entry that may not be pruned kept too. Returns (keep
+    mask, sparsity, threshold: the keep-probability halfway between the last entry kept and the first dropped)."""
     may_drop = torch.ones_like(log_alpha, dtype=torch.bool) if prunable is None else prunable
     candidates = may_drop.nonzero().flatten()
     n_keep = round((1 - target) * len(candidates))
@@ -229,4 +243,4 @@ def _top_k(layout: UnitLayout, log_alpha: Tensor, target: float, prunable: Tenso
     probability = HardConcrete.keep_probability(log_alpha[order].double())
     last_kept = float(probability[n_keep - 1]) if n_keep > 0 else 1.0
     first_dropped = float(probability[n_keep]) if n_keep < len(order) else 0.0
-    return layout.units_where(keep), 1 - n_keep / len(candidates), (last_kept + first_dropped) / 2
+    return keep, 1 - n_keep / len(candidates), (last_kept + first_dropped) / 2

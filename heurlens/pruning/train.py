@@ -23,7 +23,9 @@ Its settings are ``PruneSettings`` (``heurlens.pruning.settings``).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import torch
 import torch.nn.functional as F
@@ -32,8 +34,9 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from heurlens.devices import device_of, to_device
+from heurlens.edges import EdgeMaskHooks, edge_layout
 from heurlens.errors import HeurlensError
-from heurlens.interchange import corrupted_activations, corruption_of
+from heurlens.interchange import corruption_of
 from heurlens.masking import UnitMaskHooks
 from heurlens.means import UnitMeans
 from heurlens.precision import autocast
@@ -47,10 +50,20 @@ from heurlens.training_helpers import frozen_parameters, shuffled_order
 from heurlens.units import UnitLayout
 
 
+class MaskedForward(Protocol):
+    """What the training loop needs of the hooks that mask a model: unit masks (``UnitMaskHooks``) or edge masks
+    (``heurlens.edges.EdgeMaskHooks``)."""
+
+    def set_masks(self, flat: Float[Tensor, "example mask"]) -> None: ...
+
+    def use_corrupted(self, model: PreparedModel, batch: Batch) -> None: ...
+
+    def attached(self, model: PreparedModel) -> AbstractContextManager[None]: ...
+
+
 @dataclass
 class MaskTrainingResult:
-    log_alpha_heads: Float[Tensor, "layer head"]
-    log_alpha_mlps: Float[Tensor, " layer"]
+    log_alpha: Float[Tensor, " mask"]  # per unit (``UnitLayout``'s order) or per edge (``EdgeLayout``'s)
     final_loss: float  # the objective's last value (KL by default) without the Lagrangian terms
     final_expected_sparsity: float
     steps: int
@@ -111,19 +124,42 @@ def train_unit_masks(model: PreparedModel, data: Task, full_logits: Float[Tensor
     micro-batch is ``_micro_batch``), its batch stacked with nothing: the log_alphas are bit for bit those of
     the separate single-seed loop it replaced (checked on a 4-layer BERT).
     """
+    device = device_of(model)
+    layout = UnitLayout(model.n_layers, model.n_heads)
+    hooks = UnitMaskHooks(means.to(device), *layout.mask([], device))
+    return train_masks(model, data, full_logits, hooks, prunable_units(layout, config.units, device), sparsity, seeds,
+                       config, progress, loss)
+
+
+def train_edge_masks(model: PreparedModel, data: Task, full_logits: Float[Tensor, "example label"], sparsity: float,
+                     seeds: Sequence[int], config: PruneSettings = PruneSettings(), progress: bool = True,
+                     loss: Loss | None = None) -> list[MaskTrainingResult]:
+    """``train_unit_masks`` on the model's edges (Edge Pruning, Bhaskar et al. 2024): one hard-concrete mask per edge
+    (``heurlens.edges``), a pruned edge carrying its writer's output on the example's corrupted input, the sparsity the
+    fraction of edges pruned; every other part of the recipe (objective, Lagrangian, schedule, stacked seeds) as for
+    units."""
+    layout = edge_layout(model)
+    device = device_of(model)
+    hooks = EdgeMaskHooks(layout, torch.ones(layout.n_edges, device=device))
+    return train_masks(model, data, full_logits, hooks, torch.ones(layout.n_edges, dtype=torch.bool, device=device),
+                       sparsity, seeds, config, progress, loss)
+
+
+def train_masks(model: PreparedModel, data: Task, full_logits: Float[Tensor, "example label"], hooks: MaskedForward,
+                prunable: Bool[Tensor, " mask"], sparsity: float, seeds: Sequence[int], config: PruneSettings,
+                progress: bool, loss: Loss | None) -> list[MaskTrainingResult]:
+    """The loop of ``train_unit_masks`` and ``train_edge_masks``: one hard-concrete mask per entry of ``prunable``
+    (those False kept at 1), applied through ``hooks``."""
     if len(set(seeds)) != len(seeds) or not seeds:
         raise HeurlensError(f"seeds {list(seeds)}: give at least one seed, each once")
     objective = loss or kl_loss
     device = device_of(model)
-    means = means.to(device)
-    layout = UnitLayout(model.n_layers, model.n_heads)
-    prunable = prunable_units(layout, config.units, device)
     batch_size = data.batches[0]["input_ids"].shape[0]
     warmup, total = config.steps_for(sparsity, len(data), batch_size)
     runs = []
     for seed in seeds:
         torch.manual_seed(seed)  # log_alpha's initial draw, as for one seed alone
-        mask = HardConcrete(layout.n_units, config.log_alpha_init, config.log_alpha_init_std, device=device)
+        mask = HardConcrete(len(prunable), config.log_alpha_init, config.log_alpha_init_std, device=device)
         lambdas = torch.zeros(2, requires_grad=True, device=device)
         optimizer, schedule = mask_optimizer(mask, lambdas, config, total)
         order_generator = torch.Generator(device="cpu").manual_seed(seed)
@@ -134,9 +170,8 @@ def train_unit_masks(model: PreparedModel, data: Task, full_logits: Float[Tensor
     tokenizer = getattr(model, "tokenizer", None)
     pad_token_id = getattr(tokenizer, "pad_token_id", None) or 0
 
-    hooks = UnitMaskHooks(means, *layout.mask([], device))
-    corruption = corruption_of(data) if config.ablation == "interchange" else None
-    shared = _Shared(model, data, corruption, full_logits, hooks, layout, prunable, config, objective, offsets,
+    corruption = corruption_of(data) if config.ablation == "interchange" or config.level == "edge" else None
+    shared = _Shared(model, data, corruption, full_logits, hooks, prunable, config, objective, offsets,
                      examples, pad_token_id, device)
     names = ",".join(map(str, seeds))
     bar = tqdm(total=total, desc=f"pruning seed{'s' if len(seeds) > 1 else ''} {names} to {sparsity:.0%}",
@@ -168,8 +203,7 @@ def train_unit_masks(model: PreparedModel, data: Task, full_logits: Float[Tensor
         model.eval()
     results = []
     for run in runs:
-        log_alpha_heads, log_alpha_mlps = layout.split(run.mask.log_alpha.detach().cpu())
-        results.append(MaskTrainingResult(log_alpha_heads.clone(), log_alpha_mlps.clone(), _item(run.fit),
+        results.append(MaskTrainingResult(run.mask.log_alpha.detach().cpu().clone(), _item(run.fit),
                                           expected_sparsity(run.mask, prunable).item(), total))
     return results
 
@@ -182,8 +216,7 @@ class _Shared:
     data: Task
     corruption: Task | None  # interchange ablation: the data's corrupted examples, batch for batch
     full_logits: Float[Tensor, "row label"]
-    hooks: UnitMaskHooks
-    layout: UnitLayout
+    hooks: MaskedForward
     prunable: Bool[Tensor, " unit"]
     config: PruneSettings
     objective: Loss
@@ -206,12 +239,11 @@ def _micro_batch(shared: _Shared, runs: list[_SeedRun], target: float) -> None:
         indices.append(run.order.pop())
         draws.append(run.mask.sample(run.draws).where(shared.prunable, 1.0))
     counts = torch.tensor([shared.examples[i] for i in indices], device=shared.device)
-    shared.hooks.heads, shared.hooks.mlps = shared.layout.split(torch.stack(draws).repeat_interleave(counts, dim=0))
+    shared.hooks.set_masks(torch.stack(draws).repeat_interleave(counts, dim=0))
     with autocast(config.dtype, shared.device):
-        if shared.corruption is not None:  # interchange ablation: the units' activations on the corrupted batches
+        if shared.corruption is not None:  # interchange ablation: the activations on the corrupted batches
             corrupted = stacked_batches([shared.corruption.batches[i] for i in indices], shared.pad_token_id)
-            with shared.hooks.disabled():
-                shared.hooks.replacement = corrupted_activations(shared.model, to_device(corrupted, shared.device))
+            shared.hooks.use_corrupted(shared.model, to_device(corrupted, shared.device))
         logits = shared.model(**stacked_batches([data.batches[i] for i in indices], shared.pad_token_id)).float()
     lagrangian = torch.zeros((), device=shared.device)
     start = 0

@@ -1,0 +1,177 @@
+"""Edge-level pruning (heurlens.edges, Edge Pruning's masks between components). Known answers: with every edge kept
+the masked model is the model and with every edge pruned its run on the corrupted input; on a hand-set Llama whose
+answer flows along one path of edges, edge pruning keeps exactly that path where node pruning keeps both heads."""
+
+import pytest
+import torch
+from planted_edges import N_EDGES, PATH, build_planted_edges_model, planted_edges_task
+
+import heurlens
+from heurlens.edges import edge_layout, edge_mask_forward, parse_edges
+from heurlens.errors import HeurlensError
+from heurlens.pruning import PruneSettings, Subnetwork
+from heurlens.pruning.circuit import EdgeCircuit
+from heurlens.tasks import as_task
+
+EDGE_LEVEL = PruneSettings(level="edge", ablation="interchange")
+CLEAN = torch.tensor([[2, 4, 10, 5, 6], [3, 5, 10, 9, 7]])  # word-level tokens, no padding
+CORRUPTED = torch.tensor([[3, 9, 10, 4, 6], [2, 4, 10, 9, 8]])
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory):
+    return heurlens.load_model(build_planted_edges_model(tmp_path_factory.mktemp("planted-edges")))
+
+
+def batch(ids):
+    return {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+
+
+@pytest.mark.parametrize("family", ["llama", "gpt2"])
+def test_every_edge_kept_is_the_model_and_every_edge_pruned_is_its_run_on_the_corrupted_input(
+        family, tiny_decoder_dirs, tiny_gpt2_dirs):
+    model = heurlens.load_model(tiny_decoder_dirs["llama"] if family == "llama" else tiny_gpt2_dirs["lm"])
+    layout = edge_layout(model)
+    clean, corrupted = batch(CLEAN), batch(CORRUPTED)
+    with torch.no_grad():
+        full, on_corrupted = model(**clean), model(**corrupted)
+        kept = edge_mask_forward(model, torch.ones(layout.n_edges), clean, corrupted)
+        pruned = edge_mask_forward(model, torch.zeros(layout.n_edges), clean, corrupted)
+        per_example = edge_mask_forward(model, torch.stack([torch.ones(layout.n_edges), torch.zeros(layout.n_edges)]),
+                                        clean, corrupted)
+        after = model(**clean)
+    torch.testing.assert_close(kept, full, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(pruned, on_corrupted, atol=1e-5, rtol=1e-5)
+    assert (full - on_corrupted).abs().max() > 0.05  # the two runs differ, so the masks did act
+    torch.testing.assert_close(per_example, torch.stack([full[0], on_corrupted[1]]), atol=1e-5, rtol=1e-5)
+    assert torch.equal(after, full)  # the split inputs and hooks are gone, the model as it was
+    assert not model.bridge.cfg.use_split_qkv_input and not model.bridge.cfg.use_hook_mlp_in
+
+
+def test_a_grouped_query_models_key_and_value_edges_go_into_its_key_value_heads(tiny_decoder_dirs):
+    layout = edge_layout(heurlens.load_model(tiny_decoder_dirs["llama"]))  # 4 query heads share 2 key-value heads
+    readers = {edge.reader for edge in layout.edges()}
+    assert {"L1.H3.q", "L1.KV1.k", "L1.KV1.v"} <= readers and "L1.KV2.k" not in readers and "L1.H3.k" not in readers
+    # per layer: 4 query, 2 key and 2 value inputs read the writers below, the MLP those and the layer's heads
+    assert layout.n_edges == 8 * 1 + 5 + 8 * 6 + 10 + 11
+
+
+def test_the_planted_path_is_exactly_what_reaches_the_logits(planted):
+    layout = edge_layout(planted)
+    task = planted_edges_task(1)
+    clean, corrupted = task.batches[0], task.corrupted.batches[0]
+    with torch.no_grad():
+        full, on_corrupted = planted(**clean), planted(**corrupted)
+        assert torch.equal(edge_mask_forward(planted, layout.mask(PATH), clean, corrupted), full)
+        for edge in PATH:  # any one edge of the path pruned: the logits move as far as the corrupted run's
+            without = edge_mask_forward(planted, layout.mask([e for e in PATH if e != edge]), clean, corrupted)
+            torch.testing.assert_close(without, on_corrupted, atol=1e-5, rtol=1e-5)
+    assert layout.n_edges == N_EDGES
+
+
+def test_edge_pruning_keeps_the_path_where_node_pruning_keeps_both_heads(planted, tmp_path):
+    task = planted_edges_task()
+    [circuit] = heurlens.prune(planted, task, sparsity=1 - len(PATH) / N_EDGES, seeds=[0], config=EDGE_LEVEL,
+                               out=tmp_path / "edges", progress=False, cache=False)
+    [subnetwork] = heurlens.prune(planted, task, sparsity=4 / 6, seeds=[0], config=PruneSettings(ablation="interchange"),
+                                  progress=False, cache=False)
+    assert isinstance(circuit, EdgeCircuit) and sorted(map(str, circuit.edges)) == sorted(PATH)
+    assert circuit.metrics["subnetwork_train_kl"] < 1e-6 and circuit.achieved_sparsity == 1 - 3 / N_EDGES
+    assert list(map(str, subnetwork.kept)) == list(map(str, circuit.kept)) == ["L0.H1", "L1.H0"]
+    # the node subnetwork keeps every edge between its two heads (their query and key inputs, L0.H1 -> logits, ...)
+    between = [e for e in edge_layout(planted).edges() if e.writer in ("embed", "L0.H1", "L1.H0")
+               and (e.reader == "logits" or e.reader.startswith(("L0.H1.", "L1.H0.")))]
+    assert len(between) == 12 and set(map(str, between)) > set(PATH)
+    loaded = Subnetwork.load(tmp_path / "edges" / "sparsity-0.93" / "seed-00")
+    assert isinstance(loaded, EdgeCircuit) and loaded.edges == circuit.edges
+    assert torch.equal(loaded.log_alpha_edges, circuit.log_alpha_edges)
+    [again] = heurlens.prune(planted, task, sparsity=1 - len(PATH) / N_EDGES, seeds=[0], config=EDGE_LEVEL,
+                             out=tmp_path / "edges", progress=False, cache=False)  # resumed: loaded, not trained
+    assert again.edges == circuit.edges and again.metrics["train_seconds"] == circuit.metrics["train_seconds"]
+
+
+def test_edge_pruning_is_refused_by_name_where_it_cannot_run(tiny_bert_dir, planted):
+    with pytest.raises(HeurlensError, match="--level node"):
+        edge_layout(heurlens.load_model(tiny_bert_dir))  # an encoder: no split query/key/value inputs
+    with pytest.raises(HeurlensError, match="ablation='interchange'"):
+        PruneSettings(level="edge")  # pruned edges carry the corrupted input's outputs, not means
+    no_corruption = as_task(planted, torch.tensor([[2], [3]]))
+    with pytest.raises(HeurlensError, match="corrupted"):
+        heurlens.prune(planted, no_corruption, sparsity=0.5, seeds=[0], config=EDGE_LEVEL, progress=False, cache=False)
+    with pytest.raises(HeurlensError, match="not an edge of this model"):
+        parse_edges("L1.H0->L0.H1.v", edge_layout(planted))  # edges go forward only
+
+
+def test_a_node_circuit_as_edges_is_the_same_model_as_its_units_interchange_ablated(tiny_decoder_dirs):
+    """Two computations of one model: the units outside the circuit interchange-ablated at their outputs, and only the
+    edges between the circuit's units (and the embeddings and logits) kept (``edges_between``)."""
+    from test_interchange import EXAMPLES
+
+    from heurlens.ablation import ablated_scores
+    from heurlens.call_context import call_context
+    from heurlens.data.prompt_tasks import tokenize_prompt_task
+    from heurlens.pruning.circuit import circuit_scores
+    from heurlens.units import UnitLayout, parse_units
+    from conftest import word_level_tokenizer
+
+    model = heurlens.load_model(tiny_decoder_dirs["llama"])  # grouped: query heads 2 and 3 share key-value head 1
+    task = tokenize_prompt_task("toy", EXAMPLES, word_level_tokenizer(), n_ctx=32, add_special_tokens=False)
+    context = call_context(model, cache=False)
+    kept = parse_units("L0.H1,L0.MLP,L1.H3", 2, 4)
+    outside = [unit for unit in UnitLayout(2, 4).units() if unit not in kept]
+    [by_units] = ablated_scores(model, [outside], task, "interchange", None, context)
+    layout = edge_layout(model)
+    [by_edges] = circuit_scores(model, [layout.mask(layout.edges_between(kept))], task, context)
+    torch.testing.assert_close(by_edges, by_units, atol=1e-5, rtol=1e-5)
+    [full] = circuit_scores(model, [torch.ones(layout.n_edges)], task, context)
+    assert (by_edges - full).abs().max() > 1e-3  # the circuit is not the whole model
+    assert "L0.H1->L1.KV1.v" in map(str, layout.edges_between(kept))  # L1.H3 reads key-value head 1
+
+
+def test_faithfulness_of_edge_circuits_is_over_the_fraction_of_edges_kept(planted):
+    from heurlens.analysis.faithfulness import faithfulness_curve
+
+    task = planted_edges_task()
+    [circuit] = heurlens.prune(planted, task, sparsity=1 - len(PATH) / N_EDGES, seeds=[0], config=EDGE_LEVEL,
+                               progress=False, cache=False)
+    edges = faithfulness_curve(planted, [circuit], task)
+    nodes = faithfulness_curve(planted, {"path heads": "L0.H1,L1.H0", "other heads": "L0.H0,L1.H1"}, task, edges=True)
+    assert edges.circuits[["kept_fraction", "edges_kept"]].values.tolist() == [[3 / N_EDGES, 3]]
+    assert edges.circuits["faithfulness"].tolist() == pytest.approx([1.0])
+    assert nodes.circuits["edges_kept"].tolist() == [12, 12]
+    assert nodes.circuits["faithfulness"].tolist() == pytest.approx([1.0, 0.0], abs=1e-6)
+    assert edges.empty == pytest.approx(nodes.empty) and edges.empty < 0 < edges.full  # the corrupted prompts' answer
+
+
+def test_the_cli_prunes_edges_and_scores_them_beside_a_node_run(planted, tmp_path, capsys):
+    """``heurlens prune --level edge`` then ``heurlens faithfulness EDGE_RUN NODE_RUN``: both over the fraction of
+    edges kept, the edge circuit the planted path."""
+    import json
+
+    from cli_run import heurlens_in_process
+
+    from planted_edges import WORDS
+
+    task = tmp_path / "task.jsonl"
+    rows = [{"prompt": word, "answer": f" {word}", "distractors": [f" {WORDS[(i + 1) % 4]}"],
+             "corrupted_prompt": WORDS[(i + 1) % 4]} for i, word in enumerate(WORDS)] * 4
+    task.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    model_dir = str(planted.model_id)
+    common = ["--model", model_dir, "--task", str(task), "--task-examples", "16", "--seeds", "1", "--ablation",
+              "interchange", "--batch-size", "4"]
+    status, out, err = heurlens_in_process(capsys, "prune", *common, "--level", "edge", "--sparsity",
+                                           f"{1 - 3 / N_EDGES:.4f}", "--out", str(tmp_path / "edges"))
+    assert status == 0, err
+    assert "edge circuits (pruned edges carrying" in out
+    circuit = Subnetwork.load(next((tmp_path / "edges").glob("sparsity-*/seed-00.json")))
+    assert sorted(map(str, circuit.edges)) == sorted(PATH)
+    status, _, err = heurlens_in_process(capsys, "prune", *common, "--sparsity", f"{4 / 6:.4f}", "--out",
+                                         str(tmp_path / "nodes"))
+    assert status == 0, err
+    status, out, err = heurlens_in_process(capsys, "faithfulness", str(tmp_path / "edges"), str(tmp_path / "nodes"),
+                                           "--task", str(task), "--task-examples", "16", "--json")
+    assert status == 0, err
+    shown = {row["method"].split(" (")[0]: row for row in json.loads(out)}
+    assert shown["edge pruning"]["edges_kept"] == 3 and shown["edge pruning"]["faithfulness"] == pytest.approx(1.0)
+    assert shown["mask optimisation"]["edges_kept"] == 12  # L0.H1 and L1.H0 with every edge between them
+    assert shown["mask optimisation"]["faithfulness"] == pytest.approx(1.0)
