@@ -197,9 +197,9 @@ class EdgeMaskHooks:
         self._outputs: WriterOutputs = []  # the corrupted pass: the writers' outputs so far
         self._differences: WriterOutputs = []  # a masked pass: out_w - out_w~ of the writers so far, block by block
         self._written = self._closed = 0  # blocks written in this pass; blocks up to the last MLP's
-        attention = [group for group in layout.groups if ".attn." in group.hook_name]  # per layer: q, k, v
-        self._attention = {q.hook_name: [q, k, v] for q, k, v in zip(attention[::3], attention[1::3], attention[2::3])}
-        self._pending: dict[str, Tensor] = {}  # the key and value inputs' corrections, computed with the query's
+        per_layer = zip(*(iter(layout.groups[:-1]),) * 4)  # each layer's q, k, v and MLP groups
+        self._read_with = {q.hook_name: [k, v, mlp] for q, k, v, mlp in per_layer}  # computed when q fires
+        self._pending: dict[str, tuple[Tensor, int]] = {}  # corrections computed early, and over how many writers
         self._capturing = False  # the pass on the corrupted batch: record outputs, change nothing
         self._w_o: list[Tensor] = []
 
@@ -272,39 +272,48 @@ class EdgeMaskHooks:
 
     def _read(self, group: ReaderGroup, x: Tensor, hook: Any) -> Tensor | None:
         """x_r - sum_w (1 - m_wr) (out_w - out_w~) for each reader r of the group (``x``: ``[batch, pos, reader,
-        d_model]``, or ``[batch, pos, d_model]`` for a group of one). A layer's query, key and value inputs read the
-        same writers: their corrections are computed together when the query input fires and kept for the others."""
+        d_model]``, or ``[batch, pos, d_model]`` for a group of one). A layer's query, key and value inputs and its MLP
+        read the same writers below the layer: their corrections are computed together when the query input fires
+        (one pass over those writers' outputs a layer), the MLP's completed with its own layer's heads."""
         if self._capturing:
             return None
-        correction = self._pending.pop(group.hook_name, None)
+        dropped = self._dropped(group, x.shape[0])
+        correction, covered = self._pending.pop(group.hook_name, (None, 0))
         if correction is None:
-            together = self._attention.get(group.hook_name, [group])
-            both = ReaderGroup(group.hook_name, sum((g.readers for g in together), ()), group.n_writers, group.start)
-            corrections = self._correction(both, x.shape[0]).split([len(g.readers) for g in together], dim=1)
-            self._pending |= {g.hook_name: c for g, c in zip(together[1:], corrections[1:])}
-            correction = corrections[0]
+            later = self._read_with.get(group.hook_name, [])
+            below = torch.cat([dropped] + [self._dropped(g, x.shape[0])[..., :group.n_writers] for g in later], dim=1)
+            correction, *theirs = self._product(below, 0, group.n_writers).split(
+                [len(group.readers)] + [len(g.readers) for g in later], dim=1)
+            self._pending |= {g.hook_name: (c, group.n_writers) for g, c in zip(later, theirs)}
+        elif covered < group.n_writers:
+            correction = correction + self._product(dropped[..., covered:], covered, group.n_writers)
         correction = correction.unflatten(-1, (x.shape[1], x.shape[-1])).transpose(1, 2)  # [batch, pos, reader, d]
         return x - (correction if x.dim() == 4 else correction[:, :, 0])
 
-    def _correction(self, group: ReaderGroup, batch: int) -> Float[Tensor, "batch reader pos_d_model"]:
-        """sum_w (1 - m_wr) (out_w - out_w~) for each reader of ``group``: one batched matrix product per block of
-        writers (a layer's, or the heads of the reader's own layer), so the writers' outputs are never copied for a
-        reader, and backpropagation keeps each block once."""
+    def _dropped(self, group: ReaderGroup, batch: int) -> Float[Tensor, "batch reader writer"]:
+        """1 - m for the group's edges, one matrix per example."""
         dropped = 1 - self.layout.group_mask(group, self.masks).to(self._differences[0].device,
                                                                      self._differences[0].dtype)
-        dropped = dropped.expand(batch, *dropped.shape[-2:])  # [batch, reader, writer]
+        return dropped.expand(batch, *dropped.shape[-2:])
+
+    def _product(self, dropped: Float[Tensor, "batch reader writer"], first: int, last: int
+                 ) -> Float[Tensor, "batch reader pos_d_model"]:
+        """sum_w (1 - m_wr) (out_w - out_w~) over writers ``first`` to ``last`` (``dropped``'s columns): one batched
+        matrix product per block of writers (a layer's, or the heads of the reader's own layer), so the writers' outputs
+        are never copied for a reader, and backpropagation keeps each block once."""
         correction, start = None, 0
         for difference in self._differences:  # [batch, writers of the block, pos * d_model]
             end = start + difference.shape[1]
-            if end > group.n_writers:
+            if end > last:
                 break
-            block = dropped[..., start:end]
-            correction = (torch.bmm(block, difference) if correction is None
-                          else torch.baddbmm(correction, block, difference))
+            if start >= first:
+                block = dropped[..., start - first:end - first]
+                correction = (torch.bmm(block, difference) if correction is None
+                              else torch.baddbmm(correction, block, difference))
             start = end
-        if start != group.n_writers or correction is None:
-            raise HeurlensError(f"{group.hook_name} fired after {start} writers, not the {group.n_writers} edge-level "
-                                "pruning expects: this architecture's blocks run in another order")
+        if start != last or correction is None:
+            raise HeurlensError(f"a reader fired after {start} writers, not the {last} edge-level pruning expects: this "
+                                "architecture's blocks run in another order")
         return correction
 
 
