@@ -105,6 +105,7 @@ def test_edge_pruning_is_refused_by_name_where_it_cannot_run(tiny_bert_dir, plan
 def test_a_node_circuit_as_edges_is_the_same_model_as_its_units_interchange_ablated(tiny_decoder_dirs):
     """Two computations of one model: the units outside the circuit interchange-ablated at their outputs, and only the
     edges between the circuit's units (and the embeddings and logits) kept (``edges_between``)."""
+    from conftest import word_level_tokenizer
     from test_interchange import EXAMPLES
 
     from heurlens.ablation import ablated_scores
@@ -112,7 +113,6 @@ def test_a_node_circuit_as_edges_is_the_same_model_as_its_units_interchange_abla
     from heurlens.data.prompt_tasks import tokenize_prompt_task
     from heurlens.pruning.circuit import circuit_scores
     from heurlens.units import UnitLayout, parse_units
-    from conftest import word_level_tokenizer
 
     model = heurlens.load_model(tiny_decoder_dirs["llama"])  # grouped: query heads 2 and 3 share key-value head 1
     task = tokenize_prompt_task("toy", EXAMPLES, word_level_tokenizer(), n_ctx=32, add_special_tokens=False)
@@ -149,7 +149,6 @@ def test_the_cli_prunes_edges_and_scores_them_beside_a_node_run(planted, tmp_pat
     import json
 
     from cli_run import heurlens_in_process
-
     from planted_edges import WORDS
 
     task = tmp_path / "task.jsonl"
@@ -175,3 +174,24 @@ def test_the_cli_prunes_edges_and_scores_them_beside_a_node_run(planted, tmp_pat
     assert shown["edge pruning"]["edges_kept"] == 3 and shown["edge pruning"]["faithfulness"] == pytest.approx(1.0)
     assert shown["mask optimisation"]["edges_kept"] == 12  # L0.H1 and L1.H0 with every edge between them
     assert shown["mask optimisation"]["faithfulness"] == pytest.approx(1.0)
+    status, out, err = heurlens_in_process(capsys, "report", str(tmp_path / "edges"), "--task", str(task),
+                                           "--task-examples", "16")
+    assert status == 0, err
+    page = (tmp_path / "edges" / "report.html").read_text()
+    assert "Edge circuits" in page and f"{circuit.label}: 3 edges" in page
+
+
+def test_the_circuit_graph_draws_each_kept_edge_from_its_writer_to_the_input_it_enters(planted):
+    from heurlens.analysis.circuit_graph import circuit_figure, node_positions
+
+    layout = edge_layout(planted)
+    circuit = EdgeCircuit(kept=[], n_layers=2, n_heads=2, target_sparsity=0.9, achieved_sparsity=0.9, threshold=0.5,
+                          seed=0, model_id="planted", model_fingerprint="", data_id="", n_kv_heads=2,
+                          edges=parse_edges(",".join(PATH + ["embed->L1.MLP"]), layout))
+    figure = circuit_figure(circuit)
+    lines = {trace.name: list(zip(trace.x, trace.y)) for trace in figure.data if trace.mode == "lines"}
+    at = node_positions(circuit)
+    assert lines["into v"] == [at["embed"], at["L0.H1"], (None, None), at["L0.H1"], at["L1.H0"], (None, None)]
+    assert lines["into the logits"] == [at["L1.H0"], at["logits"], (None, None)]
+    assert lines["into MLP"] == [at["embed"], at["L1.MLP"], (None, None)]
+    assert at["embed"][1] < at["L0.H1"][1] < at["L1.H0"][1] < at["L1.MLP"][1] < at["logits"][1]

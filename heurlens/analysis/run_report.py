@@ -14,6 +14,7 @@ import pandas as pd
 
 from heurlens.activation_cache import data_fingerprint
 from heurlens.analysis.accuracy_curve import accuracy_curve_figure, highest_faithful_sparsity
+from heurlens.analysis.circuit_graph import circuit_figure
 from heurlens.analysis.effective_size import EFFECTIVE_SIZE_FILE, effective_size_figure
 from heurlens.analysis.head_detector import head_detector_scores
 from heurlens.analysis.overlap import analysed_core, overlap_report
@@ -22,6 +23,7 @@ from heurlens.analysis.report import Report
 from heurlens.cache import atomic_write_csv, stored
 from heurlens.errors import HeurlensError
 from heurlens.protocols import PreparedModel, Task
+from heurlens.pruning.circuit import EdgeCircuit
 from heurlens.pruning.run_folder import MEANS_FILE, find_subnetworks, load_run_means, subnetworks_by_sparsity
 from heurlens.pruning.runs import accuracy_table, evaluate_subnetworks
 
@@ -111,6 +113,15 @@ def build_run_report(run_dir: Path, model: PreparedModel, eager_model: PreparedM
         report.text("Highest sparsity at which every seed stays within 3 points of the full model in-domain: "
                     f"{highest_faithful_sparsity(evaluation):.0%}")
 
+    circuits = [s for s in everything if isinstance(s, EdgeCircuit)]
+    if circuits:
+        report.heading("Edge circuits")
+        report.text("Each circuit's edges (prune --level edge); the overlap and core below are of the heads and MLPs "
+                    "their edges touch.")
+        report.table(pd.DataFrame([{"circuit": c.label, "edges": len(c.edges), "of": c.layout.n_edges,
+                                    "components": ",".join(map(str, c.kept))} for c in circuits]))
+        for circuit in circuits:
+            report.figure(circuit_figure(circuit))
     report.extend(overlap_report(groups))
     core, what = analysed_core(groups)
 
