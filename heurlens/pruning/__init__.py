@@ -7,11 +7,13 @@ from heurlens.lazy import lazy_exports
 
 _EXPORTS = {"HardConcrete": ".hard_concrete", "accuracy_table": ".runs", "evaluate_subnetworks": ".runs",
             "prune": ".runs", "Subnetwork": ".subnetwork", "discretize": ".subnetwork", "PruneSettings": ".settings",
-            "train_unit_mask": ".train", "train_unit_masks": ".train"}
+            "train_unit_mask": ".train", "train_unit_masks": ".train", "train_edge_masks": ".train",
+            "EdgeCircuit": ".circuit"}
 __all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 if TYPE_CHECKING:  # the lazy names' real types, for type checkers and editors (never run)
+    from heurlens.pruning.circuit import EdgeCircuit as EdgeCircuit
     from heurlens.pruning.hard_concrete import HardConcrete as HardConcrete
     from heurlens.pruning.runs import accuracy_table as accuracy_table
     from heurlens.pruning.runs import evaluate_subnetworks as evaluate_subnetworks
@@ -19,5 +21,6 @@ if TYPE_CHECKING:  # the lazy names' real types, for type checkers and editors (
     from heurlens.pruning.settings import PruneSettings as PruneSettings
     from heurlens.pruning.subnetwork import Subnetwork as Subnetwork
     from heurlens.pruning.subnetwork import discretize as discretize
+    from heurlens.pruning.train import train_edge_masks as train_edge_masks
     from heurlens.pruning.train import train_unit_mask as train_unit_mask
     from heurlens.pruning.train import train_unit_masks as train_unit_masks
