@@ -6,12 +6,14 @@ prompt's ABC corruption) the script prunes SmolLM2 on --examples IOI prompts (se
 seeds (resumable: finished subnetworks in --out/<ablation> are reused), ranks the units by attribution patching on
 the same prompts, and scores both kinds of circuit on as many other prompts (seed 1): f(k) = (m(circuit) -
 m(empty)) / (m(full) - m(empty)), m the logit difference. It writes the tables, the top units of each method and
-the run times to --docs, and the curves beside it.
+the run times to --docs, and the curves beside it. With --edge-sparsities (by default), Edge Pruning's circuits
+(heurlens prune --level edge) on the same prompts, scored over the fraction of edges kept beside the interchange node
+circuits and attribution's (each as the edges between its units), and the sparsest circuit drawn.
 
 Run: OMP_NUM_THREADS=1 .venv/bin/python analyses/circuits_ioi_smollm2.py [--sparsities 0.5 0.7 0.8 0.9 0.95]
 (one prune step of 32 prompts takes about 4.4 s on this CPU at one thread: 300 steps a subnetwork, 30 subnetworks
-with the defaults, about 11 hours: a GPU's job; the model goes where heurlens.load_model puts it, a CUDA GPU when
-there is one, or $HEURLENS_DEVICE)
+with the defaults, about 11 hours, and 15 edge circuits at about 2.5x a node step's cost as many again: a GPU's job;
+the model goes where heurlens.load_model puts it, a CUDA GPU when there is one, or $HEURLENS_DEVICE)
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import pandas as pd
 
 import heurlens
 from heurlens.analysis.attribution import attribution_circuits, attribution_scores
+from heurlens.analysis.circuit_graph import circuit_figure
 from heurlens.analysis.faithfulness import faithfulness_curve, faithfulness_figure
 from heurlens.cache import atomic_write_bytes
 from heurlens.data.prompt_tasks import logit_difference
@@ -38,6 +41,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("runs/ioi-smollm2"))
     parser.add_argument("--examples", type=int, default=200)
     parser.add_argument("--sparsities", type=float, nargs="+", default=[0.5, 0.7, 0.8, 0.9, 0.95])
+    parser.add_argument("--edge-sparsities", type=float, nargs="*", default=[0.9, 0.95, 0.98, 0.99, 0.995],
+                        help="Edge pruning's sparsities (none: node circuits only).")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=None, help="Pruning steps (default: heurlens prune's schedule).")
     parser.add_argument("--docs", type=Path, default=Path("docs/results/circuits-ioi-smollm2.md"))
@@ -74,6 +79,34 @@ def main() -> None:
         highest = max(args.sparsities)
         core = set.intersection(*(set(sub.kept) for sub in subnetworks if sub.target_sparsity == highest))
         tops[f"kept by every {highest:.0%} subnetwork, {ablation}"] = ", ".join(map(str, sorted(core))) or "(none)"
+    edge_rows, edge_curves = [], {}
+    if args.edge_sparsities:  # Edge Pruning's circuits, beside the interchange node circuits on the edge axis
+        start = time.time()
+        circuits = heurlens.prune(model, train, sparsity=args.edge_sparsities, seeds=range(args.seeds),
+                                  out=args.out / "edge", means=means, config=heurlens.PruneSettings(
+                                      ablation="interchange", level="edge", total_steps=args.steps))
+        edge_minutes = sum(circuit.metrics["train_seconds"] for circuit in circuits) / 60
+        node_interchange = heurlens.prune(model, train, sparsity=args.sparsities, seeds=range(args.seeds),
+                                          out=args.out / "interchange", means=means,
+                                          config=heurlens.PruneSettings(ablation="interchange",
+                                                                        total_steps=args.steps))  # from the folder
+        ranking = attribution_scores(model, train, logit_difference, method="interchange", means=means)
+        sizes = sorted({len(c.kept) / (model.n_layers * (model.n_heads + 1)) for c in circuits} | set(MIB_SIZES))
+        edge_curves = {
+            "edge pruning": faithfulness_curve(model, circuits, evaluation),
+            "mask optimisation (nodes)": faithfulness_curve(model, node_interchange, evaluation, edges=True),
+            "attribution (nodes)": faithfulness_curve(
+                model, attribution_circuits(ranking, sizes, model.n_layers, model.n_heads), evaluation, edges=True)}
+        for name, curve in edge_curves.items():
+            edge_rows.append({"method": name, "circuits": len(curve.circuits), "CPR": round(curve.cpr, 3),
+                              "CMD": round(curve.cmd, 3)})
+        edge_rows[0]["discovery (min, this machine)"] = round(edge_minutes, 1)
+        drawn = max(circuits, key=lambda c: (c.target_sparsity, -c.seed))
+        atomic_write_bytes(args.docs.with_name(args.docs.stem + "-circuit.html"),
+                           circuit_figure(drawn).to_html(include_plotlyjs="cdn").encode())
+        atomic_write_bytes(args.docs.with_name(args.docs.stem + "-edges.html"),
+                           faithfulness_figure(edge_curves, "IOI (SmolLM2-135M), edges").to_html(
+                               include_plotlyjs="cdn").encode())
     atomic_write_bytes(args.docs.with_suffix(".html"),
                        faithfulness_figure(curves, "IOI (SmolLM2-135M)").to_html(include_plotlyjs="cdn").encode())
     lines = ["# IOI circuits of SmolLM2-135M: mask optimisation against attribution patching\n",
@@ -88,6 +121,15 @@ def main() -> None:
              .round(3).to_markdown(index=False), "",
              "## The units each method puts first\n",
              *(f"- **{name}**: {units}" for name, units in tops.items()), ""]
+    if edge_rows:
+        lines += ["## On the edge axis: Edge Pruning's circuits beside node circuits\n",
+                  f"Edge sparsities {', '.join(f'{s:g}' for s in args.edge_sparsities)}; f over the fraction of edges "
+                  "kept, every other edge carrying the corrupted prompt's outputs; a node circuit counted as the edges "
+                  f"between its units. Curves: [{args.docs.stem}-edges.html]({args.docs.stem}-edges.html); the "
+                  f"sparsest circuit drawn: [{args.docs.stem}-circuit.html]({args.docs.stem}-circuit.html).\n",
+                  pd.DataFrame(edge_rows).to_markdown(index=False), "",
+                  pd.concat([curve.circuits.assign(method=name) for name, curve in edge_curves.items()])
+                  .round(4).to_markdown(index=False), ""]
     folder.write_results_page(args.docs, "\n".join(lines))
     print("\n".join(lines))
 

@@ -148,8 +148,8 @@ class EdgeLayout:
 
 def edge_layout(model: PreparedModel) -> EdgeLayout:
     """The model's edges, or a refusal that says why it has none heurlens can mask: its attention has no hook point
-    before the query/key/value projections (TransformerLens splits them for GPT-2- and Llama-style attention), its
-    attention and MLP run in parallel, or it is an encoder whose residual stream is normalised after each block."""
+    before the query/key/value projections (TransformerLens splits them for GPT-2- and Llama-style attention, not for
+    BERT's), or its attention and MLP run in parallel."""
     bridge = _bridge(model)
     cfg = bridge.cfg
     if getattr(cfg, "parallel_attn_mlp", False):
