@@ -35,6 +35,7 @@ from heurlens.units import Unit, heads_hook_name, mlp_hook_name
 
 EMBED, LOGITS = "embed", "logits"
 EMBED_HOOK, FINAL_HOOK = "blocks.0.hook_resid_pre", "ln_final.hook_in"
+LAYERS_A_GROUP = 8  # writers' blocks of this many layers are joined into one (each writer kept twice)
 
 
 @dataclass(frozen=True)
@@ -196,7 +197,7 @@ class EdgeMaskHooks:
         self.replacement: WriterOutputs | None = None
         self._outputs: WriterOutputs = []  # the corrupted pass: the writers' outputs so far
         self._differences: WriterOutputs = []  # a masked pass: out_w - out_w~ of the writers so far, block by block
-        self._written = self._closed = 0  # blocks written in this pass; blocks up to the last MLP's
+        self._written = self._closed = self._grouped = 0  # blocks written; blocks up to the last MLP's, last group's
         per_layer = zip(*(iter(layout.groups[:-1]),) * 4)  # each layer's q, k, v and MLP groups
         self._read_with = {q.hook_name: [k, v, mlp] for q, k, v, mlp in per_layer}  # computed when q fires
         self._pending: dict[str, tuple[Tensor, int]] = {}  # corrections computed early, and over how many writers
@@ -259,9 +260,13 @@ class EdgeMaskHooks:
         if closes_layer:
             self._differences[self._closed:] = [torch.cat(self._differences[self._closed:], dim=1)]
             self._closed = len(self._differences)
+            if self._closed - self._grouped == LAYERS_A_GROUP:  # fewer, larger products for the layers above
+                self._differences[self._grouped:] = [torch.cat(self._differences[self._grouped:], dim=1)]
+                self._closed = self._grouped = len(self._differences)
 
     def _embeddings(self, resid: Float[Tensor, "batch pos d_model"], hook: Any) -> None:
-        self._outputs, self._differences, self._pending, self._written, self._closed = [], [], {}, 0, 0  # a new pass
+        self._outputs, self._differences, self._pending = [], [], {}  # a new pass
+        self._written = self._closed = self._grouped = 0
         self._write(resid.flatten(1)[:, None])
 
     def _heads(self, layer: int, z: Float[Tensor, "batch pos head d_head"], hook: Any) -> None:

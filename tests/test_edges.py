@@ -7,7 +7,7 @@ import torch
 from planted_edges import N_EDGES, PATH, build_planted_edges_model, planted_edges_task
 
 import heurlens
-from heurlens.edges import edge_layout, edge_mask_forward, parse_edges
+from heurlens.edges import LAYERS_A_GROUP, edge_layout, edge_mask_forward, parse_edges
 from heurlens.errors import HeurlensError
 from heurlens.pruning import PruneSettings, Subnetwork
 from heurlens.pruning.circuit import EdgeCircuit
@@ -27,10 +27,27 @@ def batch(ids):
     return {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
 
 
-@pytest.mark.parametrize("family", ["llama", "gpt2"])
+@pytest.fixture(scope="module")
+def deep_llama_dir(tmp_path_factory):
+    """A random Llama of more layers than ``LAYERS_A_GROUP``, so the writers' blocks are joined in groups."""
+    from conftest import WORDS, word_level_tokenizer
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=len(WORDS), hidden_size=16, intermediate_size=32, num_hidden_layers=LAYERS_A_GROUP + 2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32, pad_token_id=0,
+                         eos_token_id=0, bos_token_id=0, architectures=["LlamaForCausalLM"])
+    out = tmp_path_factory.mktemp("deep-llama")
+    LlamaForCausalLM(config).eval().save_pretrained(out)
+    word_level_tokenizer().save_pretrained(out)
+    return out
+
+
+@pytest.mark.parametrize("family", ["llama", "gpt2", "deep llama"])
 def test_every_edge_kept_is_the_model_and_every_edge_pruned_is_its_run_on_the_corrupted_input(
-        family, tiny_decoder_dirs, tiny_gpt2_dirs):
-    model = heurlens.load_model(tiny_decoder_dirs["llama"] if family == "llama" else tiny_gpt2_dirs["lm"])
+        family, tiny_decoder_dirs, tiny_gpt2_dirs, deep_llama_dir):
+    model = heurlens.load_model({"llama": tiny_decoder_dirs["llama"], "gpt2": tiny_gpt2_dirs["lm"],
+                                 "deep llama": deep_llama_dir}[family])
     layout = edge_layout(model)
     clean, corrupted = batch(CLEAN), batch(CORRUPTED)
     with torch.no_grad():
@@ -102,9 +119,12 @@ def test_edge_pruning_is_refused_by_name_where_it_cannot_run(tiny_bert_dir, plan
         parse_edges("L1.H0->L0.H1.v", edge_layout(planted))  # edges go forward only
 
 
-def test_a_node_circuit_as_edges_is_the_same_model_as_its_units_interchange_ablated(tiny_decoder_dirs):
+@pytest.mark.parametrize("deep", [False, True])
+def test_a_node_circuit_as_edges_is_the_same_model_as_its_units_interchange_ablated(tiny_decoder_dirs, deep_llama_dir,
+                                                                                    deep):
     """Two computations of one model: the units outside the circuit interchange-ablated at their outputs, and only the
-    edges between the circuit's units (and the embeddings and logits) kept (``edges_between``)."""
+    edges between the circuit's units (and the embeddings and logits) kept (``edges_between``); on a model deep enough
+    for the writers' blocks to be joined in groups too."""
     from conftest import word_level_tokenizer
     from test_interchange import EXAMPLES
 
@@ -114,11 +134,12 @@ def test_a_node_circuit_as_edges_is_the_same_model_as_its_units_interchange_abla
     from heurlens.pruning.circuit import circuit_scores
     from heurlens.units import UnitLayout, parse_units
 
-    model = heurlens.load_model(tiny_decoder_dirs["llama"])  # grouped: query heads 2 and 3 share key-value head 1
+    model = heurlens.load_model(deep_llama_dir if deep else tiny_decoder_dirs["llama"])  # heads 2, 3 share KV head 1
     task = tokenize_prompt_task("toy", EXAMPLES, word_level_tokenizer(), n_ctx=32, add_special_tokens=False)
     context = call_context(model, cache=False)
-    kept = parse_units("L0.H1,L0.MLP,L1.H3", 2, 4)
-    outside = [unit for unit in UnitLayout(2, 4).units() if unit not in kept]
+    last = model.n_layers - 1
+    kept = parse_units(f"L0.H1,L0.MLP,L1.H3,L{last}.H0,L{last}.MLP", model.n_layers, 4)
+    outside = [unit for unit in UnitLayout(model.n_layers, 4).units() if unit not in kept]
     [by_units] = ablated_scores(model, [outside], task, "interchange", None, context)
     layout = edge_layout(model)
     [by_edges] = circuit_scores(model, [layout.mask(layout.edges_between(kept))], task, context)
