@@ -223,21 +223,21 @@ def _trained_together(job: _PruneJob, target: float, seeds: list[int]) -> list[S
     full_logits = (job.full_logits if job.full_logits is not None
                    else full_model_logits(model, job.data, job.context))
     start = time.time()
+    subnetworks: list[Subnetwork]
     if config.level == "edge":
         results = train_edge_masks(model, job.data, full_logits, target, seeds, config, job.progress, job.loss)
+        seconds = round((time.time() - start) / len(seeds), 1)  # a stacked run's time shared out over its seeds
+        circuits = [_edge_circuit(job, target, seed, result, seconds) for seed, result in zip(seeds, results)]
+        all_scores = circuit_scores(model, [edge_layout(model).mask(c.edges) for c in circuits], job.data, job.context)
+        subnetworks = list(circuits)
     else:
         results = train_unit_masks(model, job.data, full_logits, job.means, target, seeds, config, job.progress,
                                    job.loss)
-    seconds = round((time.time() - start) / len(seeds), 1)  # a stacked run's time shared out over its seeds
-    cut = _edge_circuit if config.level == "edge" else _unit_subnetwork
-    subnetworks = [cut(job, target, seed, result, seconds) for seed, result in zip(seeds, results)]
-    loss_name = "train_kl" if job.loss is None else "train_loss"
-    if config.level == "edge":
-        all_scores = circuit_scores(model, [edge_layout(model).mask(sub.edges) for sub in subnetworks  # type: ignore
-                                            ], job.data, job.context)
-    else:
+        seconds = round((time.time() - start) / len(seeds), 1)
+        subnetworks = [_unit_subnetwork(job, target, seed, result, seconds) for seed, result in zip(seeds, results)]
         all_scores = ablated_scores(model, [sub.pruned for sub in subnetworks], job.data, config.ablation, job.means,
                                     job.context)
+    loss_name = "train_kl" if job.loss is None else "train_loss"
     for subnetwork, scores in zip(subnetworks, all_scores):
         subnetwork.metrics[f"subnetwork_{loss_name}"] = subnetwork_loss(scores, job.data, full_logits,
                                                                         job.loss or kl_loss)

@@ -1,4 +1,4 @@
-"""Training a hard-concrete unit mask against the full model (Heuristic Core paper, Section 2 and Appendix B).
+"""Training hard-concrete unit (or edge) masks against the full model (Heuristic Core paper, Section 2 and Appendix B).
 
 Per optimizer step, with the model's weights frozen, over ``grad_accumulation`` micro-batches:
 
@@ -16,6 +16,10 @@ draw, 1 - sum(z) / n (``"sampled"``, as the released code). log_alpha is trained
 descent, lambda1 and lambda2 by gradient *ascent* (``maximize=True``), both with AdamW.
 Every unit counts once in the sparsity: a head weighs as much as a whole MLP layer, following the
 paper's definition (footnote 2: "the fraction of attention heads and MLPs that have been pruned").
+
+The same loop trains edge masks (``train_edge_masks``, Edge Pruning's recipe: one mask per edge, ``heurlens.edges``,
+a pruned edge carrying its writer's output on the corrupted input, t the fraction of edges pruned); it asks of its
+hooks only ``set_masks`` and ``use_corrupted`` (``MaskedForward``).
 
 Its settings are ``PruneSettings`` (``heurlens.pruning.settings``).
 """
