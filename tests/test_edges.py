@@ -231,3 +231,14 @@ def test_stacked_seeds_train_the_edge_masks_each_seed_trains_alone(planted):
                                  cache=False)
         torch.testing.assert_close(together.log_alpha_edges, alone.log_alpha_edges, atol=1e-4, rtol=0)
     assert not torch.allclose(stacked[0].log_alpha_edges, stacked[1].log_alpha_edges, atol=1e-2)  # seeds differ
+
+
+def test_a_circuit_whose_masks_did_not_reach_the_target_is_flagged(planted):
+    """Two steps leave every mask on: the top-k cut still keeps the target's count, but the masks' expected sparsity is
+    0, and the circuit says so (the grid would not: its threshold 1.0 drops every edge, within 0.05 of 0.98)."""
+    from heurlens.pruning.run_folder import SparsityTargetMissed
+
+    with pytest.warns(SparsityTargetMissed, match="expected sparsity ended at 0.00, not 0.98"):
+        [circuit] = heurlens.prune(planted, planted_edges_task(), sparsity=0.98, seeds=[0], progress=False, cache=False,
+                                   config=PruneSettings(level="edge", ablation="interchange", total_steps=2))
+    assert circuit.missed_target and circuit.achieved_sparsity == pytest.approx(1 - round(0.02 * N_EDGES) / N_EDGES)

@@ -52,6 +52,14 @@ class EdgeCircuit(Subnetwork):
         """How tables name it: its target share of edges pruned and its seed, e.g. '95% of edges seed 0'."""
         return f"{self.target_sparsity:.0%} of edges seed {self.seed}"
 
+    def missed_target_message(self) -> str:
+        """What went wrong and what to change: the masks' expected sparsity ended far from the target, so the top-k
+        cut chose among edges the masks had not told apart."""
+        reached = float(self.metrics.get("final_expected_sparsity", self.achieved_sparsity))
+        return (f"circuit {self.label} keeps its target's number of edges, but its masks' expected sparsity ended at "
+                f"{reached:.2f}, not {self.target_sparsity:.2f}: the cut chose among edges the masks had not told apart. "
+                "Train longer (PruneSettings(total_steps=...)) or start the masks lower (PruneSettings(log_alpha_init=))")
+
     def discretized(self, method: str) -> Subnetwork:
         """Refused: an edge circuit has one cut, top-k."""
         raise HeurlensError("an edge circuit is cut by top-k only (the edges of highest log_alpha, as many as the "
