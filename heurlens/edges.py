@@ -282,16 +282,17 @@ class EdgeMaskHooks:
         (one pass over those writers' outputs a layer), the MLP's completed with its own layer's heads."""
         if self._capturing:
             return None
-        dropped = self._dropped(group, x.shape[0])
         correction, covered = self._pending.pop(group.hook_name, (None, 0))
         if correction is None:
             later = self._read_with.get(group.hook_name, [])
-            below = torch.cat([dropped] + [self._dropped(g, x.shape[0])[..., :group.n_writers] for g in later], dim=1)
+            below = torch.cat([self._dropped(group, x.shape[0])] +
+                              [self._dropped(g, x.shape[0])[..., :group.n_writers] for g in later], dim=1)
             correction, *theirs = self._product(below, 0, group.n_writers).split(
                 [len(group.readers)] + [len(g.readers) for g in later], dim=1)
             self._pending |= {g.hook_name: (c, group.n_writers) for g, c in zip(later, theirs)}
         elif covered < group.n_writers:
-            correction = correction + self._product(dropped[..., covered:], covered, group.n_writers)
+            correction = correction + self._product(self._dropped(group, x.shape[0])[..., covered:], covered,
+                                                    group.n_writers)
         correction = correction.unflatten(-1, (x.shape[1], x.shape[-1])).transpose(1, 2)  # [batch, pos, reader, d]
         return x - (correction if x.dim() == 4 else correction[:, :, 0])
 

@@ -81,12 +81,12 @@ class EdgeCircuit(Subnetwork):
         atomic_write_json(stem.with_suffix(".json"), self.to_json())
 
     @classmethod
-    def from_record(cls, record: dict, tensors: dict[str, Tensor]) -> EdgeCircuit:
+    def from_record(cls, record: dict, tensors: dict[str, Tensor] | None) -> EdgeCircuit:
         """The circuit of a JSON record (``Subnetwork.load`` hands records with ``edges`` here)."""
         layout = EdgeLayout(record["n_layers"], record["n_heads"], record["n_kv_heads"])
         record = {**record, "edges": parse_edges(",".join(record["edges"]), layout),
                   "kept": parse_units(record["kept"], record["n_layers"], record["n_heads"]) if record["kept"] else []}
-        return cls(**record, log_alpha_edges=tensors.get("log_alpha_edges"))
+        return cls(**record, log_alpha_edges=None if tensors is None else tensors["log_alpha_edges"])
 
 
 def nodes_of(edges: Sequence[Edge]) -> list[Unit]:

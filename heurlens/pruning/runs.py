@@ -228,7 +228,7 @@ def _trained_together(job: _PruneJob, target: float, seeds: list[int]) -> list[S
         results = train_edge_masks(model, job.data, full_logits, target, seeds, config, job.progress, job.loss)
         seconds = round((time.time() - start) / len(seeds), 1)  # a stacked run's time shared out over its seeds
         circuits = [_edge_circuit(job, target, seed, result, seconds) for seed, result in zip(seeds, results)]
-        all_scores = circuit_scores(model, [edge_layout(model).mask(c.edges) for c in circuits], job.data, job.context)
+        all_scores = circuit_scores(model, [c.layout.mask(c.edges) for c in circuits], job.data, job.context)
         subnetworks = list(circuits)
     else:
         results = train_unit_masks(model, job.data, full_logits, job.means, target, seeds, config, job.progress,

@@ -152,13 +152,14 @@ class Subnetwork:
             record = json.loads(stem.with_suffix(".json").read_text())
             record.pop("pruned", None)
             tensors_path = stem.with_suffix(".safetensors")
-            tensors = load_file(str(tensors_path)) if tensors_path.exists() else {}
+            tensors = load_file(str(tensors_path)) if tensors_path.exists() else None
             if "edges" in record:  # an edge circuit (heurlens prune --level edge)
                 from heurlens.pruning.circuit import EdgeCircuit
 
                 return EdgeCircuit.from_record(record, tensors)
             record["kept"] = parse_units(record["kept"], record["n_layers"], record["n_heads"]) if record["kept"] else []
-            record |= {k: tensors[k] for k in ("log_alpha_heads", "log_alpha_mlps") if k in tensors}
+            if tensors is not None:  # a tensors file without both log_alphas is refused below
+                record |= {k: tensors[k] for k in ("log_alpha_heads", "log_alpha_mlps")}
             return cls(**record)
         except Exception as error:  # unreadable, truncated, or a JSON without the fields (e.g. {})
             raise HeurlensError(f"subnetwork {stem} cannot be read ({type(error).__name__}: "

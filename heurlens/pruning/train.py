@@ -174,7 +174,7 @@ def train_masks(model: PreparedModel, data: Task, full_logits: Float[Tensor, "ex
     tokenizer = getattr(model, "tokenizer", None)
     pad_token_id = getattr(tokenizer, "pad_token_id", None) or 0
 
-    corruption = corruption_of(data) if config.ablation == "interchange" or config.level == "edge" else None
+    corruption = corruption_of(data) if config.ablation == "interchange" else None  # edge level: always
     shared = _Shared(model, data, corruption, full_logits, hooks, prunable, config, objective, offsets,
                      examples, pad_token_id, device)
     names = ",".join(map(str, seeds))
