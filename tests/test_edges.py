@@ -107,9 +107,11 @@ def test_edge_pruning_keeps_the_path_where_node_pruning_keeps_both_heads(planted
     assert again.edges == circuit.edges and again.metrics["train_seconds"] == circuit.metrics["train_seconds"]
 
 
-def test_edge_pruning_is_refused_by_name_where_it_cannot_run(tiny_bert_dir, planted):
+def test_edge_pruning_is_refused_by_name_where_it_cannot_run(tiny_bert_dir, tiny_decoder_dirs, planted):
     with pytest.raises(HeurlensError, match="--level node"):
         edge_layout(heurlens.load_model(tiny_bert_dir))  # an encoder: no split query/key/value inputs
+    with pytest.raises(HeurlensError, match="in parallel"):
+        edge_layout(heurlens.load_model(tiny_decoder_dirs["gpt_neox"]))  # its MLP does not read the layer's heads
     with pytest.raises(HeurlensError, match="ablation='interchange'"):
         PruneSettings(level="edge")  # pruned edges carry the corrupted input's outputs, not means
     no_corruption = as_task(planted, torch.tensor([[2], [3]]))
