@@ -1,10 +1,10 @@
 """What heurlens' cache folder holds, its size cap, and clearing it (``heurlens cache``).
 
 The cache root (``heurlens.cache.cache_dir``) has one folder per kind. Entries of the *computed* kinds
-(``COMPUTED_KINDS``: activations and logits of full models, unit means, mean-pooled images) are recomputed
-whenever they are missing, so they live under a size cap: before one is written, the least recently used ones
-are evicted until it fits (an entry larger than the cap is not stored at all). Reading an entry marks it used
-(its modification time). Models, downloads and datasets are never evicted (rebuilding one can take hours or a
+(``COMPUTED_KINDS``: activations and logits of full models, unit means, tokenised evaluation sets, mean-pooled
+images) are recomputed whenever they are missing, so they live under a size cap: before one is written, the least
+recently used ones are evicted until it fits (an entry larger than the cap is not stored at all). Reading an entry
+marks it used (its modification time). Models, downloads and datasets are never evicted (rebuilding one can take hours or a
 network); ``heurlens cache clear`` removes them on request.
 """
 
@@ -22,7 +22,8 @@ from heurlens.errors import HeurlensError
 
 LIMIT_ENV_VAR = "HEURLENS_CACHE_LIMIT_GB"
 DEFAULT_LIMIT_GB = 4.0
-COMPUTED_KINDS = ("activations", "means", "mean_pooled", "full-logits")  # full-logits: the layout before 2026-11-25
+# full-logits: the layout before 2026-11-25
+COMPUTED_KINDS = ("activations", "means", "eval_sets", "mean_pooled", "full-logits")
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,20 @@ def nli_eval_sets(model: PreparedModel, in_domain: str | Path = "snli", in_domai
                   per_subcase: int = 1000, subcases: list[str] | None = None, seed: int = 0,
                   batch_size: int = 64) -> list[EvalSet]:
     """The in-domain set (SNLI test, or a local pair file) followed by one set per HANS-style subcase, each
-    batched by length (less padding; accuracy and KL are means, so the order does not change them)."""
-    return nli_eval_sets_for(model.tokenizer, in_domain, in_domain_examples, per_subcase, subcases, seed, batch_size)
+    batched by length (less padding; accuracy and KL are means, so the order does not change them). Built once per
+    model and choice of data, then read from heurlens' cache (``heurlens.tokenised_sets``)."""
+    import heurlens.data.hans
+    import heurlens.data.snli
+    import heurlens.evaluate
+    from heurlens.data.hans import resolve_subcases
+    from heurlens.tokenised_sets import cached_eval_sets, content_key
+
+    chosen = [str(in_domain), str(in_domain_examples), str(per_subcase), ",".join(resolve_subcases(subcases)),
+              str(seed), str(batch_size)]
+    makers = [Path(module.__file__ or "") for module in (heurlens.data.hans, heurlens.data.snli, heurlens.evaluate)]
+    own_file = [Path(in_domain)] if str(in_domain) != "snli" and Path(in_domain).is_file() else []
+    return cached_eval_sets(model.fingerprint(), content_key(chosen, makers + own_file), lambda: nli_eval_sets_for(
+        model.tokenizer, in_domain, in_domain_examples, per_subcase, subcases, seed, batch_size))
 
 
 def nli_eval_sets_for(tokenizer, in_domain: str | Path = "snli", in_domain_examples: int | None = 2000,

@@ -15,8 +15,8 @@ from heurlens.errors import HeurlensError
 @cli.group()
 def cache() -> None:
     """List or clear heurlens' cache folder ($HEURLENS_CACHE, else ~/.cache/heurlens). Computed entries
-    (activations, means) are kept under a size cap, $HEURLENS_CACHE_LIMIT_GB (default 4), least recently used
-    evicted first; models, downloads and datasets are never evicted."""
+    (activations, means, tokenised evaluation sets) are kept under a size cap, $HEURLENS_CACHE_LIMIT_GB (default
+    4), least recently used evicted first; models, downloads and datasets are never evicted."""
 
 
 @cache.command(name="list")
@@ -49,7 +49,8 @@ def list_entries(as_json: bool, as_csv: bool) -> None:
 @cache.command()
 @click.option("--kind", "kinds", multiple=True,
               help="Only this kind (activations, means, models...); repeatable. Default: the computed kinds "
-                   "(activations, means, mean-pooled images); models and downloads only when named, or with --all.")
+                   "(activations, means, eval_sets, mean-pooled images); models and downloads only when named, or "
+                   "with --all.")
 @click.option("--model", "models", multiple=True,
               help="Only entries of this model: a fingerprint (or its start) as `cache list` shows; repeatable.")
 @click.option("--unused-days", type=click.FloatRange(min=0), default=None,
@@ -91,6 +92,12 @@ def _what(path: Path, name: str) -> str:
             about = handle.metadata() or {}
     except Exception:  # a damaged or vanished entry: listed by name, recomputed when next read
         return name
+    if "sets" in about:  # heurlens.tokenised_sets
+        import json
+
+        names = [entry["name"] for entry in json.loads(about["sets"])]
+        more = f" and {len(names) - 1} more" if len(names) > 1 else ""
+        return f"tokenised evaluation sets: {names[0] if names else 'none'}{more}"
     if "eval_set" not in about:
         return name
     held = f"residual entering block {about['layer']}" if "layer" in about else "logits"
