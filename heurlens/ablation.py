@@ -42,12 +42,13 @@ Method = Literal["mean", "zero", "interchange"]
 
 def ablation_hooks(model: ModelLike, units: UnitsLike, *, method: Method = "mean",
                    means: UnitMeans | None = None) -> HookList:
-    """Hooks that replace each unit's output by its mean (or zero) and leave every other unit as is, for
+    """Hooks that replace each unit's output by its mean (or zero) and leave every other unit as is (only the
+    layers with an ablated unit are hooked), for
     TransformerLens' ``model.hooks(fwd_hooks=...)`` / ``run_with_hooks`` (a bridge of one's own is taken as it
     is). ``units``: ``"L4.H0,L2.*"``, ``Unit``s, or a list of either."""
     model = as_model(model)
     device = device_of(model)
-    return _unit_mask(model, units, unit_replacement(model, method, means, device), device).hooks
+    return _unit_mask(model, units, unit_replacement(model, method, means, device), device).changing_hooks
 
 
 @contextmanager
@@ -166,7 +167,8 @@ def ablated_scores(model: PreparedModel, groups: Sequence[list[Unit]], task: Tas
     replacement = zero_means(model, context.device) if interchange else unit_replacement(model, method, means,
                                                                                       context.device)
     masks = [_unit_mask(model, group, replacement, context.device) for group in groups]
-    ablations = [(min((unit.layer for unit in group), default=0), mask.hooks) for group, mask in zip(groups, masks)]
+    ablations = [(min((unit.layer for unit in group), default=0), mask.changing_hooks)
+                 for group, mask in zip(groups, masks)]
     before_batch = partial(_interchanged, model, corruption_of(task), masks, context) if interchange else None
     return ablated_logits(model, ablations, task, context, bar, before_batch)
 

@@ -59,6 +59,16 @@ class UnitMaskHooks:
         """The edits as ``(hook point, function)`` pairs, for TransformerLens' ``model.hooks(fwd_hooks=...)``."""
         return [site.hook(edit) for site, edit in self.edits]
 
+    @property
+    def changing_hooks(self) -> HookList:
+        """``hooks`` less those of the sites whose masks are all 1, which leave their activations exactly as they
+        are (1 * x + 0 * c): for masks that stay fixed, so an ablation hooks only the layers it changes (and a
+        classifier's final block without a hook can run at [CLS] only: ``heurlens.pooled_final_block``)."""
+        n_layers = self.heads.shape[-2]
+        changes = ([bool((self.heads[..., layer, :] != 1).any()) for layer in range(n_layers)]
+                   + [bool((self.mlps[..., layer] != 1).any()) for layer in range(n_layers)])
+        return [site.hook(edit) for (site, edit), change in zip(self.edits, changes) if change]
+
     def attached(self, model: PreparedModel) -> AbstractContextManager[None]:
         """Inside the block the masks act on ``model`` (``mask_sites.attached``); removed on leaving."""
         return attached(model, self.edits)

@@ -75,8 +75,9 @@ def test_lower_blocks_run_once_then_never_again(three_layer_bert, tmp_path, monk
     monkeypatch.setenv("HEURLENS_CACHE", str(tmp_path))
     model = three_layer_bert
     runs = [0, 0, 0]
-    handles = [model.bridge.blocks[i].attn.register_forward_pre_hook(lambda *_, i=i: runs.__setitem__(i, runs[i] + 1))
-               for i in range(3)]
+    # counted at each block's first MLP layer, which the final block's [CLS]-only form runs too
+    handles = [model.bridge.blocks[i].original_component.intermediate.register_forward_pre_hook(
+        lambda *_, i=i: runs.__setitem__(i, runs[i] + 1)) for i in range(3)]
     ablations = [(2, ablation_hooks(model, [Unit(2, 0)], method="zero")),
                  (2, ablation_hooks(model, [Unit(2)], method="zero")),
                  (1, ablation_hooks(model, [Unit(1, 3)], method="zero"))]

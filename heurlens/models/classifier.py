@@ -74,6 +74,11 @@ class HookedClassifier(nn.Module):
         self._tokenizer = tokenizer
         if hidden_hook is not None:
             bridge.add_hook(hidden_hook, _stop_here, is_permanent=True)
+        self._cls_only = None  # a BERT head on [CLS]: the final block at [CLS] only when nothing hooks it
+        if head is not None and pooling == "first":
+            from heurlens.pooled_final_block import ClsOnlyFinalBlock
+
+            self._cls_only = ClsOnlyFinalBlock(bridge)
         self.eval()
 
     @property
@@ -114,7 +119,11 @@ class HookedClassifier(nn.Module):
         if score_mask is not None and self.head is not None:
             raise HeurlensError("a classifier scores its pooled position only: scoring positions (positions=) are "
                                 "for next-token models")
-        out = self.bridge(input_ids, attention_mask=attention_mask, **extra)
+        if self._cls_only is not None:
+            with self._cls_only.engaged():
+                out = self.bridge(input_ids, attention_mask=attention_mask, **extra)
+        else:
+            out = self.bridge(input_ids, attention_mask=attention_mask, **extra)
         if score_mask is not None:
             return out[score_mask.to(device).bool()]
         if self.pooling == "first":
