@@ -1,5 +1,5 @@
 """``python -m heurlens`` is the ``heurlens`` command."""
 
-from heurlens.cli import main
+from heurlens.cli import command_line
 
-main()
+command_line()

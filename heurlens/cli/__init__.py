@@ -126,3 +126,11 @@ def main(argv: list[str] | None = None) -> None:
             raise
         click.echo(f"heurlens: error: {unwritable_error(Path(error.filename), error)}", err=True)
         sys.exit(2)
+
+
+def command_line() -> None:
+    """The ``heurlens`` command (and ``python -m heurlens``): ``main`` as a whole process
+    (``heurlens.cli.process``: fewer garbage collections, no interpreter teardown)."""
+    from heurlens.cli.process import run_as_command
+
+    run_as_command(main)
