@@ -77,6 +77,8 @@ def stacked_batches(batches: Sequence[Batch], pad_token_id: int = 0) -> Batch:
     """Right-padded batches as one: each tensor padded on the right to the longest (``input_ids`` with the
     pad token, the attention mask and token types with 0) and concatenated along the examples. Padding is
     masked out of attention, so every example's scores are its own batch's up to float rounding."""
+    if len(batches) == 1:
+        return batches[0]
     length = max(batch["input_ids"].shape[1] for batch in batches)
     return {key: torch.cat([F.pad(batch[key], (0, length - batch[key].shape[1]),
                                   value=pad_token_id if key == "input_ids" else 0) for batch in batches])
@@ -175,11 +177,15 @@ def train_masks(model: PreparedModel, data: Task, full_logits: Float[Tensor, "ex
     pad_token_id = getattr(tokenizer, "pad_token_id", None) or 0
 
     corruption = corruption_of(data) if config.ablation == "interchange" else None  # edge level: always
-    shared = _Shared(model, data, corruption, full_logits, hooks, prunable, config, objective, offsets,
-                     examples, pad_token_id, device)
+    # on the model's device once, so no step waits for a copy from the host
+    shared = _Shared(model, [to_device(batch, device) for batch in data.batches],
+                     None if corruption is None else [to_device(batch, device) for batch in corruption.batches],
+                     full_logits.to(device), hooks, prunable, config, objective, offsets, examples, pad_token_id,
+                     device)
     names = ",".join(map(str, seeds))
     bar = tqdm(total=total, desc=f"pruning seed{'s' if len(seeds) > 1 else ''} {names} to {sparsity:.0%}",
                unit="step", disable=not progress)
+    losses: list[Tensor] = []  # each step's losses since they were last read back to the host
     try:
         model.train(config.dropout)
         with frozen_parameters(model), hooks.attached(model):  # only the masks and the multipliers train
@@ -195,13 +201,12 @@ def train_masks(model: PreparedModel, data: Task, full_logits: Float[Tensor, "ex
                     run.optimizer.step()
                     run.schedule.step()
                 bar.update(1)
-                fits = torch.stack([run.fit.detach() for run in runs if run.fit is not None]).cpu()
-                if not bool(fits.isfinite().all()):
-                    raise HeurlensError(f"the loss was {fits.tolist()} at step {step + 1} of {total} (seeds {names}): "
-                                        "masks cannot be trained on NaN or inf. Check the loss function and the data "
-                                        "(a division by zero, a log of 0)")
-                bar.set_postfix(sparsity=f"{_item(runs[0].model_sparsity):.3f}", target=f"{target:.3f}",
-                                loss=f"{float(fits[0]):.4f}")
+                losses.append(torch.stack([run.fit.detach() for run in runs if run.fit is not None]))
+                if len(losses) == READ_BACK_EVERY or step == total - 1:
+                    fits = _finite_losses(losses, step + 1, total, names)
+                    bar.set_postfix(sparsity=f"{_item(runs[0].model_sparsity):.3f}", target=f"{target:.3f}",
+                                    loss=f"{float(fits[-1, 0]):.4f}")
+                    losses.clear()
     finally:
         bar.close()
         model.eval()
@@ -212,13 +217,30 @@ def train_masks(model: PreparedModel, data: Task, full_logits: Float[Tensor, "ex
     return results
 
 
+READ_BACK_EVERY = 25  # steps between reading the losses back to the host (where a GPU's queue would drain)
+
+
+def _finite_losses(losses: list[Tensor], steps_done: int, total: int, names: str) -> Tensor:
+    """The last ``len(losses)`` steps' losses ([step, seed], on the CPU), refused in one line at the first step
+    where one is NaN or inf (losses are read back every ``READ_BACK_EVERY`` steps, not every step)."""
+    fits = torch.stack(losses).cpu()
+    finite = fits.isfinite().all(dim=1)
+    if not bool(finite.all()):
+        first = int((~finite).nonzero()[0])
+        raise HeurlensError(f"the loss was {fits[first].tolist()} at step {steps_done - len(losses) + first + 1} of "
+                            f"{total} (seeds {names}): masks cannot be trained on NaN or inf. Check the loss "
+                            "function and the data (a division by zero, a log of 0)")
+    return fits
+
+
 @dataclass(frozen=True)
 class _Shared:
-    """What every micro-batch of one ``train_unit_masks`` call reads (and the hooks it sets each time)."""
+    """What every micro-batch of one ``train_unit_masks`` call reads (and the hooks it sets each time), the
+    tensors on the model's device."""
 
     model: PreparedModel
-    data: Task
-    corruption: Task | None  # interchange ablation: the data's corrupted examples, batch for batch
+    batches: list[Batch]  # the data's
+    corrupted: list[Batch] | None  # interchange ablation: the data's corrupted examples, batch for batch
     full_logits: Float[Tensor, "row label"]
     hooks: MaskedForward
     prunable: Bool[Tensor, " unit"]
@@ -235,25 +257,25 @@ def _micro_batch(shared: _Shared, runs: list[_SeedRun], target: float) -> None:
     forward pass over the seeds' batches stacked (``stacked_batches``; one seed: its batch as it is), each
     example masked by its seed's draw, then the objective and the Lagrangian terms of every seed backpropagated
     (each seed's depend on its own rows and mask only)."""
-    config, data = shared.config, shared.data
+    config = shared.config
     indices, draws = [], []
     for run in runs:
         if not run.order:
-            run.order = shuffled_order(len(data.batches), run.order_generator).tolist()
+            run.order = shuffled_order(len(shared.batches), run.order_generator).tolist()
         indices.append(run.order.pop())
         draws.append(run.mask.sample(run.draws).where(shared.prunable, 1.0))
-    counts = torch.tensor([shared.examples[i] for i in indices], device=shared.device)
-    shared.hooks.set_masks(torch.stack(draws).repeat_interleave(counts, dim=0))
+    # each example its seed's draw (sizes from the host: no device-to-host wait, as a tensor of counts would need)
+    shared.hooks.set_masks(torch.cat([draw.expand(shared.examples[i], -1) for draw, i in zip(draws, indices)]))
     with autocast(config.dtype, shared.device):
-        if shared.corruption is not None:  # interchange ablation: the activations on the corrupted batches
-            corrupted = stacked_batches([shared.corruption.batches[i] for i in indices], shared.pad_token_id)
-            shared.hooks.use_corrupted(shared.model, to_device(corrupted, shared.device))
-        logits = shared.model(**stacked_batches([data.batches[i] for i in indices], shared.pad_token_id)).float()
+        if shared.corrupted is not None:  # interchange ablation: the activations on the corrupted batches
+            corrupted = stacked_batches([shared.corrupted[i] for i in indices], shared.pad_token_id)
+            shared.hooks.use_corrupted(shared.model, corrupted)
+        logits = shared.model(**stacked_batches([shared.batches[i] for i in indices], shared.pad_token_id)).float()
     lagrangian = torch.zeros((), device=shared.device)
     start = 0
     for run, index, z in zip(runs, indices, draws):
         first, end = int(shared.offsets[index]), int(shared.offsets[index + 1])
-        reference = shared.full_logits[first:end].to(shared.device)
+        reference = shared.full_logits[first:end]
         run.fit = _scalar_loss(shared.objective(logits[start:start + end - first], reference,
                                                 torch.arange(first, end, device="cpu")))
         start += end - first
