@@ -144,7 +144,8 @@ def ablated_tables(model: PreparedModel, groups: Sequence[UnitsLike], tasks: Seq
     for task in tasks:
         full = (full_logits or {}).get(task.name)
         if full is None:
-            full = full_model_logits(model, task, context)
+            full = full_model_logits(model, task, context,  # and, from the same pass, where the ablations start
+                                     streams_for={min(unit.layer for unit in group) for group in unit_groups if group})
         full_values = {name: metric_value(metric, full, task, name) for name, metric in metrics.items()}
         for group, group_rows, ablated in zip(unit_groups, rows,
                                               ablated_scores(model, unit_groups, task, method, means, context, bar)):

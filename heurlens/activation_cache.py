@@ -70,16 +70,24 @@ def entry_dir(model_fingerprint: str, data: Task, dtype: Precision = "float32") 
                                           + CACHE_SUFFIX[check_precision(dtype)])
 
 
-def full_model_logits(model: PreparedModel, eval_set: Task, context: CallContext | None = None
-                      ) -> Float[Tensor, "row label"]:
+def full_model_logits(model: PreparedModel, eval_set: Task, context: CallContext | None = None,
+                      streams_for: Iterable[int] = ()) -> Float[Tensor, "row label"]:
     """``predict_logits`` of the model without hooks, read from the activation cache or computed and kept
     there: evaluation sets do not change, so ablations, scans and subnetwork evaluations read the full model's
     logits instead of recomputing them. ``context``: the call's device, precision, cache use and fingerprint
-    (``heurlens.call_context``; None: the model's own, in float32, as a surrounding ``disk_cache`` says)."""
+    (``heurlens.call_context``; None: the model's own, in float32, as a surrounding ``disk_cache`` says).
+    ``streams_for``: layers an ablation will start from; when the logits are computed, the residual streams
+    entering those layers that the cache lacks are kept from the same pass and stored (``residual_streams`` then
+    reads them), instead of a second pass over the data for them."""
     context = context or call_context(model)
 
     def compute() -> Tensor:
-        logits = predict_logits(model, eval_set, dtype=context.dtype)
+        layers = _missing_layers(model, eval_set, streams_for, context) if context.cache else []
+        if layers:
+            logits, streams = _logits_keeping_streams(model, eval_set, layers, context)
+            _store(model, eval_set, streams, context)
+        else:
+            logits = predict_logits(model, eval_set, dtype=context.dtype)
         if not logits.isfinite().all():
             raise HeurlensError(f"the full model {model.model_id!r} gives NaN or inf scores on {eval_set.name} "
                                 f"(in {context.dtype}): nothing to compare an ablation with. Check the model's "
@@ -126,13 +134,25 @@ def residual_streams(model: PreparedModel, data: Task, layers: Iterable[int], co
     missing = [layer for layer in wanted if layer not in streams]
     if missing:
         computed = _compute(model, data, missing, context)
-        for layer in missing:
-            atomic_save_tensors(folder / f"residual-{layer}.safetensors",
-                                {"residual": _unpadded(computed[layer].batches, data)},
-                                _about(model, data) | {"layer": str(layer),
-                                                       "block_output": "tuple" if computed[layer].as_tuple else "tensor"})
+        _store(model, data, computed, context)
         streams |= computed
     return streams
+
+
+def _missing_layers(model: PreparedModel, data: Task, layers: Iterable[int], context: CallContext) -> list[int]:
+    """Those of ``layers`` (a block's input past the first) whose residual stream on ``data`` is not stored."""
+    folder = entry_dir(context.fingerprint or model.fingerprint(), data, context.dtype)
+    return sorted(layer for layer in set(layers) if 1 <= layer < model.n_layers
+                  and not (folder / f"residual-{layer}.safetensors").exists())
+
+
+def _store(model: PreparedModel, data: Task, streams: dict[int, ResidualStream], context: CallContext) -> None:
+    """Each stream as ``residual-{layer}.safetensors`` of the data's entry (real tokens only)."""
+    folder = entry_dir(context.fingerprint or model.fingerprint(), data, context.dtype)
+    for layer, stream in streams.items():
+        atomic_save_tensors(folder / f"residual-{layer}.safetensors", {"residual": _unpadded(stream.batches, data)},
+                            _about(model, data) | {"layer": str(layer),
+                                                   "block_output": "tuple" if stream.as_tuple else "tensor"})
 
 
 def _about(model: PreparedModel, data: Task) -> dict[str, str]:
@@ -152,6 +172,30 @@ def _compute(model: PreparedModel, data: Task, layers: list[int], context: CallC
                 as_tuple = isinstance(output, tuple)
                 batches[layer].append((output[0] if as_tuple else output).float().cpu())
     return {layer: ResidualStream(batches[layer], as_tuple) for layer in layers}
+
+
+@torch.no_grad()
+def _logits_keeping_streams(model: PreparedModel, data: Task, layers: list[int], context: CallContext
+                            ) -> tuple[Tensor, dict[int, ResidualStream]]:
+    """``predict_logits`` of the whole model (the same calls, so the same logits) and, from the same pass, the
+    residual streams entering ``layers`` (forward hooks on the blocks below them, which change nothing)."""
+    outputs: dict[int, Any] = {}
+    handles = [model.bridge.blocks[layer - 1].register_forward_hook(
+        lambda module, args, output, layer=layer: outputs.__setitem__(layer, output)) for layer in layers]
+    logits: list[Tensor] = []
+    batches: dict[int, list[BlockInput]] = {layer: [] for layer in layers}
+    try:
+        with model.hooks([]), autocast(context.dtype, context.device):
+            for batch in data.batches:
+                logits.append(model(**batch).float().cpu())
+                for layer in layers:
+                    output = outputs[layer]
+                    batches[layer].append((output[0] if isinstance(output, tuple) else output).float().cpu())
+    finally:
+        for handle in handles:
+            handle.remove()
+    as_tuple = {layer: isinstance(outputs.get(layer), tuple) for layer in layers}
+    return torch.cat(logits), {layer: ResidualStream(batches[layer], as_tuple[layer]) for layer in layers}
 
 
 def full_block_outputs(model: PreparedModel, batch: Batch, blocks: set[int]) -> dict[int, Any]:

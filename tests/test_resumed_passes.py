@@ -123,3 +123,29 @@ def test_ablate_groups_rows_group_by_group(three_layer_bert):
         alone = ablate(model, group, sets, method="zero", full_logits={s.name: predict_logits(model, s) for s in sets})
         together = table.iloc[2 * index:2 * index + 2].drop(columns="ablated").reset_index(drop=True)
         assert together.equals(alone)
+
+
+def test_a_first_ablation_keeps_its_streams_from_the_full_models_pass(three_layer_bert, tmp_path, monkeypatch):
+    """With nothing cached, ablating from layers 1 and 2 runs block 0 once per batch (the full model's pass, which
+    also stores the streams entering layers 1 and 2), not twice; the streams are those of a pass of their own and
+    the table that of a run with no cache at all."""
+    from heurlens.activation_cache import _compute, _unpadded, residual_streams
+
+    monkeypatch.setenv("HEURLENS_CACHE", str(tmp_path))
+    model = three_layer_bert
+    data = random_set(30522, token_types=True)
+    runs = []
+    handle = model.bridge.blocks[0].original_component.intermediate.register_forward_pre_hook(
+        lambda *_: runs.append(1))
+    try:
+        cached = ablate_groups(model, [[Unit(2, 0)], [Unit(1, 3)]], [data], method="zero")
+    finally:
+        handle.remove()
+    assert len(runs) == len(data.batches)
+    context = call_context(model, "float32")
+    stored = residual_streams(model, data, [1, 2], context)
+    separate = _compute(model, data, [1, 2], context)
+    for layer in (1, 2):  # the real tokens' rows (stored streams hold zeros at padding)
+        assert torch.equal(_unpadded(stored[layer].batches, data), _unpadded(separate[layer].batches, data))
+    uncached = ablate_groups(model, [[Unit(2, 0)], [Unit(1, 3)]], [data], method="zero", cache=False)
+    assert cached.equals(uncached)
