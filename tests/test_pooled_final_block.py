@@ -43,9 +43,11 @@ def hf_logits(model_dir, data) -> torch.Tensor:
         return torch.cat([hf(**batch).logits for batch in data.batches])
 
 
-def test_cls_only_final_block_gives_the_whole_models_logits(bert_dir, cls_only_calls):
-    """Padded batches of uneven lengths, with token types: equal to HF's own classifier to float rounding."""
-    model = load_model(bert_dir)
+@pytest.mark.parametrize("attention", ["sdpa", "eager"])
+def test_cls_only_final_block_gives_the_whole_models_logits(bert_dir, cls_only_calls, attention):
+    """Padded batches of uneven lengths, with token types, with either attention implementation (their masks
+    differ in form): equal to HF's own classifier to float rounding."""
+    model = load_model(bert_dir, attn_implementation=attention)
     data = random_set(30522, token_types=True)
     ours = predict_logits(model, data)
     assert len(cls_only_calls) == len(data.batches)  # every batch ran the short final block
