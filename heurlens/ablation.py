@@ -141,11 +141,11 @@ def ablated_tables(model: PreparedModel, groups: Sequence[UnitsLike], tasks: Seq
     rows: list[list[dict]] = [[] for _ in unit_groups]
     bar = tqdm(total=len(unit_groups) * sum(len(s.batches) for s in tasks), desc=desc, unit="pass",
                disable=not progress)
+    starts = {min(unit.layer for unit in group) for group in unit_groups if group}  # where the passes resume
     for task in tasks:
         full = (full_logits or {}).get(task.name)
-        if full is None:
-            full = full_model_logits(model, task, context,  # and, from the same pass, where the ablations start
-                                     streams_for={min(unit.layer for unit in group) for group in unit_groups if group})
+        if full is None:  # and, from the same pass, the residual streams the ablated passes start from
+            full = full_model_logits(model, task, context, streams_for=starts)
         full_values = {name: metric_value(metric, full, task, name) for name, metric in metrics.items()}
         for group, group_rows, ablated in zip(unit_groups, rows,
                                               ablated_scores(model, unit_groups, task, method, means, context, bar)):

@@ -80,13 +80,14 @@ def full_model_logits(model: PreparedModel, eval_set: Task, context: CallContext
     entering those layers that the cache lacks are kept from the same pass and stored (``residual_streams`` then
     reads them), instead of a second pass over the data for them."""
     context = context or call_context(model)
+    folder = entry_dir(context.fingerprint or model.fingerprint(), eval_set, context.dtype) if context.cache else None
 
     def compute() -> Tensor:
-        layers = _missing_layers(model, eval_set, streams_for, context) if context.cache else []
-        if layers:
-            logits, streams = _logits_keeping_streams(model, eval_set, layers, context)
-            _store(model, eval_set, streams, context)
-        else:
+        layers = [] if folder is None else _missing_layers(folder, streams_for, model.n_layers)
+        logits, streams = _compute(model, eval_set, layers, context, with_logits=True) if layers else (None, {})
+        if folder is not None:
+            _store(folder, model, eval_set, streams)
+        if logits is None:
             logits = predict_logits(model, eval_set, dtype=context.dtype)
         if not logits.isfinite().all():
             raise HeurlensError(f"the full model {model.model_id!r} gives NaN or inf scores on {eval_set.name} "
@@ -94,9 +95,9 @@ def full_model_logits(model: PreparedModel, eval_set: Task, context: CallContext
                                 "weights, or run it in float32")
         return logits
 
-    if not context.cache:
+    if folder is None:
         return compute()
-    path = entry_dir(context.fingerprint or model.fingerprint(), eval_set, context.dtype) / "logits.safetensors"
+    path = folder / "logits.safetensors"
 
     def load() -> Tensor:
         with safe_open(str(path), "pt") as handle:
@@ -121,7 +122,7 @@ def residual_streams(model: PreparedModel, data: Task, layers: Iterable[int], co
     if any(not 1 <= layer < model.n_layers for layer in wanted):
         raise HeurlensError(f"residual streams enter blocks 1..{model.n_layers - 1}; asked for {wanted}")
     if not context.cache:
-        return _compute(model, data, wanted, context) if wanted else {}
+        return _compute(model, data, wanted, context)[1] if wanted else {}
     folder = entry_dir(context.fingerprint or model.fingerprint(), data, context.dtype)
     streams: dict[int, ResidualStream] = {}
     for layer in wanted:
@@ -133,22 +134,20 @@ def residual_streams(model: PreparedModel, data: Task, layers: Iterable[int], co
             pass  # missing, or cannot be read back whole: computed below
     missing = [layer for layer in wanted if layer not in streams]
     if missing:
-        computed = _compute(model, data, missing, context)
-        _store(model, data, computed, context)
+        computed = _compute(model, data, missing, context)[1]
+        _store(folder, model, data, computed)
         streams |= computed
     return streams
 
 
-def _missing_layers(model: PreparedModel, data: Task, layers: Iterable[int], context: CallContext) -> list[int]:
-    """Those of ``layers`` (a block's input past the first) whose residual stream on ``data`` is not stored."""
-    folder = entry_dir(context.fingerprint or model.fingerprint(), data, context.dtype)
-    return sorted(layer for layer in set(layers) if 1 <= layer < model.n_layers
+def _missing_layers(folder: Path, layers: Iterable[int], n_layers: int) -> list[int]:
+    """Those of ``layers`` (a block's input past the first) whose residual stream the entry ``folder`` lacks."""
+    return sorted(layer for layer in set(layers) if 1 <= layer < n_layers
                   and not (folder / f"residual-{layer}.safetensors").exists())
 
 
-def _store(model: PreparedModel, data: Task, streams: dict[int, ResidualStream], context: CallContext) -> None:
-    """Each stream as ``residual-{layer}.safetensors`` of the data's entry (real tokens only)."""
-    folder = entry_dir(context.fingerprint or model.fingerprint(), data, context.dtype)
+def _store(folder: Path, model: PreparedModel, data: Task, streams: dict[int, ResidualStream]) -> None:
+    """Each stream as ``residual-{layer}.safetensors`` in the data's entry ``folder`` (real tokens only)."""
     for layer, stream in streams.items():
         atomic_save_tensors(folder / f"residual-{layer}.safetensors", {"residual": _unpadded(stream.batches, data)},
                             _about(model, data) | {"layer": str(layer),
@@ -160,64 +159,50 @@ def _about(model: PreparedModel, data: Task) -> dict[str, str]:
     return {"model": str(getattr(model, "model_id", "")), "eval_set": data.name, "examples": str(len(data))}
 
 
-def _compute(model: PreparedModel, data: Task, layers: list[int], context: CallContext) -> dict[int, ResidualStream]:
-    """The full model's residual streams entering each of ``layers``, batch by batch, on the CPU."""
+def _compute(model: PreparedModel, data: Task, layers: list[int], context: CallContext, with_logits: bool = False
+             ) -> tuple[Tensor | None, dict[int, ResidualStream]]:
+    """The full model's residual streams entering each of ``layers``, batch by batch, on the CPU; with
+    ``with_logits`` the pass runs to the end and its logits come too (``predict_logits``'s calls, so its
+    logits), else it stops after the deepest block those streams need (None for the logits)."""
     batches: dict[int, list[BlockInput]] = {layer: [] for layer in layers}
+    logits: list[Tensor] = []
     as_tuple = False
     with torch.no_grad(), autocast(context.dtype, context.device):
         for batch in data.batches:
-            outputs = full_block_outputs(model, to_device(batch, context.device), {layer - 1 for layer in layers})
+            outputs, scores = full_block_outputs(model, to_device(batch, context.device),
+                                                 {layer - 1 for layer in layers}, stop=not with_logits)
+            if with_logits:
+                logits.append(scores.float().cpu())
             for layer in layers:
                 output = outputs[layer - 1]
                 as_tuple = isinstance(output, tuple)
                 batches[layer].append((output[0] if as_tuple else output).float().cpu())
-    return {layer: ResidualStream(batches[layer], as_tuple) for layer in layers}
+    return (torch.cat(logits) if with_logits else None,
+            {layer: ResidualStream(batches[layer], as_tuple) for layer in layers})
 
 
-@torch.no_grad()
-def _logits_keeping_streams(model: PreparedModel, data: Task, layers: list[int], context: CallContext
-                            ) -> tuple[Tensor, dict[int, ResidualStream]]:
-    """``predict_logits`` of the whole model (the same calls, so the same logits) and, from the same pass, the
-    residual streams entering ``layers`` (forward hooks on the blocks below them, which change nothing)."""
-    outputs: dict[int, Any] = {}
-    handles = [model.bridge.blocks[layer - 1].register_forward_hook(
-        lambda module, args, output, layer=layer: outputs.__setitem__(layer, output)) for layer in layers]
-    logits: list[Tensor] = []
-    batches: dict[int, list[BlockInput]] = {layer: [] for layer in layers}
-    try:
-        with model.hooks([]), autocast(context.dtype, context.device):
-            for batch in data.batches:
-                logits.append(model(**batch).float().cpu())
-                for layer in layers:
-                    output = outputs[layer]
-                    batches[layer].append((output[0] if isinstance(output, tuple) else output).float().cpu())
-    finally:
-        for handle in handles:
-            handle.remove()
-    as_tuple = {layer: isinstance(outputs.get(layer), tuple) for layer in layers}
-    return torch.cat(logits), {layer: ResidualStream(batches[layer], as_tuple[layer]) for layer in layers}
-
-
-def full_block_outputs(model: PreparedModel, batch: Batch, blocks: set[int]) -> dict[int, Any]:
-    """The full model's output (as the block returns it) of each block in ``blocks`` on ``batch``; the pass
-    stops after the deepest of them (the bridge's own ``StopAtLayerException`` ends it cleanly)."""
+def full_block_outputs(model: PreparedModel, batch: Batch, blocks: set[int], stop: bool = True
+                       ) -> tuple[dict[int, Any], Any]:
+    """The full model's output (as the block returns it) of each block in ``blocks`` on ``batch``, and what the
+    model returns. With ``stop`` the pass ends after the deepest of them (the bridge's own ``StopAtLayerException``
+    ends it cleanly) and the model's return is not its scores."""
     outputs: dict[int, Any] = {}
     deepest = max(blocks)
 
     def keep(index: int):
         def hook(module, args, output) -> None:
             outputs[index] = output
-            if index == deepest:
+            if stop and index == deepest:
                 raise StopAtLayerException(output[0] if isinstance(output, tuple) else output)
         return hook
 
     handles = [model.bridge.blocks[index].register_forward_hook(keep(index)) for index in blocks]
     try:
-        model(**batch)
+        returned = model(**batch)
     finally:
         for handle in handles:
             handle.remove()
-    return outputs
+    return outputs, returned
 
 
 def _real_positions(batch: Batch) -> Tensor:

@@ -144,7 +144,7 @@ def test_a_first_ablation_keeps_its_streams_from_the_full_models_pass(three_laye
     assert len(runs) == len(data.batches)
     context = call_context(model, "float32")
     stored = residual_streams(model, data, [1, 2], context)
-    separate = _compute(model, data, [1, 2], context)
+    separate = _compute(model, data, [1, 2], context)[1]
     for layer in (1, 2):  # the real tokens' rows (stored streams hold zeros at padding)
         assert torch.equal(_unpadded(stored[layer].batches, data), _unpadded(separate[layer].batches, data))
     uncached = ablate_groups(model, [[Unit(2, 0)], [Unit(1, 3)]], [data], method="zero", cache=False)
