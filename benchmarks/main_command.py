@@ -19,11 +19,11 @@ import argparse
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from code_before import REPO, heurlens_source
+
 COMMAND = ["ablate", "--heads", "L4.H0"]
 IMPORTS = "import torch, transformer_lens.model_bridge"
 
@@ -42,10 +42,7 @@ def main() -> None:
     parser.add_argument("--before", default="ed4c511", help="git revision of the code to compare with")
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as folder:
-        old = Path(folder)
-        archive = subprocess.run(["git", "archive", args.before, "heurlens"], cwd=REPO, capture_output=True, check=True)
-        subprocess.run(["tar", "-x", "-C", str(old)], input=archive.stdout, check=True)
+    with heurlens_source(args.before) as old:
         runs = {
             "before": [sys.executable, "-c", "import sys; from heurlens.cli import main; sys.exit(main())", *COMMAND],
             "now": [sys.executable, "-m", "heurlens", *COMMAND],

@@ -18,14 +18,11 @@ the device's queue to drain. Measured 2026-11-26 on this project's 2-core CPU: 4
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from code_before import REPO, heurlens_source, measured_in
 
 MEASURE = """
 import json, sys, time, torch
@@ -58,12 +55,7 @@ print(json.dumps({"ms_per_step": (time.perf_counter() - start) / steps * 1000}))
 
 def measured(source: Path, steps: int) -> float:
     with tempfile.TemporaryDirectory() as folder:
-        result = subprocess.run([sys.executable, "-c", MEASURE, folder, str(steps)], cwd=source, capture_output=True,
-                                text=True, env={"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin",
-                                                "HOME": str(Path.home())})
-    if result.returncode != 0:
-        sys.exit(f"the measurement failed in {source}:\n{result.stderr[-3000:]}")
-    return json.loads(result.stdout.strip().splitlines()[-1])["ms_per_step"]
+        return measured_in(source, MEASURE, [folder, str(steps)], {"OMP_NUM_THREADS": "1"})["ms_per_step"]
 
 
 def main() -> None:
@@ -72,10 +64,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as folder:
-        old = Path(folder)
-        archive = subprocess.run(["git", "archive", args.before, "heurlens"], cwd=REPO, capture_output=True, check=True)
-        subprocess.run(["tar", "-x", "-C", str(old)], input=archive.stdout, check=True)
+    with heurlens_source(args.before) as old:
         times: dict[str, list[float]] = {"before": [], "now": []}
         for _ in range(args.rounds):
             times["before"].append(measured(old, args.steps))

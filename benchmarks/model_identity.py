@@ -79,9 +79,12 @@ def compare(label: str, model, rounds: int, before_runs: bool = True) -> list[di
 
 
 def llama_1b(dtype: torch.dtype):
-    """A randomly initialised Llama of TinyLlama-1.1B's shape, bridged by TransformerLens (no tokenizer)."""
+    """A randomly initialised Llama of TinyLlama-1.1B's shape, bridged by TransformerLens (no tokenizer): allocated
+    without initialisation (a minute saved), then weights ~ N(0, 0.02), norms 1, and the rotary frequencies built
+    again (``to_empty`` leaves buffers as they were in memory), so it also runs (benchmarks/scale_1b.py)."""
     from transformer_lens.model_bridge.sources._bridge_builder import build_bridge_from_module
     from transformers import AutoModelForCausalLM, LlamaConfig
+    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
 
     from heurlens.models.classifier import HookedClassifier
 
@@ -91,9 +94,11 @@ def llama_1b(dtype: torch.dtype):
     torch.manual_seed(0)
     with torch.device("meta"):
         shell = AutoModelForCausalLM.from_config(config, dtype=dtype)
-    model = shell.to_empty(device="cpu")  # random bytes are enough to hash; skips a minute of initialisation
-    for parameter in model.parameters():
-        torch.nn.init.normal_(parameter.data, std=0.02)
+    model = shell.to_empty(device="cpu")
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            parameter.fill_(1.0) if "norm" in name else parameter.normal_(std=0.02)
+    model.model.rotary_emb = LlamaRotaryEmbedding(config)
     bridge = build_bridge_from_module(model.eval(), "LlamaForCausalLM", hf_config=config, tokenizer=None,
                                       model_name="llama-1b-random")
     return HookedClassifier(bridge, model_id="llama-1b-random")

@@ -4,7 +4,7 @@ prune, and the bytes heurlens' cache keeps, with the code before the speed work 
 Run: .venv/bin/python benchmarks/scale_1b.py [--before ed4c511] [--dtype float32] [--prompts 32] [--tokens 16]
 
 Model: a randomly initialised Llama of TinyLlama-1.1B's shape (22 layers, d_model 2048, 32 query and 4 key-value
-heads, vocabulary 32,000; weights N(0, 0.02), norms 1), bridged by TransformerLens and scored as a
+heads, vocabulary 32,000; benchmarks/model_identity.py's ``llama_1b``), bridged by TransformerLens and scored as a
 next-token model on the last token. Data: ``--prompts`` random token rows of ``--tokens`` tokens. Calls, in this
 order in one process per code version, each in a fresh cache folder: ``compute_means``, ``ablate`` of L11.H0
 (mean, KL only: the full model's logits computed and cached, then the pass resumed at layer 11), and ``prune``
@@ -23,44 +23,20 @@ tokens, measured with torch's saved-tensor hooks: no weight is copied). No GPU w
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from code_before import REPO, heurlens_source, measured_in
 
 MEASURE = """
 import json, os, resource, sys, time, torch
+sys.path.append(sys.argv[4])  # this checkout's benchmarks/, for the model (after the heurlens measured)
+from model_identity import llama_1b
 import heurlens
 from heurlens.pruning.settings import PruneSettings
 
 dtype, prompts, tokens = getattr(torch, sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 
-
-def llama_1b(dtype):
-    # TinyLlama-1.1B's shape, random: allocated without initialisation (a minute saved), then weights ~ N(0, 0.02),
-    # norms 1, and the rotary frequencies built again (to_empty leaves buffers as garbage)
-    from transformer_lens.model_bridge.sources._bridge_builder import build_bridge_from_module
-    from transformers import AutoModelForCausalLM, LlamaConfig
-    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
-    from heurlens.models.classifier import HookedClassifier
-
-    config = LlamaConfig(vocab_size=32000, hidden_size=2048, intermediate_size=5632, num_hidden_layers=22,
-                         num_attention_heads=32, num_key_value_heads=4, max_position_embeddings=2048,
-                         architectures=["LlamaForCausalLM"])
-    torch.manual_seed(0)
-    with torch.device("meta"):
-        shell = AutoModelForCausalLM.from_config(config, dtype=dtype)
-    model = shell.to_empty(device="cpu")
-    with torch.no_grad():
-        for name, parameter in model.named_parameters():
-            parameter.fill_(1.0) if "norm" in name else parameter.normal_(std=0.02)
-    model.model.rotary_emb = LlamaRotaryEmbedding(config)
-    bridge = build_bridge_from_module(model.eval(), "LlamaForCausalLM", hf_config=config, tokenizer=None,
-                                      model_name="llama-1b-random")
-    return HookedClassifier(bridge, model_id="llama-1b-random")
 rows = []
 
 def peak_gb():
@@ -91,12 +67,8 @@ print(json.dumps({"rows": rows, "model_gb": size_gb, "cache_mb": cache / 2**20})
 
 def measured(source: Path, dtype: str, prompts: int, tokens: int) -> dict:
     with tempfile.TemporaryDirectory() as cache:
-        result = subprocess.run([sys.executable, "-c", MEASURE, dtype, str(prompts), str(tokens)], cwd=source,
-                                capture_output=True, text=True,
-                                env={"HEURLENS_CACHE": cache, "PATH": "/usr/bin:/bin", "HOME": str(Path.home())})
-    if result.returncode != 0:
-        sys.exit(f"the measurement failed in {source}:\n{result.stderr[-3000:]}")
-    return json.loads(result.stdout.strip().splitlines()[-1])
+        return measured_in(source, MEASURE, [dtype, str(prompts), str(tokens), str(REPO / "benchmarks")],
+                           {"HEURLENS_CACHE": cache})
 
 
 def main() -> None:
@@ -108,10 +80,7 @@ def main() -> None:
     args = parser.parse_args()
     import pandas as pd
 
-    with tempfile.TemporaryDirectory() as folder:
-        old = Path(folder)
-        archive = subprocess.run(["git", "archive", args.before, "heurlens"], cwd=REPO, capture_output=True, check=True)
-        subprocess.run(["tar", "-x", "-C", str(old)], input=archive.stdout, check=True)
+    with heurlens_source(args.before) as old:
         results = {"before": measured(old, args.dtype, args.prompts, args.tokens),
                    "now": measured(REPO, args.dtype, args.prompts, args.tokens)}
     table = pd.DataFrame(results["before"]["rows"]).merge(pd.DataFrame(results["now"]["rows"]), on="call",
