@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any, Literal, cast
 
 import torch
@@ -119,10 +119,7 @@ class HookedClassifier(nn.Module):
         if score_mask is not None and self.head is not None:
             raise HeurlensError("a classifier scores its pooled position only: scoring positions (positions=) are "
                                 "for next-token models")
-        if self._cls_only is not None:
-            with self._cls_only.engaged():
-                out = self.bridge(input_ids, attention_mask=attention_mask, **extra)
-        else:
+        with self._cls_only.engaged() if self._cls_only is not None else nullcontext():
             out = self.bridge(input_ids, attention_mask=attention_mask, **extra)
         if score_mask is not None:
             return out[score_mask.to(device).bool()]
