@@ -147,14 +147,39 @@ def ablated_tables(model: PreparedModel, groups: Sequence[UnitsLike], tasks: Seq
         if full is None:  # and, from the same pass, the residual streams the ablated passes start from
             full = full_model_logits(model, task, context, streams_for=starts)
         full_values = {name: metric_value(metric, full, task, name) for name, metric in metrics.items()}
-        for group, group_rows, ablated in zip(unit_groups, rows,
-                                              ablated_scores(model, unit_groups, task, method, means, context, bar)):
-            group_rows.append({"ablated": format_units(group), "eval_set": task.name, "examples": len(task),
-                               **_metric_columns(full_values, {name: metric_value(metric, ablated, task, name)
-                                                               for name, metric in metrics.items()}),
-                               "kl": mean_kl(full, ablated)})
+        for index, ablated in scores_one_by_one(model, unit_groups, task, method, means, context, full.numel() * 4,
+                                                bar):
+            rows[index].append({"ablated": format_units(unit_groups[index]), "eval_set": task.name,
+                                "examples": len(task),
+                                **_metric_columns(full_values, {name: metric_value(metric, ablated, task, name)
+                                                                for name, metric in metrics.items()}),
+                                "kl": mean_kl(full, ablated)})
     bar.close()
     return pd.DataFrame([row for group_rows in rows for row in group_rows])
+
+
+SCORES_IN_MEMORY_BYTES = 2**30  # ablated scores held at once by scores_one_by_one (float32), about this at most
+
+
+def group_chunks(n_groups: int, scores_bytes: int) -> list[slice]:
+    """``n_groups`` groups in consecutive chunks whose ablated scores (``scores_bytes`` each: rows x outputs x 4)
+    fit in ``SCORES_IN_MEMORY_BYTES`` together, one group at least."""
+    per_chunk = max(1, SCORES_IN_MEMORY_BYTES // max(1, scores_bytes))
+    return [slice(start, start + per_chunk) for start in range(0, n_groups, per_chunk)]
+
+
+def scores_one_by_one(model: PreparedModel, groups: Sequence[list[Unit]], task: Task, method: Method,
+                      means: UnitMeans | None, context: CallContext, scores_bytes: int, bar: tqdm | None = None
+                      ) -> Iterator[tuple[int, Float[Tensor, "row output"]]]:
+    """(index, ``ablated_scores``) of each group in turn, computed a chunk of groups at a time (``group_chunks``)
+    so that a caller that reduces each to numbers holds one chunk's scores, not every group's: a scan of a
+    next-token model's 270 heads on 256 prompts and 49,152 tokens would otherwise hold 13.6 GB. The passes of a
+    chunk share each batch's residual stream; each further chunk moves the batches again (and recomputes a
+    corrupted batch's activations)."""
+    for chunk in group_chunks(len(groups), scores_bytes):
+        scores = ablated_scores(model, groups[chunk], task, method, means, context, bar)
+        for index in range(chunk.start, chunk.start + len(scores)):
+            yield index, scores.pop(0)  # not kept here: freed once the caller is done with it
 
 
 def ablated_scores(model: PreparedModel, groups: Sequence[list[Unit]], task: Task, method: Method,

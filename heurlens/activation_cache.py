@@ -7,9 +7,11 @@ residual stream entering block l (the output of block l-1) is computed once per 
 and vocabulary), token fingerprint and layer, and every later ablated pass starts there
 (``heurlens.resumed_passes``). The final logits are the entry's last file. One entry is a folder
 ``cache_dir()/activations/{model}-{tokens}[-bf16|-fp16]/`` (the suffix: the precision, ``heurlens.precision``)
-holding ``residual-{l}.safetensors`` (the real tokens only, padding dropped, float32) and
-``logits.safetensors``; all are written atomically, within the cache's size cap (``heurlens.cache_contents``),
-and a file that cannot be read back whole, or does not fit the data, is computed again.
+holding ``residual-{l}.safetensors`` (the real tokens only, padding dropped) and ``logits.safetensors``; all are
+written atomically, within the cache's size cap (``heurlens.cache_contents``), and a file that cannot be read back
+whole, or does not fit the data, is computed again. Each is stored in the narrowest precision that holds its
+values exactly (``exact_narrowest``): a model with bfloat16 weights, or run under bfloat16 autocast, produces
+logits (and a bfloat16 model residual streams) that bfloat16 holds bit for bit, half the bytes of float32.
 """
 
 from __future__ import annotations
@@ -42,8 +44,8 @@ BlockInput = Float[Tensor, "batch pos d_model"]
 @dataclass(frozen=True)
 class ResidualStream:
     """The full model's residual stream entering one block, per batch of the data (padded as the batch is, zeros
-    at padding, on the CPU), and whether the model's blocks return their output as a 1-tuple (TransformerLens'
-    native models) or a tensor (HF models)."""
+    at padding, on the CPU, in the precision it was computed or stored in), and whether the model's blocks return
+    their output as a 1-tuple (TransformerLens' native models) or a tensor (HF models)."""
 
     batches: list[BlockInput]
     as_tuple: bool
@@ -101,15 +103,15 @@ def full_model_logits(model: PreparedModel, eval_set: Task, context: CallContext
 
     def load() -> Tensor:
         with safe_open(str(path), "pt") as handle:
-            logits = handle.get_tensor("logits")
+            logits = handle.get_tensor("logits").float()
         if logits.shape[0] != scored_rows(eval_set):
             raise HeurlensError(f"{path} holds {logits.shape[0]} rows of logits, not {scored_rows(eval_set)}")
         if not logits.isfinite().all():
             raise HeurlensError(f"{path} holds NaN or inf: damaged, computed again")
         return logits
 
-    return stored(path, compute,
-                  lambda logits: atomic_save_tensors(path, {"logits": logits}, _about(model, eval_set)), load)
+    return stored(path, compute, lambda logits: atomic_save_tensors(path, {"logits": exact_narrowest(logits)},
+                                                                    _about(model, eval_set)), load)
 
 
 def residual_streams(model: PreparedModel, data: Task, layers: Iterable[int], context: CallContext | None = None
@@ -149,9 +151,21 @@ def _missing_layers(folder: Path, layers: Iterable[int], n_layers: int) -> list[
 def _store(folder: Path, model: PreparedModel, data: Task, streams: dict[int, ResidualStream]) -> None:
     """Each stream as ``residual-{layer}.safetensors`` in the data's entry ``folder`` (real tokens only)."""
     for layer, stream in streams.items():
-        atomic_save_tensors(folder / f"residual-{layer}.safetensors", {"residual": _unpadded(stream.batches, data)},
+        atomic_save_tensors(folder / f"residual-{layer}.safetensors",
+                            {"residual": exact_narrowest(_unpadded(stream.batches, data))},
                             _about(model, data) | {"layer": str(layer),
                                                    "block_output": "tuple" if stream.as_tuple else "tensor"})
+
+
+def exact_narrowest(values: Tensor) -> Tensor:
+    """``values`` in bfloat16 or float16 when that holds every value bit for bit (what a bfloat16 model or a
+    bfloat16 autocast produced, then widened), else as they are: what is read back is exactly what was stored."""
+    if values.dtype == torch.float32:
+        for narrower in (torch.bfloat16, torch.float16):
+            narrow = values.to(narrower)
+            if torch.equal(narrow.float(), values):
+                return narrow
+    return values
 
 
 def _about(model: PreparedModel, data: Task) -> dict[str, str]:
@@ -176,7 +190,7 @@ def _compute(model: PreparedModel, data: Task, layers: list[int], context: CallC
             for layer in layers:
                 output = outputs[layer - 1]
                 as_tuple = isinstance(output, tuple)
-                batches[layer].append((output[0] if as_tuple else output).float().cpu())
+                batches[layer].append((output[0] if as_tuple else output).cpu())  # a bfloat16 model's stays so
     return (torch.cat(logits) if with_logits else None,
             {layer: ResidualStream(batches[layer], as_tuple) for layer in layers})
 

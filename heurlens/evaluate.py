@@ -121,11 +121,19 @@ def accuracy_metric(model: PreparedModel) -> Metric:
     return lambda scores, task: task.accuracy(scores, model.labels)
 
 
+KL_CHUNK_ELEMENTS = 2**24  # scores per chunk of rows in mean_kl: 64 MiB of float32 temporaries at a time
+
+
 def mean_kl(reference_logits: Float[Tensor, "example label"], logits: Float[Tensor, "example label"]) -> float:
     """Mean over examples of KL(p_reference || p), the pruning objective of the Heuristic Core paper (nats). KL is never
     negative; rounding in float32 can make a near-zero sum so, and it is reported as 0. NaN stays NaN (scores holding
-    NaN or inf), never shown as a KL of 0."""
-    reference = F.log_softmax(reference_logits, dim=-1)
-    other = F.log_softmax(logits, dim=-1)
-    kl = (reference.exp() * (reference - other)).sum(dim=-1).mean().item()
+    NaN or inf), never shown as a KL of 0. Computed over chunks of rows (``KL_CHUNK_ELEMENTS`` scores each), so a
+    next-token model's rows x vocabulary needs a chunk's temporaries, not three copies of the whole."""
+    rows = max(1, KL_CHUNK_ELEMENTS // max(1, reference_logits.shape[-1]))
+    per_row = []
+    for start in range(0, len(reference_logits), rows):
+        reference = F.log_softmax(reference_logits[start:start + rows].float(), dim=-1)
+        other = F.log_softmax(logits[start:start + rows].float(), dim=-1)
+        per_row.append((reference.exp() * (reference - other)).sum(dim=-1))
+    kl = torch.cat(per_row).mean().item()
     return kl if math.isnan(kl) else max(0.0, kl)

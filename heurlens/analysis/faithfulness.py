@@ -18,9 +18,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 import torch
-from torch import Tensor
 
-from heurlens.ablation import Method, ablated_scores
+from heurlens.ablation import Method, scores_one_by_one
 from heurlens.activation_cache import full_model_logits
 from heurlens.call_context import call_context
 from heurlens.data.prompt_tasks import PromptSet, logit_difference
@@ -84,7 +83,8 @@ def faithfulness_curve(model: ModelLike, circuits: Sequence[Subnetwork] | Mappin
     task = as_task(model, task)
     metric = metric or _default_metric(task)
     context = call_context(model, cache=cache)
-    full = metric_value(metric, full_model_logits(model, task, context), task, "metric")
+    full_scores = full_model_logits(model, task, context)
+    full = metric_value(metric, full_scores, task, "metric")
     if isinstance(circuits, Mapping):
         named = {label: as_units(units, model.n_layers, model.n_heads) for label, units in circuits.items()}
     else:
@@ -99,28 +99,26 @@ def faithfulness_curve(model: ModelLike, circuits: Sequence[Subnetwork] | Mappin
                       for label, circuit in zip(named, circuits.values() if isinstance(circuits, Mapping)
                                                 else circuits)}
         masks = [layout.mask(kept) for kept in kept_edges.values()] + [torch.zeros(layout.n_edges)]
-        *scores, empty_scores = circuit_scores(model, masks, task, context)
-        return _curve(task, metric, full, empty_scores, [(label, len(kept), layout.n_edges, circuit) for
-                                                         (label, kept), circuit in zip(kept_edges.items(), scores)],
-                      "edges")
+        *values, empty = [metric_value(metric, scores, task, "metric")
+                          for scores in circuit_scores(model, masks, task, context)]
+        return _curve(full, empty, [(label, len(kept), layout.n_edges, value)
+                                    for (label, kept), value in zip(kept_edges.items(), values)], "edges")
     everything = UnitLayout(model.n_layers, model.n_heads).units()
     groups = [[unit for unit in everything if unit not in set(kept)] for kept in named.values()] + [everything]
-    *scores, empty_scores = ablated_scores(model, groups, task, method, means, context)
-    return _curve(task, metric, full, empty_scores, [(label, len(kept), len(everything), circuit)
-                                                     for (label, kept), circuit in zip(named.items(), scores)], "units")
+    *values, empty = [metric_value(metric, scores, task, "metric") for _, scores in
+                      scores_one_by_one(model, groups, task, method, means, context, full_scores.numel() * 4)]
+    return _curve(full, empty, [(label, len(kept), len(everything), value)
+                                for (label, kept), value in zip(named.items(), values)], "units")
 
 
-def _curve(task: Task, metric: Metric, full: float, empty_scores: Tensor,
-           circuits: list[tuple[str, int, int, Tensor]], what: str) -> FaithfulnessCurve:
-    """The curve of circuits given as (label, kept, of how many, scores), ``what`` they keep (units or edges)."""
-    empty = metric_value(metric, empty_scores, task, "metric")
+def _curve(full: float, empty: float, circuits: list[tuple[str, int, int, float]], what: str) -> FaithfulnessCurve:
+    """The curve of circuits given as (label, kept, of how many, metric), ``what`` they keep (units or edges)."""
     if full == empty:
         raise HeurlensError(f"the metric is {full:g} for the full model and for the model with every {what[:-1]} "
                             "ablated, so faithfulness (m(circuit) - m(empty)) / (m(full) - m(empty)) is undefined: use "
                             f"a metric the {what} change")
     rows = []
-    for label, kept, total, scores in circuits:
-        value = metric_value(metric, scores, task, "metric")
+    for label, kept, total, value in circuits:
         rows.append({"circuit": label, "kept_fraction": kept / total, f"{what}_kept": kept,
                      "metric": value, "faithfulness": (value - empty) / (full - empty)})
     return FaithfulnessCurve(pd.DataFrame(rows), full, empty)

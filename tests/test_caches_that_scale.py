@@ -1,0 +1,95 @@
+"""What keeps memory and disk bounded on large vocabularies and many ablations: the KL computed over chunks of
+rows, ablation tables and faithfulness curves holding one chunk of groups' scores at a time, and cache entries in
+the narrowest precision that holds them exactly."""
+
+import pandas as pd
+import pytest
+import torch
+import torch.nn.functional as F
+from test_activation_cache import padded_set
+
+import heurlens
+import heurlens.ablation as ablation
+import heurlens.evaluate as evaluate
+from heurlens.activation_cache import exact_narrowest, full_model_logits, residual_streams
+from heurlens.analysis.faithfulness import faithfulness_curve
+from heurlens.evaluate import mean_kl, predict_logits
+from heurlens.means import compute_means
+from heurlens.models import load_model
+from heurlens.units import Unit
+
+
+def test_the_kl_over_chunks_of_rows_is_torchs_kl_div(monkeypatch):
+    generator = torch.Generator().manual_seed(0)
+    reference, other = torch.randn(7, 11, generator=generator) * 3, torch.randn(7, 11, generator=generator) * 3
+    expected = F.kl_div(F.log_softmax(other, -1), F.log_softmax(reference, -1), log_target=True,
+                        reduction="batchmean").item()
+    whole = mean_kl(reference, other)
+    monkeypatch.setattr(evaluate, "KL_CHUNK_ELEMENTS", 22)  # two rows a chunk, the last chunk one row
+    assert mean_kl(reference, other) == pytest.approx(expected, rel=1e-6) == pytest.approx(whole, rel=1e-6)
+
+
+def test_exact_narrowest_keeps_every_value():
+    bfloat16_values = torch.tensor([1.0, -0.0, 3.0 * 2.0**-7, 2.0**100, float("inf")])
+    float16_values = torch.tensor([1.0 + 2.0**-10, 0.5])  # 11 significant bits: float16 holds them, bfloat16 not
+    float32_values = torch.tensor([1.0 + 2.0**-20])
+    for values, dtype in ((bfloat16_values, torch.bfloat16), (float16_values, torch.float16),
+                          (float32_values, torch.float32)):
+        narrow = exact_narrowest(values)
+        assert narrow.dtype == dtype and torch.equal(narrow.float(), values)
+    assert torch.equal(exact_narrowest(bfloat16_values).float().signbit(), bfloat16_values.signbit())
+
+
+def test_a_bfloat16_models_cache_entry_is_bfloat16_and_reads_back_bit_for_bit(tiny_decoder_dirs, tmp_path,
+                                                                             monkeypatch):
+    """Its logits and residual streams are bfloat16 as computed: stored so (half the bytes), read back equal."""
+    from safetensors.torch import load_file
+
+    monkeypatch.setenv("HEURLENS_CACHE", str(tmp_path))
+    model = load_model(tiny_decoder_dirs["llama"], dtype="bfloat16")
+    texts = ["the man sees the dog", "a dog sleeps", "the cat runs ."]
+    task = heurlens.tokenize_texts(model, texts)
+    computed = residual_streams(model, task, [1])[1].batches
+    logits = full_model_logits(model, task)
+    folder = next(tmp_path.glob("activations/*"))
+    stored_logits = load_file(folder / "logits.safetensors")["logits"]
+    stored_stream = load_file(folder / "residual-1.safetensors")["residual"]
+    assert stored_logits.dtype == stored_stream.dtype == torch.bfloat16
+    assert torch.equal(stored_logits.float(), predict_logits(model, task)) and torch.equal(full_model_logits(model, task),
+                                                                                          logits)
+    read = residual_streams(model, task, [1])[1].batches
+    for fresh, again, batch in zip(computed, read, task.batches):
+        real = batch["attention_mask"].bool()
+        assert fresh.dtype == again.dtype == torch.bfloat16 and torch.equal(fresh[real], again[real])
+
+
+def test_tables_and_curves_in_chunks_of_groups_equal_one_chunk(random_bert_dir, tmp_path, monkeypatch):
+    """With room for the scores of three groups, eight groups are ablated three, three and two at a time (never
+    more held at once), and the table and the faithfulness curve are those of all eight at once, number for
+    number."""
+    monkeypatch.setenv("HEURLENS_CACHE", str(tmp_path))
+    model = load_model(random_bert_dir(4, 2, seed=5))
+    data = padded_set(0)
+    means = compute_means(model, padded_set(1))
+    groups = [[Unit(layer, layer % 2)] for layer in range(4)] + [[Unit(layer)] for layer in range(4)]
+    circuits = {f"keep L{layer}": [Unit(layer, 0), Unit(layer)] for layer in range(4)}
+
+    def mean_top_score(scores, task) -> float:
+        return float(scores.max(-1).values.mean())
+
+    def computed():
+        table = ablation.ablate_groups(model, groups, [data], means=means)
+        curve = faithfulness_curve(model, circuits, data, metric=mean_top_score, means=means)
+        return table, curve
+
+    whole_table, whole_curve = computed()
+    sizes = []
+    real = ablation.ablated_scores
+    monkeypatch.setattr(ablation, "ablated_scores", lambda model, groups, *rest: sizes.append(len(groups))
+                        or real(model, groups, *rest))
+    monkeypatch.setattr(ablation, "SCORES_IN_MEMORY_BYTES", 3 * len(data) * 3 * 4)  # 3 groups of 12 rows x 3 labels
+    table, curve = computed()
+    assert sizes == [3, 3, 2, 3, 2]  # the table's eight groups, then the curve's four circuits and the empty one
+    pd.testing.assert_frame_equal(table, whole_table, check_exact=True)
+    pd.testing.assert_frame_equal(curve.circuits, whole_curve.circuits, check_exact=True)
+    assert curve.empty == whole_curve.empty
