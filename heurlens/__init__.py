@@ -57,8 +57,8 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors (nev
     from heurlens.protocols import Task as Task
     from heurlens.protocols import is_hooked_model as is_hooked_model
     from heurlens.protocols import is_task as is_task
-    from heurlens.pruning.runs import accuracy_table as accuracy_table
-    from heurlens.pruning.runs import evaluate_subnetworks as evaluate_subnetworks
+    from heurlens.pruning.evaluation import accuracy_table as accuracy_table
+    from heurlens.pruning.evaluation import evaluate_subnetworks as evaluate_subnetworks
     from heurlens.pruning.runs import prune as prune
     from heurlens.pruning.settings import PruneSettings as PruneSettings
     from heurlens.pruning.subnetwork import Subnetwork as Subnetwork

@@ -28,8 +28,9 @@ from heurlens.distributed import Workers
 from heurlens.errors import HeurlensError
 from heurlens.means import UnitMeans
 from heurlens.protocols import Loss, Metrics, PreparedModel, Task
+from heurlens.pruning.evaluation import evaluate_subnetworks
 from heurlens.pruning.run_folder import SPARSITY_TOLERANCE, data_id_of
-from heurlens.pruning.runs import evaluate_subnetworks, prune
+from heurlens.pruning.runs import prune
 from heurlens.pruning.settings import PruneSettings
 from heurlens.run_folders import RunFolder
 from heurlens.units import UnitLayout

@@ -24,8 +24,8 @@ from heurlens.cache import atomic_write_csv, stored
 from heurlens.errors import HeurlensError
 from heurlens.protocols import PreparedModel, Task
 from heurlens.pruning.circuit import EdgeCircuit
+from heurlens.pruning.evaluation import accuracy_table, evaluate_subnetworks
 from heurlens.pruning.run_folder import MEANS_FILE, find_subnetworks, load_run_means, subnetworks_by_sparsity
-from heurlens.pruning.runs import accuracy_table, evaluate_subnetworks
 
 EXAMPLE_PAIR = ("The doctor advised the president.", "The president advised the doctor.")  # Figure 7's SO-Swap pair
 

@@ -50,8 +50,8 @@ def faithfulness(run_dirs: tuple[str, ...], task: str, task_examples: int, seed:
     from heurlens.cache import atomic_write_bytes
     from heurlens.data.prompt_tasks import logit_difference
     from heurlens.pruning.circuit import EdgeCircuit
+    from heurlens.pruning.evaluation import ablation_of
     from heurlens.pruning.run_folder import load_run_means, subnetworks_by_sparsity
-    from heurlens.pruning.runs import ablation_of
     from heurlens.run_data import PromptTaskData
     from heurlens.run_folders import check_writable_file
 

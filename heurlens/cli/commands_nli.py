@@ -107,7 +107,7 @@ def evaluate(run_dir: str, model: str | None, device: str | None, weights_dtype:
 def _report(hooked, subnetworks, means, eval_sets, as_json, as_csv, dtype: Precision = "float32"):
     from heurlens.pruning import accuracy_table, evaluate_subnetworks
     from heurlens.pruning.circuit import EdgeCircuit
-    from heurlens.pruning.runs import ablation_of
+    from heurlens.pruning.evaluation import ablation_of
 
     evaluation = evaluate_subnetworks(hooked, subnetworks, eval_sets, means=means, dtype=dtype)
     interchange = ablation_of(subnetworks) == "interchange"

@@ -5,7 +5,7 @@ from typing import TYPE_CHECKING
 
 from heurlens.lazy import lazy_exports
 
-_EXPORTS = {"HardConcrete": ".hard_concrete", "accuracy_table": ".runs", "evaluate_subnetworks": ".runs",
+_EXPORTS = {"HardConcrete": ".hard_concrete", "accuracy_table": ".evaluation", "evaluate_subnetworks": ".evaluation",
             "prune": ".runs", "Subnetwork": ".subnetwork", "discretize": ".subnetwork", "PruneSettings": ".settings",
             "train_unit_mask": ".train", "train_unit_masks": ".train", "train_edge_masks": ".train",
             "EdgeCircuit": ".circuit"}
@@ -14,9 +14,9 @@ __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 if TYPE_CHECKING:  # the lazy names' real types, for type checkers and editors (never run)
     from heurlens.pruning.circuit import EdgeCircuit as EdgeCircuit
+    from heurlens.pruning.evaluation import accuracy_table as accuracy_table
+    from heurlens.pruning.evaluation import evaluate_subnetworks as evaluate_subnetworks
     from heurlens.pruning.hard_concrete import HardConcrete as HardConcrete
-    from heurlens.pruning.runs import accuracy_table as accuracy_table
-    from heurlens.pruning.runs import evaluate_subnetworks as evaluate_subnetworks
     from heurlens.pruning.runs import prune as prune
     from heurlens.pruning.settings import PruneSettings as PruneSettings
     from heurlens.pruning.subnetwork import Subnetwork as Subnetwork

@@ -1,5 +1,5 @@
-"""Multi-seed, multi-sparsity pruning runs that write each subnetwork as soon as it is found, and the evaluation
-of subnetworks beside the full model.
+"""Multi-seed, multi-sparsity pruning runs that write each subnetwork as soon as it is found (their evaluation
+beside the full model: ``heurlens.pruning.evaluation``).
 
 With ``out`` (its layout and checks: ``heurlens.pruning.run_folder``), a finished subnetwork's JSON is written
 last and atomically, so a run killed midway leaves only whole files; running the same command again loads the
@@ -10,30 +10,27 @@ from __future__ import annotations
 
 import time
 import warnings
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import cast
 
 import datasets
-import pandas as pd
 from torch import Tensor
 
-from heurlens.ablation import Method, ablated_scores, ablated_tables
+from heurlens.ablation import ablated_scores
 from heurlens.activation_cache import full_model_logits
 from heurlens.call_context import CallContext, call_context
 from heurlens.distributed import Workers, run_each
 from heurlens.edges import edge_layout
 from heurlens.errors import HeurlensError
-from heurlens.evaluate import accuracy_metric, tokenize_pairs
+from heurlens.evaluate import tokenize_pairs
 from heurlens.interchange import corruption_of
 from heurlens.means import UnitMeans, compute_means
-from heurlens.metrics import metric_loss, metric_value
+from heurlens.metrics import metric_loss
 from heurlens.models.classifier import as_model
-from heurlens.precision import Precision
-from heurlens.protocols import Loss, Metric, Metrics, ModelLike, PreparedModel, Task
-from heurlens.pruning.circuit import EdgeCircuit, circuit_scores, circuit_table, nodes_of
+from heurlens.protocols import Loss, Metric, ModelLike, PreparedModel, Task
+from heurlens.pruning.circuit import EdgeCircuit, circuit_scores, nodes_of
 from heurlens.pruning.hard_concrete import HardConcrete
 from heurlens.pruning.objective import kl_loss, prunable_units, subnetwork_loss
 from heurlens.pruning.run_folder import (
@@ -295,67 +292,3 @@ def _edge_circuit(job: _PruneJob, target: float, seed: int, result: MaskTraining
         metrics=_metrics(job, target, result, grid, result.final_expected_sparsity, seconds), edges=edges,
         n_kv_heads=layout.n_kv_heads,
         log_alpha_edges=result.log_alpha)
-
-
-def evaluate_subnetworks(model: ModelLike, subnetworks: list[Subnetwork], eval_sets: Sequence[TaskLike], *,
-                         means: UnitMeans, metrics: Metrics | None = None, dtype: Precision = "float32",
-                         cache: bool | None = None, method: Method | None = None) -> pd.DataFrame:
-    """Each metric (default: accuracy) and the KL to the full model of the full model and each subnetwork on
-    each set.
-
-    Long format: one row per (subnetwork, eval set) with columns subnetwork, target_sparsity,
-    achieved_sparsity, seed, eval_set, examples, one column per metric (``accuracy``), kl. The full model's
-    rows come first. ``dtype``: the matrix products' precision (``heurlens.precision``), the full model's too.
-    ``cache=False``: nothing read from or written to heurlens' cache folder (``heurlens.cache.disk_cache``).
-    ``method``: how pruned units are replaced ("mean" by ``means``, "zero", "interchange"); None: as the subnetworks
-    were pruned (``PruneSettings.ablation``, the same for all).
-    """
-    model = as_model(model)
-    return _evaluate_subnetworks(model, subnetworks, [as_task(model, data) for data in eval_sets], means, metrics,
-                                 call_context(model, dtype, cache), method or ablation_of(subnetworks))
-
-
-def ablation_of(subnetworks: Sequence[Subnetwork]) -> Method:
-    """How these subnetworks' pruned units were replaced while they were found (``PruneSettings.ablation``): one
-    method for all, or refused naming the ones found."""
-    own = {sub.hyperparameters.get("ablation", "mean") for sub in subnetworks} or {"mean"}
-    if len(own) > 1:
-        raise HeurlensError(f"these subnetworks were pruned with different ablations ({', '.join(sorted(own))}): "
-                            "evaluate them with one, method='mean' or method='interchange' (heurlens faithfulness: "
-                            "--ablation)")
-    return cast(Method, own.pop())
-
-
-def _evaluate_subnetworks(model: PreparedModel, subnetworks: list[Subnetwork], tasks: list[Task],
-                          means: UnitMeans, metrics: Metrics | None, context: CallContext, method: Method = "mean"
-                          ) -> pd.DataFrame:
-    full_logits = {s.name: full_model_logits(model, s, context) for s in tasks}
-    chosen = {"accuracy": accuracy_metric(model)} if metrics is None else dict(metrics)
-    rows = [{"subnetwork": "full model", "target_sparsity": 0.0, "achieved_sparsity": 0.0, "seed": None,
-             "eval_set": s.name, "examples": len(s),
-             **{name: metric_value(metric, full_logits[s.name], s, name) for name, metric in chosen.items()},
-             "kl": 0.0} for s in tasks]
-    known = model.known_fingerprints()
-    for sub in subnetworks:
-        sub.check_model(model, known)
-    circuits = [sub for sub in subnetworks if isinstance(sub, EdgeCircuit)]
-    if circuits and len(circuits) < len(subnetworks):
-        raise HeurlensError("evaluate edge circuits (heurlens prune --level edge) and node subnetworks apart: a circuit "
-                            "prunes edges, a subnetwork units")
-    table = (circuit_table(model, circuits, tasks, full_logits, chosen, context) if circuits else
-             ablated_tables(model, [sub.pruned for sub in subnetworks], tasks, method, means, full_logits, context,
-                            metrics=chosen))
-    for sub, (_, row) in zip([sub for sub in subnetworks for _ in tasks], table.iterrows()):
-        rows.append({"subnetwork": sub.label + (" (missed its target)" if sub.missed_target else ""),
-                     "target_sparsity": sub.target_sparsity,
-                     "achieved_sparsity": sub.achieved_sparsity, "seed": sub.seed, "eval_set": row["eval_set"],
-                     "examples": row["examples"], **{name: row[f"ablated_{name}"] for name in chosen},
-                     "kl": row["kl"]})
-    return pd.DataFrame(rows)
-
-
-def accuracy_table(evaluation: pd.DataFrame) -> pd.DataFrame:
-    """Wide view of ``evaluate_subnetworks``: one row per subnetwork, accuracy (%) per eval set."""
-    wide = evaluation.pivot_table(index=["subnetwork", "achieved_sparsity"], columns="eval_set", values="accuracy",
-                                  sort=False)
-    return (100 * wide[list(dict.fromkeys(evaluation["eval_set"]))]).round(1).reset_index()
