@@ -10,7 +10,7 @@ It is a binary unit mask (``heurlens.masking``): 0 on the ablated units, 1 elsew
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import partial
 from typing import Literal
@@ -147,8 +147,8 @@ def ablated_tables(model: PreparedModel, groups: Sequence[UnitsLike], tasks: Seq
         if full is None:  # and, from the same pass, the residual streams the ablated passes start from
             full = full_model_logits(model, task, context, streams_for=starts)
         full_values = {name: metric_value(metric, full, task, name) for name, metric in metrics.items()}
-        for index, ablated in scores_one_by_one(model, unit_groups, task, method, means, context, full.numel() * 4,
-                                                bar):
+        chunk_scores = partial(_chunk_scores, model, unit_groups, task, method, means, context, bar)
+        for index, ablated in one_chunk_at_a_time(len(unit_groups), full.numel() * 4, chunk_scores):
             rows[index].append({"ablated": format_units(unit_groups[index]), "eval_set": task.name,
                                 "examples": len(task),
                                 **_metric_columns(full_values, {name: metric_value(metric, ablated, task, name)
@@ -158,26 +158,25 @@ def ablated_tables(model: PreparedModel, groups: Sequence[UnitsLike], tasks: Seq
     return pd.DataFrame([row for group_rows in rows for row in group_rows])
 
 
-SCORES_IN_MEMORY_BYTES = 2**30  # ablated scores held at once by scores_one_by_one (float32), about this at most
+SCORES_IN_MEMORY_BYTES = 2**30  # ablated scores held at once by one_chunk_at_a_time (float32), about this at most
 
 
-def group_chunks(n_groups: int, scores_bytes: int) -> list[slice]:
-    """``n_groups`` groups in consecutive chunks whose ablated scores (``scores_bytes`` each: rows x outputs x 4)
-    fit in ``SCORES_IN_MEMORY_BYTES`` together, one group at least."""
+def group_chunks(count: int, scores_bytes: int) -> list[slice]:
+    """``count`` ablated models in consecutive chunks whose scores (``scores_bytes`` each: rows x outputs x 4) fit
+    in ``SCORES_IN_MEMORY_BYTES`` together, one model at least."""
     per_chunk = max(1, SCORES_IN_MEMORY_BYTES // max(1, scores_bytes))
-    return [slice(start, start + per_chunk) for start in range(0, n_groups, per_chunk)]
+    return [slice(start, start + per_chunk) for start in range(0, count, per_chunk)]
 
 
-def scores_one_by_one(model: PreparedModel, groups: Sequence[list[Unit]], task: Task, method: Method,
-                      means: UnitMeans | None, context: CallContext, scores_bytes: int, bar: tqdm | None = None
-                      ) -> Iterator[tuple[int, Float[Tensor, "row output"]]]:
-    """(index, ``ablated_scores``) of each group in turn, computed a chunk of groups at a time (``group_chunks``)
-    so that a caller that reduces each to numbers holds one chunk's scores, not every group's: a scan of a
-    next-token model's 270 heads on 256 prompts and 49,152 tokens would otherwise hold 13.6 GB. The passes of a
-    chunk share each batch's residual stream; each further chunk moves the batches again (and recomputes a
-    corrupted batch's activations)."""
-    for chunk in group_chunks(len(groups), scores_bytes):
-        scores = ablated_scores(model, groups[chunk], task, method, means, context, bar)
+def one_chunk_at_a_time(count: int, scores_bytes: int, compute: Callable[[slice], list[Tensor]]
+                        ) -> Iterator[tuple[int, Float[Tensor, "row output"]]]:
+    """(index, scores) of each of ``count`` ablated models (unit groups, edge circuits) in turn, ``compute(chunk)``
+    giving the scores of a chunk of them (``group_chunks``), so that a caller that reduces each to numbers holds one
+    chunk's scores, not every model's: a scan of a next-token model's 270 heads on 256 prompts and 49,152 tokens
+    would otherwise hold 13.6 GB. The passes of a chunk share each batch (and its residual stream or corrupted
+    run); each further chunk runs them again."""
+    for chunk in group_chunks(count, scores_bytes):
+        scores = compute(chunk)
         for index in range(chunk.start, chunk.start + len(scores)):
             yield index, scores.pop(0)  # not kept here: freed once the caller is done with it
 
@@ -197,6 +196,12 @@ def ablated_scores(model: PreparedModel, groups: Sequence[list[Unit]], task: Tas
                  for group, mask in zip(groups, masks)]
     before_batch = partial(_interchanged, model, corruption_of(task), masks, context) if interchange else None
     return ablated_logits(model, ablations, task, context, bar, before_batch)
+
+
+def _chunk_scores(model: PreparedModel, groups: Sequence[list[Unit]], task: Task, method: Method,
+                  means: UnitMeans | None, context: CallContext, bar: tqdm | None, chunk: slice) -> list[Tensor]:
+    """``ablated_scores`` of ``groups[chunk]`` (what ``one_chunk_at_a_time`` computes for a list of unit groups)."""
+    return ablated_scores(model, groups[chunk], task, method, means, context, bar)
 
 
 def _interchanged(model: PreparedModel, corruption: Task, masks: list[UnitMaskHooks], context: CallContext,

@@ -10,7 +10,9 @@ from test_activation_cache import padded_set
 
 import heurlens
 import heurlens.ablation as ablation
+import heurlens.analysis.faithfulness as faithfulness
 import heurlens.evaluate as evaluate
+import heurlens.pruning.circuit as circuit
 from heurlens.activation_cache import exact_narrowest, full_model_logits, residual_streams
 from heurlens.analysis.faithfulness import faithfulness_curve
 from heurlens.evaluate import mean_kl, predict_logits
@@ -85,11 +87,59 @@ def test_tables_and_curves_in_chunks_of_groups_equal_one_chunk(random_bert_dir, 
     whole_table, whole_curve = computed()
     sizes = []
     real = ablation.ablated_scores
-    monkeypatch.setattr(ablation, "ablated_scores", lambda model, groups, *rest: sizes.append(len(groups))
-                        or real(model, groups, *rest))
+
+    def counted(model, groups, *rest):
+        sizes.append(len(groups))
+        return real(model, groups, *rest)
+
+    monkeypatch.setattr(ablation, "ablated_scores", counted)
+    monkeypatch.setattr(faithfulness, "ablated_scores", counted)
     monkeypatch.setattr(ablation, "SCORES_IN_MEMORY_BYTES", 3 * len(data) * 3 * 4)  # 3 groups of 12 rows x 3 labels
     table, curve = computed()
     assert sizes == [3, 3, 2, 3, 2]  # the table's eight groups, then the curve's four circuits and the empty one
     pd.testing.assert_frame_equal(table, whole_table, check_exact=True)
     pd.testing.assert_frame_equal(curve.circuits, whole_curve.circuits, check_exact=True)
     assert curve.empty == whole_curve.empty
+
+
+def test_edge_circuits_in_chunks_equal_one_chunk(tiny_decoder_dirs, monkeypatch):
+    """Edge circuits' table and faithfulness curve with room for one circuit's scores at a time: one circuit a
+    pass, the same numbers as all at once."""
+    from conftest import word_level_tokenizer
+    from test_interchange import EXAMPLES
+
+    from heurlens.call_context import call_context
+    from heurlens.data.prompt_tasks import tokenize_prompt_task
+    from heurlens.edges import edge_layout
+    from heurlens.pruning.circuit import EdgeCircuit, circuit_table, nodes_of
+
+    model = load_model(tiny_decoder_dirs["llama"])
+    task = tokenize_prompt_task("toy", EXAMPLES, word_level_tokenizer(), n_ctx=32, add_special_tokens=False)
+    layout = edge_layout(model)
+    kept = [layout.edges_between(units) for units in ([Unit(0, 1), Unit(1, 3)], [Unit(0), Unit(1, 0)], [])]
+    circuits = [EdgeCircuit(nodes_of(edges), model.n_layers, model.n_heads, 0.5, 1 - len(edges) / layout.n_edges, 0.0,
+                            seed, model.model_id, model.fingerprint(), "toy", edges=edges, n_kv_heads=layout.n_kv_heads)
+                for seed, edges in enumerate(kept)]
+    context = call_context(model, cache=False)
+    full = {task.name: predict_logits(model, task)}
+    metrics = {"top": lambda scores, task: float(scores.max(-1).values.mean())}
+
+    def computed():
+        return (circuit_table(model, circuits, [task], full, metrics, context),
+                faithfulness_curve(model, circuits, task, cache=False).circuits)
+
+    whole_table, whole_curve = computed()
+    sizes = []
+    real = circuit.circuit_scores
+
+    def counted(model, masks, *rest):
+        sizes.append(len(masks))
+        return real(model, masks, *rest)
+
+    monkeypatch.setattr(circuit, "circuit_scores", counted)
+    monkeypatch.setattr(faithfulness, "circuit_scores", counted)
+    monkeypatch.setattr(ablation, "SCORES_IN_MEMORY_BYTES", 1)
+    table, curve = computed()
+    assert sizes == [1] * 3 + [1] * 4  # the table's three circuits, then the curve's three and the empty one
+    pd.testing.assert_frame_equal(table, whole_table, check_exact=True)
+    pd.testing.assert_frame_equal(curve, whole_curve, check_exact=True)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import pandas as pd
 import torch
 
-from heurlens.ablation import Method, scores_one_by_one
+from heurlens.ablation import Method, ablated_scores, one_chunk_at_a_time
 from heurlens.activation_cache import full_model_logits
 from heurlens.call_context import call_context
 from heurlens.data.prompt_tasks import PromptSet, logit_difference
@@ -99,14 +99,15 @@ def faithfulness_curve(model: ModelLike, circuits: Sequence[Subnetwork] | Mappin
                       for label, circuit in zip(named, circuits.values() if isinstance(circuits, Mapping)
                                                 else circuits)}
         masks = [layout.mask(kept) for kept in kept_edges.values()] + [torch.zeros(layout.n_edges)]
-        *values, empty = [metric_value(metric, scores, task, "metric")
-                          for scores in circuit_scores(model, masks, task, context)]
+        *values, empty = [metric_value(metric, scores, task, "metric") for _, scores in one_chunk_at_a_time(
+            len(masks), full_scores.numel() * 4, lambda chunk: circuit_scores(model, masks[chunk], task, context))]
         return _curve(full, empty, [(label, len(kept), layout.n_edges, value)
                                     for (label, kept), value in zip(kept_edges.items(), values)], "edges")
     everything = UnitLayout(model.n_layers, model.n_heads).units()
     groups = [[unit for unit in everything if unit not in set(kept)] for kept in named.values()] + [everything]
-    *values, empty = [metric_value(metric, scores, task, "metric") for _, scores in
-                      scores_one_by_one(model, groups, task, method, means, context, full_scores.numel() * 4)]
+    *values, empty = [metric_value(metric, scores, task, "metric") for _, scores in one_chunk_at_a_time(
+        len(groups), full_scores.numel() * 4, lambda chunk: ablated_scores(model, groups[chunk], task, method, means,
+                                                                         context))]
     return _curve(full, empty, [(label, len(kept), len(everything), value)
                                 for (label, kept), value in zip(named.items(), values)], "units")
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import pandas as pd
@@ -18,6 +19,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from heurlens.ablation import one_chunk_at_a_time
 from heurlens.cache import atomic_save_tensors, atomic_write_json
 from heurlens.call_context import CallContext
 from heurlens.devices import to_device
@@ -118,18 +120,25 @@ def circuit_scores(model: PreparedModel, masks: Sequence[Float[Tensor, " edge"]]
     return [torch.cat(rows) for rows in scores]
 
 
+def _chunk_scores(model: PreparedModel, masks: list[Tensor], task: Task, context: CallContext, chunk: slice
+                  ) -> list[Tensor]:
+    """``circuit_scores`` of ``masks[chunk]`` (what ``one_chunk_at_a_time`` computes for edge circuits)."""
+    return circuit_scores(model, masks[chunk], task, context)
+
+
 def circuit_table(model: PreparedModel, circuits: Sequence[EdgeCircuit], tasks: Sequence[Task],
                   full_logits: dict[str, Tensor], metrics: Metrics, context: CallContext) -> pd.DataFrame:
     """Each metric and the KL to the full model of each circuit on each task, as ``ablation.ablated_tables`` gives
     them for unit groups (columns eval_set, examples, ``ablated_{metric}``, kl; circuit by circuit)."""
     layout = edge_layout(model)
+    masks = [layout.mask(c.edges) for c in circuits]
     rows: list[list[dict]] = [[] for _ in circuits]
     for task in tasks:
         full = full_logits[task.name]
-        for circuit_rows, scores in zip(rows, circuit_scores(model, [layout.mask(c.edges) for c in circuits], task,
-                                                             context)):
-            circuit_rows.append({"eval_set": task.name, "examples": len(task),
-                                 **{f"ablated_{name}": metric_value(metric, scores, task, name)
-                                    for name, metric in metrics.items()},
-                                 "kl": mean_kl(full, scores)})
+        chunk_scores = partial(_chunk_scores, model, masks, task, context)
+        for index, scores in one_chunk_at_a_time(len(masks), full.numel() * 4, chunk_scores):
+            rows[index].append({"eval_set": task.name, "examples": len(task),
+                                **{f"ablated_{name}": metric_value(metric, scores, task, name)
+                                   for name, metric in metrics.items()},
+                                "kl": mean_kl(full, scores)})
     return pd.DataFrame([row for circuit_rows in rows for row in circuit_rows])
