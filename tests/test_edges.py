@@ -1,13 +1,15 @@
-"""Edge-level pruning (heurlens.edges, Edge Pruning's masks between components). Known answers: with every edge kept
-the masked model is the model and with every edge pruned its run on the corrupted input; on a hand-set Llama whose
-answer flows along one path of edges, edge pruning keeps exactly that path where node pruning keeps both heads."""
+"""Edge-level pruning (heurlens.edges, heurlens.edge_masks: Edge Pruning's masks between components). Known answers:
+with every edge kept the masked model is the model and with every edge pruned its run on the corrupted input; on a
+hand-set Llama whose answer flows along one path of edges, edge pruning keeps exactly that path where node pruning
+keeps both heads."""
 
 import pytest
 import torch
 from planted_edges import N_EDGES, PATH, build_planted_edges_model, planted_edges_task
 
 import heurlens
-from heurlens.edges import LAYERS_A_GROUP, edge_layout, edge_mask_forward, parse_edges
+from heurlens.edge_masks import LAYERS_A_GROUP, edge_mask_forward
+from heurlens.edges import edge_layout, parse_edges
 from heurlens.errors import HeurlensError
 from heurlens.pruning import PruneSettings, Subnetwork
 from heurlens.pruning.circuit import EdgeCircuit

@@ -23,7 +23,8 @@ from heurlens.ablation import one_chunk_at_a_time
 from heurlens.cache import atomic_save_tensors, atomic_write_json
 from heurlens.call_context import CallContext
 from heurlens.devices import to_device
-from heurlens.edges import LOGITS, Edge, EdgeLayout, EdgeMaskHooks, edge_layout, parse_edges
+from heurlens.edge_masks import EdgeMaskHooks
+from heurlens.edges import LOGITS, Edge, EdgeLayout, edge_layout, parse_edges
 from heurlens.errors import HeurlensError
 from heurlens.evaluate import mean_kl
 from heurlens.interchange import corruption_of

@@ -17,9 +17,9 @@ descent, lambda1 and lambda2 by gradient *ascent* (``maximize=True``), both with
 Every unit counts once in the sparsity: a head weighs as much as a whole MLP layer, following the
 paper's definition (footnote 2: "the fraction of attention heads and MLPs that have been pruned").
 
-The same loop trains edge masks (``train_edge_masks``, Edge Pruning's recipe: one mask per edge, ``heurlens.edges``,
-a pruned edge carrying its writer's output on the corrupted input, t the fraction of edges pruned); it asks of its
-hooks only ``set_masks`` and ``use_corrupted`` (``MaskedForward``).
+The same loop trains edge masks (``train_edge_masks``, Edge Pruning's recipe: one mask per edge of
+``heurlens.edges``, applied by ``heurlens.edge_masks``, a pruned edge carrying its writer's output on the corrupted
+input, t the fraction of edges pruned); it asks of its hooks only ``set_masks`` and ``use_corrupted`` (``MaskedForward``).
 
 Its settings are ``PruneSettings`` (``heurlens.pruning.settings``).
 """
@@ -38,7 +38,8 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from heurlens.devices import device_of, to_device
-from heurlens.edges import EdgeMaskHooks, edge_layout
+from heurlens.edge_masks import EdgeMaskHooks
+from heurlens.edges import edge_layout
 from heurlens.errors import HeurlensError
 from heurlens.interchange import corruption_of
 from heurlens.masking import UnitMaskHooks
@@ -56,7 +57,7 @@ from heurlens.units import UnitLayout
 
 class MaskedForward(Protocol):
     """What the training loop needs of the hooks that mask a model: unit masks (``UnitMaskHooks``) or edge masks
-    (``heurlens.edges.EdgeMaskHooks``)."""
+    (``heurlens.edge_masks.EdgeMaskHooks``)."""
 
     def set_masks(self, flat: Float[Tensor, "example mask"]) -> None: ...
 

@@ -1,0 +1,180 @@
+"""Edge masks in a forward pass (Edge Pruning, Bhaskar et al., NeurIPS 2024, Section 3): an edge mask m_wr on each
+writer-reader pair (``heurlens.edges``) makes reader r's input
+
+    x_r = sum_w m_wr out_w + (1 - m_wr) out_w~ = x_r(model) - sum_w (1 - m_wr) (out_w - out_w~),
+
+out_w~ the writer's output on the example's corrupted input (interchange ablation), so m = 1 on every edge is the
+model and m = 0 on every edge its run on the corrupted input. Each reader is normalised on its own input, as Edge
+Pruning does. Writers are read at ``blocks.0.hook_resid_pre``, ``blocks.L.attn.hook_z`` (times each head's W_O) and
+``blocks.L.hook_mlp_out``; readers are corrected where they read (the layout's hook points).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from functools import partial
+from typing import Any
+
+import torch
+from jaxtyping import Float
+from torch import Tensor
+
+from heurlens.edges import EdgeLayout, ReaderGroup, edge_bridge, edge_layout, split_inputs
+from heurlens.errors import HeurlensError
+from heurlens.protocols import Batch, HookList, PreparedModel
+from heurlens.units import heads_hook_name, mlp_hook_name
+
+EMBED_HOOK = "blocks.0.hook_resid_pre"
+LAYERS_A_GROUP = 8  # writers' blocks of this many layers are joined into one (each writer kept twice)
+
+
+WriterOutputs = list[Tensor]  # per writer block (embed, then per layer heads and MLP): [batch, writers, pos * d_model]
+
+
+class EdgeMaskHooks:
+    """Hook functions that apply edge masks ``masks`` (a flat vector over ``layout``'s edges, or one row per example
+    of the batch: several pruning seeds in one forward pass) with the writers' outputs on the corrupted batch
+    (``use_corrupted``) as what a pruned edge carries. Set ``masks`` and call ``use_corrupted`` before each forward
+    pass; the hooks read them when they fire."""
+
+    def __init__(self, layout: EdgeLayout, masks: Float[Tensor, "*example edge"]):
+        self.layout = layout
+        self.masks = masks
+        self.replacement: WriterOutputs | None = None
+        self._outputs: WriterOutputs = []  # the corrupted pass: the writers' outputs so far
+        self._differences: WriterOutputs = []  # a masked pass: out_w - out_w~ of the writers so far, block by block
+        self._written = self._closed = self._grouped = 0  # blocks written; blocks up to the last MLP's, last group's
+        per_layer = zip(*(iter(layout.groups[:-1]),) * 4)  # each layer's q, k, v and MLP groups
+        self._read_with = {q.hook_name: [k, v, mlp] for q, k, v, mlp in per_layer}  # computed when q fires
+        self._pending: dict[str, tuple[Tensor, int]] = {}  # corrections computed early, and over how many writers
+        self._capturing = False  # the pass on the corrupted batch: record outputs, change nothing
+        self._w_o: list[Tensor] = []
+
+    def set_masks(self, flat: Float[Tensor, "*example edge"]) -> None:
+        """The masks the next forward pass applies (one flat vector, or one row per example)."""
+        self.masks = flat
+
+    @torch.no_grad()
+    def use_corrupted(self, model: PreparedModel, batch: Batch) -> None:
+        """Run ``batch`` (the corrupted inputs, on the model's device) with the edges untouched and keep every
+        writer's output as what the pruned edges will carry (interchange ablation)."""
+        self._capturing = True
+        try:
+            model(**batch)
+        finally:
+            self._capturing = False
+        self.replacement = [output.detach() for output in self._outputs]
+
+    @property
+    def hooks(self) -> HookList:
+        """``(hook point, function)`` pairs: writers where they write, each reader group where it reads."""
+        writers: HookList = [(EMBED_HOOK, self._embeddings)]
+        for layer in range(self.layout.n_layers):
+            writers += [(heads_hook_name(layer), partial(self._heads, layer)), (mlp_hook_name(layer), self._mlp)]
+        return writers + [(group.hook_name, partial(self._read, group)) for group in self.layout.groups]
+
+    @contextmanager
+    def attached(self, model: PreparedModel) -> Iterator[None]:
+        """Inside the block the edge masks act on ``model``: its split query/key/value inputs and MLP inputs turned
+        on (TransformerLens' ``set_use_split_qkv_input``, ``set_use_hook_mlp_in``) and the hooks added; on leaving,
+        by an error too, both as they were."""
+        bridge = edge_bridge(model)
+        split, mlp_in = bool(getattr(bridge.cfg, "use_split_qkv_input", False)), bool(bridge.cfg.use_hook_mlp_in)
+        split_inputs(bridge)
+        bridge.set_use_hook_mlp_in(True)
+        self._w_o = [bridge.blocks[layer].attn.W_O.detach() for layer in range(self.layout.n_layers)]
+        try:
+            with model.hooks(self.hooks):
+                yield
+        finally:
+            bridge.set_use_split_qkv_input(split)
+            bridge.set_use_hook_mlp_in(mlp_in)
+            self._outputs, self._differences, self._pending = [], [], {}
+
+    def _write(self, output: Float[Tensor, "batch writer pos_d_model"], closes_layer: bool = False) -> None:
+        """Keep a block of writers' outputs (the corrupted pass) or their differences from the corrupted ones (a masked
+        pass), each example's writers as the rows of a matrix over its positions and dimensions. An MLP closes its
+        layer: the blocks written since the last MLP become one, so a later reader takes one matrix product a layer."""
+        if self._capturing:
+            self._outputs.append(output)
+            return
+        if self.replacement is None:
+            raise HeurlensError("edge masks replace pruned edges by the writers' outputs on the corrupted input: call "
+                                "use_corrupted(model, corrupted batch) before each forward pass")
+        self._differences.append(output - self.replacement[self._written].to(output.dtype))
+        self._written += 1
+        if closes_layer:
+            self._differences[self._closed:] = [torch.cat(self._differences[self._closed:], dim=1)]
+            self._closed = len(self._differences)
+            if self._closed - self._grouped == LAYERS_A_GROUP:  # fewer, larger products for the layers above
+                self._differences[self._grouped:] = [torch.cat(self._differences[self._grouped:], dim=1)]
+                self._closed = self._grouped = len(self._differences)
+
+    def _embeddings(self, resid: Float[Tensor, "batch pos d_model"], hook: Any) -> None:
+        self._outputs, self._differences, self._pending = [], [], {}  # a new pass
+        self._written = self._closed = self._grouped = 0
+        self._write(resid.flatten(1)[:, None])
+
+    def _heads(self, layer: int, z: Float[Tensor, "batch pos head d_head"], hook: Any) -> None:
+        self._write(torch.einsum("bphd,hdm->bhpm", z, self._w_o[layer].to(z.dtype)).flatten(2))
+
+    def _mlp(self, out: Float[Tensor, "batch pos d_model"], hook: Any) -> None:
+        self._write(out.flatten(1)[:, None], closes_layer=True)
+
+    def _read(self, group: ReaderGroup, x: Tensor, hook: Any) -> Tensor | None:
+        """x_r - sum_w (1 - m_wr) (out_w - out_w~) for each reader r of the group (``x``: ``[batch, pos, reader,
+        d_model]``, or ``[batch, pos, d_model]`` for a group of one). A layer's query, key and value inputs and its MLP
+        read the same writers below the layer: their corrections are computed together when the query input fires
+        (one pass over those writers' outputs a layer), the MLP's completed with its own layer's heads."""
+        if self._capturing:
+            return None
+        correction, covered = self._pending.pop(group.hook_name, (None, 0))
+        if correction is None:
+            later = self._read_with.get(group.hook_name, [])
+            below = torch.cat([self._dropped(group, x.shape[0])] +
+                              [self._dropped(g, x.shape[0])[..., :group.n_writers] for g in later], dim=1)
+            correction, *theirs = self._product(below, 0, group.n_writers).split(
+                [len(group.readers)] + [len(g.readers) for g in later], dim=1)
+            self._pending |= {g.hook_name: (c, group.n_writers) for g, c in zip(later, theirs)}
+        elif covered < group.n_writers:
+            correction = correction + self._product(self._dropped(group, x.shape[0])[..., covered:], covered,
+                                                    group.n_writers)
+        correction = correction.unflatten(-1, (x.shape[1], x.shape[-1])).transpose(1, 2)  # [batch, pos, reader, d]
+        return x - (correction if x.dim() == 4 else correction[:, :, 0])
+
+    def _dropped(self, group: ReaderGroup, batch: int) -> Float[Tensor, "batch reader writer"]:
+        """1 - m for the group's edges, one matrix per example."""
+        dropped = 1 - self.layout.group_mask(group, self.masks).to(self._differences[0].device,
+                                                                     self._differences[0].dtype)
+        return dropped.expand(batch, *dropped.shape[-2:])
+
+    def _product(self, dropped: Float[Tensor, "batch reader writer"], first: int, last: int
+                 ) -> Float[Tensor, "batch reader pos_d_model"]:
+        """sum_w (1 - m_wr) (out_w - out_w~) over writers ``first`` to ``last`` (``dropped``'s columns): one batched
+        matrix product per block of writers (a layer's, or the heads of the reader's own layer), so the writers' outputs
+        are never copied for a reader, and backpropagation keeps each block once."""
+        correction, start = None, 0
+        for difference in self._differences:  # [batch, writers of the block, pos * d_model]
+            end = start + difference.shape[1]
+            if end > last:
+                break
+            if start >= first:
+                block = dropped[..., start - first:end - first]
+                correction = (torch.bmm(block, difference) if correction is None
+                              else torch.baddbmm(correction, block, difference))
+            start = end
+        if start != last or correction is None:
+            raise HeurlensError(f"a reader fired after {start} writers, not the {last} edge-level pruning expects: this "
+                                "architecture's blocks run in another order")
+        return correction
+
+
+def edge_mask_forward(model: PreparedModel, masks: Float[Tensor, "*example edge"], batch: Batch,
+                      corrupted: Batch) -> Tensor:
+    """The model's scores on ``batch`` with the edges masked by ``masks``, pruned edges carrying the writers' outputs
+    on ``corrupted`` (both batches on the model's device)."""
+    hooks = EdgeMaskHooks(edge_layout(model), masks)
+    with hooks.attached(model):
+        hooks.use_corrupted(model, corrupted)
+        return model(**batch)
