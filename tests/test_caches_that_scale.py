@@ -21,6 +21,21 @@ from heurlens.models import load_model
 from heurlens.units import Unit
 
 
+def models_per_call(monkeypatch, name: str, *modules) -> list[int]:
+    """The scoring function ``name`` (``ablated_scores``, ``circuit_scores``) in ``modules`` wrapped to record how many
+    ablated models (its second argument) each call scores; the list it fills."""
+    sizes: list[int] = []
+    real = getattr(modules[0], name)
+
+    def counted(model, models, *rest):
+        sizes.append(len(models))
+        return real(model, models, *rest)
+
+    for module in modules:
+        monkeypatch.setattr(module, name, counted)
+    return sizes
+
+
 def test_the_kl_over_chunks_of_rows_is_torchs_kl_div(monkeypatch):
     generator = torch.Generator().manual_seed(0)
     reference, other = torch.randn(7, 11, generator=generator) * 3, torch.randn(7, 11, generator=generator) * 3
@@ -85,15 +100,7 @@ def test_tables_and_curves_in_chunks_of_groups_equal_one_chunk(random_bert_dir, 
         return table, curve
 
     whole_table, whole_curve = computed()
-    sizes = []
-    real = ablation.ablated_scores
-
-    def counted(model, groups, *rest):
-        sizes.append(len(groups))
-        return real(model, groups, *rest)
-
-    monkeypatch.setattr(ablation, "ablated_scores", counted)
-    monkeypatch.setattr(faithfulness, "ablated_scores", counted)
+    sizes = models_per_call(monkeypatch, "ablated_scores", ablation, faithfulness)
     monkeypatch.setattr(ablation, "SCORES_IN_MEMORY_BYTES", 3 * len(data) * 3 * 4)  # 3 groups of 12 rows x 3 labels
     table, curve = computed()
     assert sizes == [3, 3, 2, 3, 2]  # the table's eight groups, then the curve's four circuits and the empty one
@@ -129,15 +136,7 @@ def test_edge_circuits_in_chunks_equal_one_chunk(tiny_decoder_dirs, monkeypatch)
                 faithfulness_curve(model, circuits, task, cache=False).circuits)
 
     whole_table, whole_curve = computed()
-    sizes = []
-    real = circuit.circuit_scores
-
-    def counted(model, masks, *rest):
-        sizes.append(len(masks))
-        return real(model, masks, *rest)
-
-    monkeypatch.setattr(circuit, "circuit_scores", counted)
-    monkeypatch.setattr(faithfulness, "circuit_scores", counted)
+    sizes = models_per_call(monkeypatch, "circuit_scores", circuit, faithfulness)
     monkeypatch.setattr(ablation, "SCORES_IN_MEMORY_BYTES", 1)
     table, curve = computed()
     assert sizes == [1] * 3 + [1] * 4  # the table's three circuits, then the curve's three and the empty one
