@@ -14,7 +14,9 @@ Cases (``NLI_CASES`` and ``planted_rows``), each with ``heurlens prune``'s defau
   on 128 random token rows, at each reachable size (1/6 to 5/6), 3 seeds; in place of accuracy, whether the cut
   keeps as many of the two planted units as its size allows;
 - ``long``: the paper-length model (``--model snli-long``, built by ``heurlens finetune --preset paper-length``) on
-  8,000 SNLI pairs at 50% and 70%, 12 seeds (skipped, and said so, while the model is not built).
+  8,000 SNLI pairs at 50% and 70%, 12 seeds (skipped, and said so, while the model is not built), pruned with
+  today's defaults (top-k) in ``runs/heuristic-core-long``, the runs its Figure 2 / core / Table 3 analysis reads,
+  and cut with the grid from the same masks.
 Finished runs in ``--out`` are reused (resumable).
 
 Run: OMP_NUM_THREADS=1 .venv/bin/python analyses/heuristic_core_sparsity_targets.py [--out runs/sparsity-targets]
@@ -40,6 +42,9 @@ from heurlens.run_folders import RunFolder
 from heurlens.tasks import token_batches
 
 GRID = PruneSettings(discretization="global-threshold")
+# the paper-length model's 24 runs are heurlens prune's defaults (top-k), shared with its Figure 2 / core / Table 3
+# analysis (analyses/heuristic_core_figures2_5_table3.py --model snli-long --out runs/heuristic-core-long)
+LONG_RUNS = Path("runs/heuristic-core-long")
 HIT = 0.02
 
 
@@ -61,12 +66,14 @@ def random_bert(folder: Path) -> Path:
 
 
 def case_rows(name: str, model: heurlens.ModelLike, train_examples: int, sparsities: list[float], seeds: int,
-              out: Path) -> list[dict]:
-    """Prune with the grid, cut the masks both ways, evaluate both in-domain: one row per (sparsity, seed)."""
+              out: Path, config: PruneSettings = GRID) -> list[dict]:
+    """Prune (with ``config``: the grid by default), cut the masks both ways, evaluate both in-domain: one row per
+    (sparsity, seed)."""
     train = snli_pruning_data(model, train_examples, 16)
     means = snli_reference_means(model, train_examples)
-    grid = prune(model, train, sparsity=sparsities, seeds=range(seeds), out=out, config=GRID, means=means)
-    top_k = [sub.discretized("top-k") for sub in grid]
+    found = prune(model, train, sparsity=sparsities, seeds=range(seeds), out=out, config=config, means=means)
+    grid = [sub.discretized("global-threshold") for sub in found]
+    top_k = [sub.discretized("top-k") for sub in found]
     snli = nli_eval_sets(model, "snli", 2000, 200, [], seed=0)[:1]
     accuracy = {}
     for kind, subs in (("grid", grid), ("top-k", top_k)):
@@ -128,7 +135,8 @@ def main() -> None:
         except HeurlensError as refusal:  # the paper-length model, not built on this machine yet
             skipped.append(f"- not run: {name} ({refusal})")
             continue
-        tables.append(pd.DataFrame(case_rows(name, model, examples, sparsities, seeds, args.out / case)))
+        out, config = (LONG_RUNS, PruneSettings()) if case == "long" else (args.out / case, GRID)
+        tables.append(pd.DataFrame(case_rows(name, model, examples, sparsities, seeds, out, config)))
     table = pd.concat(tables, ignore_index=True)
     hits = {kind: int(((table[f"{kind} sparsity"] - table["target"]).abs() <= HIT + 1e-9).sum())
             for kind in ("grid", "top-k")}
