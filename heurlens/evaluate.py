@@ -135,5 +135,5 @@ def mean_kl(reference_logits: Float[Tensor, "example label"], logits: Float[Tens
         reference = F.log_softmax(reference_logits[start:start + rows].float(), dim=-1)
         other = F.log_softmax(logits[start:start + rows].float(), dim=-1)
         per_row.append((reference.exp() * (reference - other)).sum(dim=-1))
-    kl = torch.cat(per_row).mean().item()
+    kl = torch.cat(per_row).mean().item() if per_row else math.nan  # no rows: no mean
     return kl if math.isnan(kl) else max(0.0, kl)
