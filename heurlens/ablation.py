@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import partial
-from typing import Literal
+from typing import Literal, TypeVar
 
 import pandas as pd
 import torch
@@ -38,6 +38,7 @@ from heurlens.tasks import TaskLike, as_task
 from heurlens.units import Unit, UnitLayout, UnitsLike, as_units, format_units
 
 Method = Literal["mean", "zero", "interchange"]
+T = TypeVar("T")
 
 
 def ablation_hooks(model: ModelLike, units: UnitsLike, *, method: Method = "mean",
@@ -147,8 +148,8 @@ def ablated_tables(model: PreparedModel, groups: Sequence[UnitsLike], tasks: Seq
         if full is None:  # and, from the same pass, the residual streams the ablated passes start from
             full = full_model_logits(model, task, context, streams_for=starts)
         full_values = {name: metric_value(metric, full, task, name) for name, metric in metrics.items()}
-        chunk_scores = partial(_chunk_scores, model, unit_groups, task, method, means, context, bar)
-        for index, ablated in one_chunk_at_a_time(len(unit_groups), full.numel() * 4, chunk_scores):
+        score = partial(ablated_scores, model, task=task, method=method, means=means, context=context, bar=bar)
+        for index, ablated in one_chunk_at_a_time(unit_groups, full.numel() * 4, score):
             rows[index].append({"ablated": format_units(unit_groups[index]), "eval_set": task.name,
                                 "examples": len(task),
                                 **_metric_columns(full_values, {name: metric_value(metric, ablated, task, name)
@@ -168,15 +169,15 @@ def group_chunks(count: int, scores_bytes: int) -> list[slice]:
     return [slice(start, start + per_chunk) for start in range(0, count, per_chunk)]
 
 
-def one_chunk_at_a_time(count: int, scores_bytes: int, compute: Callable[[slice], list[Tensor]]
+def one_chunk_at_a_time(models: Sequence[T], scores_bytes: int, score: Callable[[Sequence[T]], list[Tensor]]
                         ) -> Iterator[tuple[int, Float[Tensor, "row output"]]]:
-    """(index, scores) of each of ``count`` ablated models (unit groups, edge circuits) in turn, ``compute(chunk)``
-    giving the scores of a chunk of them (``group_chunks``), so that a caller that reduces each to numbers holds one
-    chunk's scores, not every model's: a scan of a next-token model's 270 heads on 256 prompts and 49,152 tokens
-    would otherwise hold 13.6 GB. The passes of a chunk share each batch (and its residual stream or corrupted
-    run); each further chunk runs them again."""
-    for chunk in group_chunks(count, scores_bytes):
-        scores = compute(chunk)
+    """(index, scores) of each of ``models`` (unit groups, edge masks) in turn, ``score(chunk)`` giving the scores of
+    a chunk of them (``group_chunks``), so that a caller that reduces each to numbers holds one chunk's scores, not
+    every model's: a scan of a next-token model's 270 heads on 256 prompts and 49,152 tokens would otherwise hold
+    13.6 GB. The passes of a chunk share each batch (and its residual stream or corrupted run); each further chunk
+    runs them again."""
+    for chunk in group_chunks(len(models), scores_bytes):
+        scores = score(models[chunk])
         for index in range(chunk.start, chunk.start + len(scores)):
             yield index, scores.pop(0)  # not kept here: freed once the caller is done with it
 
@@ -196,12 +197,6 @@ def ablated_scores(model: PreparedModel, groups: Sequence[list[Unit]], task: Tas
                  for group, mask in zip(groups, masks)]
     before_batch = partial(_interchanged, model, corruption_of(task), masks, context) if interchange else None
     return ablated_logits(model, ablations, task, context, bar, before_batch)
-
-
-def _chunk_scores(model: PreparedModel, groups: Sequence[list[Unit]], task: Task, method: Method,
-                  means: UnitMeans | None, context: CallContext, bar: tqdm | None, chunk: slice) -> list[Tensor]:
-    """``ablated_scores`` of ``groups[chunk]`` (what ``one_chunk_at_a_time`` computes for a list of unit groups)."""
-    return ablated_scores(model, groups[chunk], task, method, means, context, bar)
 
 
 def _interchanged(model: PreparedModel, corruption: Task, masks: list[UnitMaskHooks], context: CallContext,

@@ -27,9 +27,9 @@ def models_per_call(monkeypatch, name: str, *modules) -> list[int]:
     sizes: list[int] = []
     real = getattr(modules[0], name)
 
-    def counted(model, models, *rest):
+    def counted(model, models, *rest, **named):
         sizes.append(len(models))
-        return real(model, models, *rest)
+        return real(model, models, *rest, **named)
 
     for module in modules:
         monkeypatch.setattr(module, name, counted)

@@ -100,14 +100,13 @@ def faithfulness_curve(model: ModelLike, circuits: Sequence[Subnetwork] | Mappin
                                                 else circuits)}
         masks = [layout.mask(kept) for kept in kept_edges.values()] + [torch.zeros(layout.n_edges)]
         *values, empty = [metric_value(metric, scores, task, "metric") for _, scores in one_chunk_at_a_time(
-            len(masks), full_scores.numel() * 4, lambda chunk: circuit_scores(model, masks[chunk], task, context))]
+            masks, full_scores.numel() * 4, lambda chunk: circuit_scores(model, chunk, task, context))]
         return _curve(full, empty, [(label, len(kept), layout.n_edges, value)
                                     for (label, kept), value in zip(kept_edges.items(), values)], "edges")
     everything = UnitLayout(model.n_layers, model.n_heads).units()
     groups = [[unit for unit in everything if unit not in set(kept)] for kept in named.values()] + [everything]
     *values, empty = [metric_value(metric, scores, task, "metric") for _, scores in one_chunk_at_a_time(
-        len(groups), full_scores.numel() * 4, lambda chunk: ablated_scores(model, groups[chunk], task, method, means,
-                                                                         context))]
+        groups, full_scores.numel() * 4, lambda chunk: ablated_scores(model, chunk, task, method, means, context))]
     return _curve(full, empty, [(label, len(kept), len(everything), value)
                                 for (label, kept), value in zip(named.items(), values)], "units")
 

@@ -121,12 +121,6 @@ def circuit_scores(model: PreparedModel, masks: Sequence[Float[Tensor, " edge"]]
     return [torch.cat(rows) for rows in scores]
 
 
-def _chunk_scores(model: PreparedModel, masks: list[Tensor], task: Task, context: CallContext, chunk: slice
-                  ) -> list[Tensor]:
-    """``circuit_scores`` of ``masks[chunk]`` (what ``one_chunk_at_a_time`` computes for edge circuits)."""
-    return circuit_scores(model, masks[chunk], task, context)
-
-
 def circuit_table(model: PreparedModel, circuits: Sequence[EdgeCircuit], tasks: Sequence[Task],
                   full_logits: dict[str, Tensor], metrics: Metrics, context: CallContext) -> pd.DataFrame:
     """Each metric and the KL to the full model of each circuit on each task, as ``ablation.ablated_tables`` gives
@@ -136,8 +130,8 @@ def circuit_table(model: PreparedModel, circuits: Sequence[EdgeCircuit], tasks: 
     rows: list[list[dict]] = [[] for _ in circuits]
     for task in tasks:
         full = full_logits[task.name]
-        chunk_scores = partial(_chunk_scores, model, masks, task, context)
-        for index, scores in one_chunk_at_a_time(len(masks), full.numel() * 4, chunk_scores):
+        score = partial(circuit_scores, model, task=task, context=context)
+        for index, scores in one_chunk_at_a_time(masks, full.numel() * 4, score):
             rows[index].append({"eval_set": task.name, "examples": len(task),
                                 **{f"ablated_{name}": metric_value(metric, scores, task, name)
                                    for name, metric in metrics.items()},
