@@ -21,10 +21,9 @@ cache 268.5 -> 134.3 MiB (the logits in bfloat16, as computed); the KL column th
 from __future__ import annotations
 
 import argparse
-import tempfile
 from pathlib import Path
 
-from code_before import REPO, heurlens_source, measured_in
+from code_before import REPO, heurlens_source, measured_in_fresh_cache
 
 MEASURE = """
 import json, os, resource, sys, time, torch
@@ -65,8 +64,7 @@ print(json.dumps({"rows": rows, "cache_mb": cache / 2**20, "kl": scan["kl"].roun
 
 
 def measured(source: Path, prompts: int, tokens: int) -> dict:
-    with tempfile.TemporaryDirectory() as cache:
-        return measured_in(source, MEASURE, [str(prompts), str(tokens)], {"HEURLENS_CACHE": cache})
+    return measured_in_fresh_cache(source, MEASURE, [str(prompts), str(tokens)])
 
 
 def main() -> None:

@@ -32,3 +32,10 @@ def measured_in(source: Path, script: str, args: list[str], env: dict[str, str])
     if result.returncode != 0:
         sys.exit(f"the measurement failed in {source}:\n{result.stderr[-3000:]}")
     return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def measured_in_fresh_cache(source: Path, script: str, args: list[str]) -> dict:
+    """``measured_in`` with heurlens' cache in a new temporary folder ($HEURLENS_CACHE), removed afterwards: what the
+    script's calls compute and store is its own, and the bytes it leaves there can be counted."""
+    with tempfile.TemporaryDirectory() as cache:
+        return measured_in(source, script, args, {"HEURLENS_CACHE": cache})

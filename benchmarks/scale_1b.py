@@ -23,10 +23,9 @@ tokens, measured with torch's saved-tensor hooks: no weight is copied). No GPU w
 from __future__ import annotations
 
 import argparse
-import tempfile
 from pathlib import Path
 
-from code_before import REPO, heurlens_source, measured_in
+from code_before import REPO, heurlens_source, measured_in_fresh_cache
 
 MEASURE = """
 import json, os, resource, sys, time, torch
@@ -66,9 +65,7 @@ print(json.dumps({"rows": rows, "model_gb": size_gb, "cache_mb": cache / 2**20})
 
 
 def measured(source: Path, dtype: str, prompts: int, tokens: int) -> dict:
-    with tempfile.TemporaryDirectory() as cache:
-        return measured_in(source, MEASURE, [dtype, str(prompts), str(tokens), str(REPO / "benchmarks")],
-                           {"HEURLENS_CACHE": cache})
+    return measured_in_fresh_cache(source, MEASURE, [dtype, str(prompts), str(tokens), str(REPO / "benchmarks")])
 
 
 def main() -> None:
