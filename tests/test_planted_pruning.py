@@ -45,6 +45,20 @@ def test_pruning_to_a_third_keeps_exactly_the_planted_head_and_mlp(planted, loss
         assert subnetwork.achieved_sparsity == pytest.approx(2 / 3) and not subnetwork.missed_target
 
 
+def test_the_quadratic_penalty_holds_lambda1_at_zero_and_keeps_the_planted_units(planted):
+    """penalty="quadratic" trains lambda2 alone: lambda1 ends at exactly 0 (the paper's Lagrangian moves it), and the
+    cut is still the planted pair."""
+    model, data = planted
+    runs = {penalty: heurlens.prune(model, data, sparsity=2 / 3, seeds=[0], progress=False,
+                                    config=heurlens.PruneSettings(penalty=penalty))[0]
+            for penalty in ("quadratic", "lagrangian")}
+    assert runs["quadratic"].metrics["final_lambda1"] == 0 and runs["quadratic"].metrics["final_lambda2"] > 10
+    assert abs(runs["lagrangian"].metrics["final_lambda1"]) > 10
+    assert kept(runs["quadratic"]) == set(PLANTED) and not runs["quadratic"].missed_target
+    assert runs["quadratic"].hyperparameters["penalty"] == "quadratic"
+    assert "penalty" not in runs["lagrangian"].hyperparameters  # as recorded before the setting existed
+
+
 def test_heads_only_pruning_keeps_every_mlp_and_counts_heads_alone(planted):
     model, data = planted
     [subnetwork] = heurlens.prune(model, data, sparsity=0.75, seeds=[0], progress=False,

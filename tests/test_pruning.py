@@ -53,6 +53,12 @@ def test_paper_schedule_and_scaling():
     assert PruneSettings(total_steps=3000).steps_for(0.5, 2000, 16) == (round(3000 * 9000 / 9300), 3000)
     assert PruneSettings(total_steps=3000, warmup_steps=2250).steps_for(0.5, 2000, 16) == (2250, 3000)
     assert PruneSettings(warmup_steps=10_000).steps_for(0.5, 4000, 16) == (758, 758)
+    # settle_steps: the budget grows so that at least that many steps follow the warm-up (300 pairs: 290 + 200; the
+    # default model's 8,000: 1,467 + 200), and is left alone where it already leaves them (the paper's own 300)
+    settle = PruneSettings(settle_steps=200)
+    assert settle.steps_for(0.5, 300, 16) == (290, 490) and settle.steps_for(0.5, 8000, 16) == (1467, 1667)
+    assert settle.steps_for(0.5, 392_702, 128) == (9000, 9300)
+    assert PruneSettings(settle_steps=200, total_steps=3000).steps_for(0.5, 2000, 16) == (2903, 3000)  # as given
     assert target_at(0, 10, 0.5) == pytest.approx(0.05) and target_at(9, 10, 0.5) == 0.5 and target_at(50, 10, 0.5) == 0.5
 
 

@@ -4,7 +4,8 @@
 
 ``kl_loss`` is the first term; t, the model's sparsity over the prunable units (``prunable_units``), is the
 expected 1 - E[||z||_0] / n (``expected_sparsity``) or that of one draw (``sampled_sparsity``); the mask's
-log_alpha descends it and the Lagrange multipliers ascend it (``mask_optimizer``). The loop that trains them
+log_alpha descends it and the Lagrange multipliers ascend it (``mask_optimizer``; with ``PruneSettings(penalty=
+"quadratic")`` lambda1 stays 0). The loop that trains them
 is ``heurlens.pruning.train``; ``subnetwork_loss`` measures the first term again on the binary subnetwork cut from
 the trained masks.
 """

@@ -23,7 +23,8 @@ class PruneSettings:
 
     Steps: ``total_steps`` / ``warmup_steps`` when given; otherwise ``step_budget`` decides:
     "paper-epochs" keeps Appendix B's ~3 epochs and warm-up fraction on the data at hand,
-    "paper-steps" runs Appendix B's step counts as they are (9,300 at 50%), whatever the data size.
+    "paper-steps" runs Appendix B's step counts as they are (9,300 at 50%), whatever the data size; with
+    "paper-epochs" at least ``settle_steps`` follow the warm-up.
     """
 
     lr_log_alpha: float = field(default=0.1, metadata={"help": "Learning rate of log_alpha.",
@@ -34,6 +35,9 @@ class PruneSettings:
         "help": "Optimizer steps (default: from --step-budget).", "option": "--steps", "min": 1})
     warmup_steps: int | None = field(default=None, metadata={
         "help": "Steps over which the target sparsity rises from 0 (default: Appendix B's fraction).", "min": 1})
+    settle_steps: int = field(default=0, metadata={
+        "help": "Without --steps: at least this many steps at the target after the warm-up (more steps when the "
+                "budget leaves fewer), for the masks to settle on it.", "min": 0})
     log_alpha_init: float = field(default=10.0, metadata={
         "help": "Mean of log_alpha at the start: 10 (the released code's) starts every unit fully on, 0 half on.",
         "min": None})
@@ -48,6 +52,10 @@ class PruneSettings:
         "min_open": True})
     grad_accumulation: int = field(default=1, metadata={
         "help": "Micro-batches per optimizer step, each with its own mask draw.", "min": 1})
+    penalty: Literal["lagrangian", "quadratic"] = field(default="lagrangian", metadata={
+        "help": "lagrangian: the paper's lambda1 (t - s) + lambda2 (t - s)^2, both multipliers ascended; quadratic: "
+                "lambda2 (t - s)^2 alone (lambda1 held at 0), a restoring force as large as the gap that does not "
+                "wind up while the masks cannot yet move (docs/pruning.md)."})
     sparsity_estimate: Literal["expected", "sampled"] = field(default="expected", metadata={
         "help": "Model sparsity in the Lagrangian: expected (1 - E[L0]/n) or sampled (1 - sum(z)/n of the draw)."})
     dropout: bool = field(default=False, metadata={
@@ -105,13 +113,17 @@ class PruneSettings:
             warmup, total = paper_warmup, paper_total
         else:
             warmup, total = scaled_steps(sparsity, n_examples, batch_size * self.grad_accumulation)
+            warmup = min(self.warmup_steps or warmup, total)
+            return warmup, max(total, warmup + self.settle_steps)
         return min(self.warmup_steps or warmup, total), total
 
     def to_dict(self) -> dict:
-        """The settings as recorded in each subnetwork; ``units``, ``ablation``, ``level`` and ``dtype`` only when not the
-        default, so run folders written before they existed still match their own settings."""
+        """The settings as recorded in each subnetwork; ``units``, ``ablation``, ``level``, ``dtype``, ``penalty`` and
+        ``settle_steps`` only when not what run folders written before they existed used, so those still match their
+        own settings."""
         settings = asdict(self)
-        for name, default in (("units", "all"), ("ablation", "mean"), ("level", "node"), ("dtype", "float32")):
+        for name, default in (("units", "all"), ("ablation", "mean"), ("level", "node"), ("dtype", "float32"),
+                              ("penalty", "lagrangian"), ("settle_steps", 0)):
             if settings[name] == default:
                 del settings[name]
         return settings

@@ -5,9 +5,9 @@ Per optimizer step, with the model's weights frozen, over ``grad_accumulation`` 
     z ~ HardConcrete(log_alpha)                      a fresh draw per micro-batch, heads and MLPs
     loss = KL(p_full || p_masked) + lambda1 (t - s) + lambda2 (t - s)^2
 
-(KL by default; any differentiable ``Loss`` of the masked and the full model's scores, such as a logit
-difference, can stand in for it.) Units that may not be pruned (``PruneSettings.units``) keep z = 1 and are
-left out of the sparsity.
+(``PruneSettings(penalty="quadratic")``: the last term alone, lambda1 held at 0. KL by default; any differentiable
+``Loss`` of the masked and the full model's scores, such as a logit difference, can stand in for it.) Units that may
+not be pruned (``PruneSettings.units``) keep z = 1 and are left out of the sparsity.
 
 where pruned units are mean-ablated (``UnitMaskHooks``; with ``PruneSettings(ablation="interchange")`` they take
 their activations on each example's corrupted input, computed per micro-batch), s is the warmed-up target and t the
@@ -72,6 +72,7 @@ class MaskTrainingResult:
     final_loss: float  # the objective's last value (KL by default) without the Lagrangian terms
     final_expected_sparsity: float
     steps: int
+    multipliers: tuple[float, float]  # lambda1, lambda2 at the end (lambda1 stays 0 with penalty="quadratic")
 
 
 def stacked_batches(batches: Sequence[Batch], pad_token_id: int = 0) -> Batch:
@@ -213,8 +214,9 @@ def train_masks(model: PreparedModel, data: Task, full_logits: Float[Tensor, "ex
         model.eval()
     results = []
     for run in runs:
+        lambda1, lambda2 = run.lambdas.tolist()
         results.append(MaskTrainingResult(run.mask.log_alpha.detach().cpu().clone(), _item(run.fit),
-                                          expected_sparsity(run.mask, prunable).item(), total))
+                                          expected_sparsity(run.mask, prunable).item(), total, (lambda1, lambda2)))
     return results
 
 
@@ -283,7 +285,8 @@ def _micro_batch(shared: _Shared, runs: list[_SeedRun], target: float) -> None:
         run.model_sparsity = (sampled_sparsity(z, shared.prunable) if config.sparsity_estimate == "sampled"
                               else expected_sparsity(run.mask, shared.prunable))
         gap = run.model_sparsity - target
-        lagrangian = lagrangian + run.fit + run.lambdas[0] * gap + run.lambdas[1] * gap ** 2
+        linear = run.lambdas[0] * gap if config.penalty == "lagrangian" else 0.0  # "quadratic": lambda1 stays 0
+        lagrangian = lagrangian + run.fit + linear + run.lambdas[1] * gap ** 2
     (lagrangian / config.grad_accumulation).backward()
 
 
