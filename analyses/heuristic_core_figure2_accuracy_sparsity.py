@@ -2,11 +2,11 @@
 
 Prunes the default model with `heurlens prune`'s defaults at sparsities 0.1 to 0.7 (3 seeds each;
 finished subnetworks in --out are reused, so this resumes and shares the folder with `heurlens
-prune --out runs/prune-default`), evaluates every subnetwork on 2,000 SNLI test pairs and the four
+prune --out runs/prune-default-topk`), evaluates every subnetwork on 2,000 SNLI test pairs and the four
 focus HANS-style subcases (200 pairs each), and writes the table and the highest sparsity at which
 every seed stays within 3 points in-domain to --docs (markdown) and the plotly figure next to it.
 
-Run: .venv/bin/python analyses/heuristic_core_figure2_accuracy_sparsity.py [--out runs/prune-default] [--seeds 3]
+Run: .venv/bin/python analyses/heuristic_core_figure2_accuracy_sparsity.py [--out runs/prune-default-topk] [--seeds 3]
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ SPARSITIES = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7)
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=Path("runs/prune-default"))
+    # today's defaults (top-k); runs/prune-default holds the grid-cut runs of before 2026-11-26, refused with them
+    parser.add_argument("--out", type=Path, default=Path("runs/prune-default-topk"))
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--margin", type=float, default=0.03)
     parser.add_argument("--docs", type=Path, default=Path("docs/results/pruning-accuracy-sparsity.md"))
