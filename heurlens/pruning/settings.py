@@ -113,9 +113,10 @@ class PruneSettings:
             warmup, total = paper_warmup, paper_total
         else:
             warmup, total = scaled_steps(sparsity, n_examples, batch_size * self.grad_accumulation)
-            warmup = min(self.warmup_steps or warmup, total)
-            return warmup, max(total, warmup + self.settle_steps)
-        return min(self.warmup_steps or warmup, total), total
+        warmup = min(self.warmup_steps or warmup, total)
+        if self.step_budget == "paper-epochs" and not self.total_steps:  # the data-scaled budget grows to settle
+            total = max(total, warmup + self.settle_steps)
+        return warmup, total
 
     def to_dict(self) -> dict:
         """The settings as recorded in each subnetwork; ``units``, ``ablation``, ``level``, ``dtype``, ``penalty`` and
