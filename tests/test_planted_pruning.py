@@ -9,7 +9,7 @@ import torch
 from planted import PLANTED, build_planted_model
 
 import heurlens
-from heurlens.errors import for_command_line
+from heurlens.errors import HeurlensError, for_command_line
 from heurlens.pruning.run_folder import SparsityTargetMissed
 from heurlens.tasks import token_batches
 
@@ -57,6 +57,43 @@ def test_the_quadratic_penalty_holds_lambda1_at_zero_and_keeps_the_planted_units
     assert kept(runs["quadratic"]) == set(PLANTED) and not runs["quadratic"].missed_target
     assert runs["quadratic"].hyperparameters["penalty"] == "quadratic"
     assert "penalty" not in runs["lagrangian"].hyperparameters  # as recorded before the setting existed
+
+
+def test_seeds_whose_masks_are_off_target_train_on_until_they_are_not(planted):
+    """extend_steps: at a third (2 of 6 units) the default budget (300 steps, 288 of them warm-up) leaves the quadratic
+    penalty's seed 1 with masks no threshold of the grid cuts to the target (flagged); it trains on, 25 steps
+    at a time, until it is not. Seed 0, on target at the end of the budget, takes no step more: its masks are the
+    budget's own. Each seed stacked with the others extends as it does alone."""
+    model, data = planted
+    quadratic = heurlens.PruneSettings(penalty="quadratic")
+    extended = heurlens.PruneSettings(penalty="quadratic", extend_steps=1000)
+    with pytest.warns(SparsityTargetMissed):
+        budget = heurlens.prune(model, data, sparsity=1 / 3, seeds=[0, 1], config=quadratic, progress=False)
+    longer = heurlens.prune(model, data, sparsity=1 / 3, seeds=[0, 1], config=extended, progress=False)
+    assert [sub.missed_target for sub in budget] == [False, True]
+    steps = [sub.metrics["extension_steps"] for sub in longer]
+    assert steps[0] == 0 and torch.equal(longer[0].log_alpha_heads, budget[0].log_alpha_heads)
+    assert 0 < steps[1] < 1000 and steps[1] % 25 == 0
+    assert not any(sub.missed_target for sub in longer)
+    assert all(set(PLANTED) <= kept(sub) and sub.metrics["grid_sparsity"] == pytest.approx(1 / 3) for sub in longer)
+    assert longer[0].hyperparameters["extend_steps"] == 1000 and "extend_steps" not in budget[0].hyperparameters
+    stacked = heurlens.prune(model, data, sparsity=1 / 3, seeds=[0, 1], config=extended, progress=False,
+                             stack_seeds=True)
+    assert [sub.metrics["extension_steps"] for sub in stacked] == steps
+    assert all(torch.allclose(a.log_alpha_heads, b.log_alpha_heads, atol=1e-5) for a, b in zip(stacked, longer))
+
+
+def test_an_extension_stops_at_its_limit(planted):
+    """At half (3 of 6) the masks must choose which of the four units that carry nothing to keep, and nothing in the
+    loss tells them apart: they stay off target, and each seed stops after exactly extend_steps more steps."""
+    model, data = planted
+    with pytest.warns(SparsityTargetMissed):
+        subnetworks = heurlens.prune(model, data, sparsity=0.5, seeds=[0, 1], progress=False,
+                                     config=heurlens.PruneSettings(penalty="quadratic", extend_steps=60))
+    assert [sub.metrics["extension_steps"] for sub in subnetworks] == [60, 60]  # 25 + 25 + 10
+    assert all(sub.missed_target and set(PLANTED) <= kept(sub) for sub in subnetworks)
+    with pytest.raises(HeurlensError, match="linear learning-rate schedule has reached 0"):
+        heurlens.PruneSettings(extend_steps=100, lr_schedule="linear")
 
 
 def test_heads_only_pruning_keeps_every_mlp_and_counts_heads_alone(planted):

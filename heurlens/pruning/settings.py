@@ -24,7 +24,8 @@ class PruneSettings:
     Steps: ``total_steps`` / ``warmup_steps`` when given; otherwise ``step_budget`` decides:
     "paper-epochs" keeps Appendix B's ~3 epochs and warm-up fraction on the data at hand,
     "paper-steps" runs Appendix B's step counts as they are (9,300 at 50%), whatever the data size; with
-    "paper-epochs" at least ``settle_steps`` follow the warm-up.
+    "paper-epochs" at least ``settle_steps`` follow the warm-up. Then, with ``extend_steps``, the seeds whose masks are
+    still off target train on, up to that many steps more (``heurlens.pruning.train``).
     """
 
     lr_log_alpha: float = field(default=0.1, metadata={"help": "Learning rate of log_alpha.",
@@ -38,6 +39,10 @@ class PruneSettings:
     settle_steps: int = field(default=0, metadata={
         "help": "Without --steps: at least this many steps at the target after the warm-up (more steps when the "
                 "budget leaves fewer), for the masks to settle on it.", "min": 0})
+    extend_steps: int = field(default=0, metadata={
+        "help": "After the steps above, up to this many more at the target, 25 at a time, for each seed whose masks are "
+                "still off target (the subnetwork would be flagged: no threshold of the paper's grid within 0.05 of "
+                "the target); each subnetwork records the steps it took (extension_steps).", "min": 0})
     log_alpha_init: float = field(default=10.0, metadata={
         "help": "Mean of log_alpha at the start: 10 (the released code's) starts every unit fully on, 0 half on.",
         "min": None})
@@ -84,6 +89,10 @@ class PruneSettings:
     def __post_init__(self) -> None:
         """Refuse NaN and infinite values and values outside each field's range up front."""
         check_settings(self, "pruning setting")
+        if self.extend_steps and self.lr_schedule == "linear":
+            raise HeurlensError("extend_steps (--extend-steps) trains on after the last step, where the linear learning-"
+                                "rate schedule has reached 0 and the masks no longer move: use lr_schedule='constant' "
+                                "or extend_steps=0")
         if self.level == "edge":
             wrong = [f"{name}={value!r}" for name, value, needed in (
                 ("ablation", self.ablation, "interchange"), ("discretization", self.discretization, "top-k"),
@@ -119,12 +128,12 @@ class PruneSettings:
         return warmup, total
 
     def to_dict(self) -> dict:
-        """The settings as recorded in each subnetwork; ``units``, ``ablation``, ``level``, ``dtype``, ``penalty`` and
-        ``settle_steps`` only when not what run folders written before they existed used, so those still match their
-        own settings."""
+        """The settings as recorded in each subnetwork; ``units``, ``ablation``, ``level``, ``dtype``, ``penalty``,
+        ``settle_steps`` and ``extend_steps`` only when not what run folders written before they existed used, so those
+        still match their own settings."""
         settings = asdict(self)
         for name, default in (("units", "all"), ("ablation", "mean"), ("level", "node"), ("dtype", "float32"),
-                              ("penalty", "lagrangian"), ("settle_steps", 0)):
+                              ("penalty", "lagrangian"), ("settle_steps", 0), ("extend_steps", 0)):
             if settings[name] == default:
                 del settings[name]
         return settings

@@ -21,14 +21,19 @@ The same loop trains edge masks (``train_edge_masks``, Edge Pruning's recipe: on
 ``heurlens.edges``, applied by ``heurlens.edge_masks``, a pruned edge carrying its writer's output on the corrupted
 input, t the fraction of edges pruned); it asks of its hooks only ``set_masks`` and ``use_corrupted`` (``MaskedForward``).
 
+After the budget, with ``PruneSettings(extend_steps=N)``, each seed whose masks are still off target (its subnetwork
+would be flagged: ``units_off_target``, ``edges_off_target``) trains on at the target, 25 steps at a time, up to N
+steps more.
+
 Its settings are ``PruneSettings`` (``heurlens.pruning.settings``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Protocol
 
 import torch
@@ -48,8 +53,10 @@ from heurlens.precision import autocast
 from heurlens.protocols import Batch, Loss, PreparedModel, Task
 from heurlens.pruning.hard_concrete import HardConcrete
 from heurlens.pruning.objective import expected_sparsity, kl_loss, mask_optimizer, prunable_units, sampled_sparsity
+from heurlens.pruning.run_folder import SPARSITY_TOLERANCE
 from heurlens.pruning.schedule import target_at
 from heurlens.pruning.settings import PruneSettings
+from heurlens.pruning.subnetwork import grid_threshold
 from heurlens.tasks import batch_rows
 from heurlens.training_helpers import frozen_parameters, shuffled_order
 from heurlens.units import UnitLayout
@@ -73,6 +80,7 @@ class MaskTrainingResult:
     final_expected_sparsity: float
     steps: int
     multipliers: tuple[float, float]  # lambda1, lambda2 at the end (lambda1 stays 0 with penalty="quadratic")
+    extension_steps: int = 0  # of ``steps``, those after the budget (``PruneSettings.extend_steps``)
 
 
 def stacked_batches(batches: Sequence[Batch], pad_token_id: int = 0) -> Batch:
@@ -100,6 +108,7 @@ class _SeedRun:
     order: list[int] = field(default_factory=list)
     fit: Tensor | None = None
     model_sparsity: Tensor | None = None
+    extension_steps: int = 0  # trained after the budget, while its masks were off target
 
 
 def train_unit_mask(model: PreparedModel, data: Task, full_logits: Float[Tensor, "example label"],
@@ -135,8 +144,9 @@ def train_unit_masks(model: PreparedModel, data: Task, full_logits: Float[Tensor
     device = device_of(model)
     layout = UnitLayout(model.n_layers, model.n_heads)
     hooks = UnitMaskHooks(means.to(device), *layout.mask([], device))
-    return train_masks(model, data, full_logits, hooks, prunable_units(layout, config.units, device), sparsity, seeds,
-                       config, progress, loss)
+    prunable = prunable_units(layout, config.units, device)
+    return train_masks(model, data, full_logits, hooks, prunable, sparsity, seeds, config, progress, loss,
+                       partial(units_off_target, prunable=prunable.cpu(), target=sparsity))
 
 
 def train_edge_masks(model: PreparedModel, data: Task, full_logits: Float[Tensor, "example label"], sparsity: float,
@@ -150,14 +160,30 @@ def train_edge_masks(model: PreparedModel, data: Task, full_logits: Float[Tensor
     device = device_of(model)
     hooks = EdgeMaskHooks(layout, torch.ones(layout.n_edges, device=device))
     return train_masks(model, data, full_logits, hooks, torch.ones(layout.n_edges, dtype=torch.bool, device=device),
-                       sparsity, seeds, config, progress, loss)
+                       sparsity, seeds, config, progress, loss, partial(edges_off_target, target=sparsity))
+
+
+def units_off_target(log_alpha: Float[Tensor, " unit"], prunable: Bool[Tensor, " unit"], target: float) -> bool:
+    """Whether a unit subnetwork cut from these masks is flagged (``Subnetwork.missed_target`` with top-k): no
+    threshold of the paper's grid on the keep-probabilities P(z > 0) comes within ``SPARSITY_TOLERANCE`` of the
+    target, so a cut to the target's size must choose among units the masks have not told apart."""
+    reached = grid_threshold(HardConcrete.keep_probability(log_alpha.cpu()), target, prunable)[1]
+    return abs(reached - target) > SPARSITY_TOLERANCE
+
+
+def edges_off_target(log_alpha: Float[Tensor, " edge"], target: float) -> bool:
+    """Whether an edge circuit cut from these masks is flagged: their expected sparsity 1 - mean P(z > 0) further than
+    ``SPARSITY_TOLERANCE`` from the target (the grid cannot say at edge sparsities such as 0.98, where its threshold
+    1.0, dropping every edge, is always near)."""
+    return abs(1 - float(HardConcrete.keep_probability(log_alpha).mean()) - target) > SPARSITY_TOLERANCE
 
 
 def train_masks(model: PreparedModel, data: Task, full_logits: Float[Tensor, "example label"], hooks: MaskedForward,
                 prunable: Bool[Tensor, " mask"], sparsity: float, seeds: Sequence[int], config: PruneSettings,
-                progress: bool, loss: Loss | None) -> list[MaskTrainingResult]:
+                progress: bool, loss: Loss | None, off_target: Callable[[Tensor], bool]) -> list[MaskTrainingResult]:
     """The loop of ``train_unit_masks`` and ``train_edge_masks``: one hard-concrete mask per entry of ``prunable``
-    (those False kept at 1), applied through ``hooks``."""
+    (those False kept at 1), applied through ``hooks``; with ``config.extend_steps``, the seeds whose masks are still
+    ``off_target(log_alpha)`` after the budget train on (``_extend``)."""
     if len(set(seeds)) != len(seeds) or not seeds:
         raise HeurlensError(f"seeds {list(seeds)}: give at least one seed, each once")
     objective = loss or kl_loss
@@ -187,28 +213,11 @@ def train_masks(model: PreparedModel, data: Task, full_logits: Float[Tensor, "ex
     names = ",".join(map(str, seeds))
     bar = tqdm(total=total, desc=f"pruning seed{'s' if len(seeds) > 1 else ''} {names} to {sparsity:.0%}",
                unit="step", disable=not progress)
-    losses: list[Tensor] = []  # each step's losses since they were last read back to the host
     try:
         model.train(config.dropout)
         with frozen_parameters(model), hooks.attached(model):  # only the masks and the multipliers train
-            for step in range(total):
-                target = target_at(step, warmup, sparsity)
-                for run in runs:
-                    run.optimizer.zero_grad()
-                for _ in range(config.grad_accumulation):
-                    _micro_batch(shared, runs, target)
-                for run in runs:
-                    if config.max_grad_norm is not None:
-                        torch.nn.utils.clip_grad_norm_([run.mask.log_alpha, run.lambdas], config.max_grad_norm)
-                    run.optimizer.step()
-                    run.schedule.step()
-                bar.update(1)
-                losses.append(torch.stack([run.fit.detach() for run in runs if run.fit is not None]))
-                if len(losses) == READ_BACK_EVERY or step == total - 1:
-                    fits = _finite_losses(losses, step + 1, total, names)
-                    bar.set_postfix(sparsity=f"{_item(runs[0].model_sparsity):.3f}", target=f"{target:.3f}",
-                                    loss=f"{float(fits[-1, 0]):.4f}")
-                    losses.clear()
+            _train_steps(shared, runs, range(total), lambda step: target_at(step, warmup, sparsity), bar, names)
+            _extend(shared, runs, total, sparsity, off_target, bar, names)
     finally:
         bar.close()
         model.eval()
@@ -216,14 +225,58 @@ def train_masks(model: PreparedModel, data: Task, full_logits: Float[Tensor, "ex
     for run in runs:
         lambda1, lambda2 = run.lambdas.tolist()
         results.append(MaskTrainingResult(run.mask.log_alpha.detach().cpu().clone(), _item(run.fit),
-                                          expected_sparsity(run.mask, prunable).item(), total, (lambda1, lambda2)))
+                                          expected_sparsity(run.mask, prunable).item(), total + run.extension_steps,
+                                          (lambda1, lambda2), run.extension_steps))
     return results
+
+
+def _train_steps(shared: _Shared, runs: list[_SeedRun], steps: range, target_of: Callable[[int], float], bar: tqdm,
+                 names: str) -> None:
+    """Optimizer steps ``steps`` (0-based, the sparsity warm-up's clock) for every seed of ``runs`` at once, the losses
+    read back to the host every ``READ_BACK_EVERY`` steps and at the last."""
+    config = shared.config
+    losses: list[Tensor] = []  # each step's losses since they were last read back to the host
+    for step in steps:
+        target = target_of(step)
+        for run in runs:
+            run.optimizer.zero_grad()
+        for _ in range(config.grad_accumulation):
+            _micro_batch(shared, runs, target)
+        for run in runs:
+            if config.max_grad_norm is not None:
+                torch.nn.utils.clip_grad_norm_([run.mask.log_alpha, run.lambdas], config.max_grad_norm)
+            run.optimizer.step()
+            run.schedule.step()
+        bar.update(1)
+        losses.append(torch.stack([run.fit.detach() for run in runs if run.fit is not None]))
+        if len(losses) == READ_BACK_EVERY or step == steps[-1]:
+            fits = _finite_losses(losses, step + 1, steps.stop, names)
+            bar.set_postfix(sparsity=f"{_item(runs[0].model_sparsity):.3f}", target=f"{target:.3f}",
+                            loss=f"{float(fits[-1, 0]):.4f}")
+            losses.clear()
+
+
+def _extend(shared: _Shared, runs: list[_SeedRun], total: int, sparsity: float,
+            off_target: Callable[[Tensor], bool], bar: tqdm, names: str) -> None:
+    """``PruneSettings.extend_steps``: after the budget, ``READ_BACK_EVERY`` steps more at the target at a time, for
+    the seeds whose masks are still ``off_target`` (each seed alone: the others do not move, as they would not
+    alone), until none is or the extension's limit is reached."""
+    limit, done = shared.config.extend_steps, 0
+    pending = [run for run in runs if off_target(run.mask.log_alpha.detach())]
+    while pending and done < limit:
+        block = min(READ_BACK_EVERY, limit - done)
+        bar.total += block
+        _train_steps(shared, pending, range(total + done, total + done + block), lambda step: sparsity, bar, names)
+        done += block
+        for run in pending:
+            run.extension_steps += block
+        pending = [run for run in pending if off_target(run.mask.log_alpha.detach())]
 
 
 READ_BACK_EVERY = 25  # steps between reading the losses back to the host (where a GPU's queue would drain)
 
 
-def _finite_losses(losses: list[Tensor], steps_done: int, total: int, names: str) -> Tensor:
+def _finite_losses(losses: list[Tensor], steps_done: int, planned: int, names: str) -> Tensor:
     """The last ``len(losses)`` steps' losses ([step, seed], on the CPU), refused in one line at the first step
     where one is NaN or inf (losses are read back every ``READ_BACK_EVERY`` steps, not every step)."""
     fits = torch.stack(losses).cpu()
@@ -231,7 +284,7 @@ def _finite_losses(losses: list[Tensor], steps_done: int, total: int, names: str
     if not bool(finite.all()):
         first = int((~finite).nonzero()[0])
         raise HeurlensError(f"the loss was {fits[first].tolist()} at step {steps_done - len(losses) + first + 1} of "
-                            f"{total} (seeds {names}): masks cannot be trained on NaN or inf. Check the loss "
+                            f"{planned} (seeds {names}): masks cannot be trained on NaN or inf. Check the loss "
                             "function and the data (a division by zero, a log of 0)")
     return fits
 
