@@ -25,6 +25,8 @@ _COMMAND_LINE_TERMS = [
     (r"PruneSettings\(warmup_steps=([^)]*)\)", r"--warmup-steps \1"),
     (r"PruneSettings\(log_alpha_init=([^)]*)\)", r"--log-alpha-init \1"),
     (r"PruneSettings\(lr_log_alpha=([^)]*)\)", r"--lr-log-alpha \1"),
+    (r"PruneSettings\(extend_steps=([^)]*)\)", r"--extend-steps \1"),
+    (r"PruneSettings\(penalty=([^)]*)\)", r"--penalty \1"),
     (r"Workers\(count\)", "--workers"),
     (r"Workers\(gpus_per_worker=([^)]*)\)", r"--gpus-per-worker \1"),
     (r"Workers\(address=([^)]*)\)", r"--ray-address \1"),

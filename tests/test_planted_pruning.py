@@ -87,7 +87,7 @@ def test_an_extension_stops_at_its_limit(planted):
     """At half (3 of 6) the masks must choose which of the four units that carry nothing to keep, and nothing in the
     loss tells them apart: they stay off target, and each seed stops after exactly extend_steps more steps."""
     model, data = planted
-    with pytest.warns(SparsityTargetMissed):
+    with pytest.warns(SparsityTargetMissed, match="trained on for 60 steps more, the limit, and stayed off target"):
         subnetworks = heurlens.prune(model, data, sparsity=0.5, seeds=[0, 1], progress=False,
                                      config=heurlens.PruneSettings(penalty="quadratic", extend_steps=60))
     assert [sub.metrics["extension_steps"] for sub in subnetworks] == [60, 60]  # 25 + 25 + 10
@@ -120,7 +120,9 @@ def test_a_missed_sparsity_target_is_warned_and_recorded(planted):
         "--lr-log-alpha 0.1 a step, so no unit can be pruned before ~100 steps. Give --steps 300 or more, or start "
         "the masks lower (--log-alpha-init 0)")
     assert for_command_line(after).endswith(
-        "Train longer (--steps ...) or start the masks lower (--log-alpha-init 7; these started at 10)")
+        "Train longer (--steps ...) or start the masks lower (--log-alpha-init 7; these started at 10). Or let the "
+        "seeds whose masks end off target train on, --extend-steps 1000, surest with --penalty quadratic "
+        "(docs/pruning.md)")
     assert subnetwork.missed_target and subnetwork.metrics["missed_target"] is True
     assert subnetwork.achieved_sparsity == 0.5 and subnetwork.metrics["grid_sparsity"] == 0.0  # the size, not the masks
     with warnings.catch_warnings():

@@ -69,8 +69,9 @@ class Subnetwork:
 
     def missed_target_message(self) -> str:
         """What went wrong and what to change: too little pruned (the masks started too high for the steps
-        given), or too much (units the loss barely depends on fell together past the target). With the top-k
-        discretisation the subnetwork has its target size, and the message is about the masks' own sparsity."""
+        given), or too much (units the loss barely depends on fell together past the target), and the extension
+        (``PruneSettings.extend_steps``) where it was not used, or what its use says. With the top-k discretisation the
+        subnetwork has its target size, and the message is about the masks' own sparsity."""
         reached = self.achieved_sparsity
         missed = f"subnetwork {self.label} reached sparsity {reached:.2f}, not its target {self.target_sparsity:.2f}: "
         if self.hyperparameters.get("discretization", "top-k") == "top-k" and "grid_sparsity" in self.metrics:
@@ -82,12 +83,19 @@ class Subnetwork:
             start = self.hyperparameters.get("log_alpha_init")
             lower = (f"PruneSettings(log_alpha_init={float(start) - 3:g}); these started at {float(start):g}"
                      if isinstance(start, int | float) else "a lower PruneSettings(log_alpha_init=)")
-            return missed + ("the masks did not move far enough. Train longer (PruneSettings(total_steps=...)) or "
-                             f"start the masks lower ({lower})")
-        return missed + ("more units fell below the threshold together than the target allows (the loss depends "
-                         "little on them). Train longer after the warm-up (PruneSettings(total_steps=) larger than "
-                         "PruneSettings(warmup_steps=)) or "
-                         "prune to the sparsity reached")
+            remedy = ("the masks did not move far enough. Train longer (PruneSettings(total_steps=...)) or start the "
+                      f"masks lower ({lower})")
+        else:
+            remedy = ("more units fell below the threshold together than the target allows (the loss depends little "
+                      "on them). Train longer after the warm-up (PruneSettings(total_steps=) larger than "
+                      "PruneSettings(warmup_steps=)) or prune to the sparsity reached")
+        extended = self.metrics.get("extension_steps")
+        if extended:
+            return missed + (f"its masks trained on for {extended} steps more, the limit, and stayed off target: they do "
+                             "not tell apart the units the cut chose among, most likely units the loss depends on "
+                             "equally little (a larger PruneSettings(extend_steps=) may settle them, or not)")
+        return missed + remedy + (". Or let the seeds whose masks end off target train on, PruneSettings(extend_steps="
+                                  "1000), surest with PruneSettings(penalty=quadratic) (docs/pruning.md)")
 
     def discretized(self, method: str) -> Subnetwork:
         """The same trained masks (log_alpha) made binary another way (``discretize``: "top-k", "global-threshold",
