@@ -40,9 +40,9 @@ class PruneSettings:
         "help": "Without --steps: at least this many steps at the target after the warm-up (more steps when the "
                 "budget leaves fewer), for the masks to settle on it.", "min": 0})
     extend_steps: int = field(default=0, metadata={
-        "help": "After the steps above, up to this many more at the target, 25 at a time, for each seed whose masks are "
-                "still off target (the subnetwork would be flagged: no threshold of the paper's grid within 0.05 of "
-                "the target); each subnetwork records the steps it took (extension_steps).", "min": 0})
+        "help": "After the step budget, up to this many more steps at the target, 25 at a time, for each seed whose "
+                "masks are still off target (the subnetwork would be flagged: no threshold of the paper's grid within "
+                "0.05 of the target); each subnetwork records the steps it took (extension_steps).", "min": 0})
     log_alpha_init: float = field(default=10.0, metadata={
         "help": "Mean of log_alpha at the start: 10 (the released code's) starts every unit fully on, 0 half on.",
         "min": None})
