@@ -94,6 +94,7 @@ def main() -> None:
     rows = rows_of("planted", *planted_case(), args.out / "planted")
     rows += rows_of("random BERT", *random_case(args.out / "random-bert-model"), args.out / "random")
     table = pd.DataFrame(rows)
+    summary = summary_of(table)
     lines = ["# Masks on their target, recipe by recipe\n",
              f"Produced by `analyses/heuristic_core_mask_recipes_on_target.py` in {(time.time() - start) / 60:.1f} min on "
              "this project's 2-core CPU at one thread (pruning counted only for runs not already in "
@@ -102,10 +103,10 @@ def main() -> None:
              "the masks had not told apart). Recipes: `heurlens prune`'s default budget with the paper's Lagrangian "
              "(the default) or the quadratic penalty (`--penalty quadratic`), 200 steps more at the target "
              "(`--settle-steps 200`), or up to 1,000 steps more for the seeds still flagged (`--extend-steps 1000`).\n",
-             "## Flagged subnetworks per recipe\n", summary_of(table).to_markdown(index=False), "",
+             "## Flagged subnetworks per recipe\n", summary.to_markdown(index=False), "",
              "## Every run\n", table.to_markdown(index=False), ""]
     write_results_page(args.docs, "\n".join(lines))
-    print(summary_of(table).to_string(index=False))
+    print(summary.to_string(index=False))
     print(f"wrote {args.docs}")
 
 

@@ -79,6 +79,11 @@ class Subnetwork:
             missed = (f"subnetwork {self.label} keeps its target size, but no threshold on its masks' keep-"
                       f"probabilities comes nearer the target {self.target_sparsity:.2f} than {reached:.2f} (the paper's "
                       "grid), so the top-k cut chose among units the masks had not told apart: ")
+        extended = self.metrics.get("extension_steps")
+        if extended:
+            return missed + (f"its masks trained on for {extended} steps more, the limit, and stayed off target: they do "
+                             "not tell apart the units the cut chose among, most likely units the loss depends on "
+                             "equally little (a larger PruneSettings(extend_steps=) may settle them, or not)")
         if reached < self.target_sparsity:
             start = self.hyperparameters.get("log_alpha_init")
             lower = (f"PruneSettings(log_alpha_init={float(start) - 3:g}); these started at {float(start):g}"
@@ -89,11 +94,6 @@ class Subnetwork:
             remedy = ("more units fell below the threshold together than the target allows (the loss depends little "
                       "on them). Train longer after the warm-up (PruneSettings(total_steps=) larger than "
                       "PruneSettings(warmup_steps=)) or prune to the sparsity reached")
-        extended = self.metrics.get("extension_steps")
-        if extended:
-            return missed + (f"its masks trained on for {extended} steps more, the limit, and stayed off target: they do "
-                             "not tell apart the units the cut chose among, most likely units the loss depends on "
-                             "equally little (a larger PruneSettings(extend_steps=) may settle them, or not)")
         return missed + remedy + (". Or let the seeds whose masks end off target train on, PruneSettings(extend_steps="
                                   "1000), surest with PruneSettings(penalty=quadratic) (docs/pruning.md)")
 

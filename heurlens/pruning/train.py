@@ -262,6 +262,8 @@ def _extend(shared: _Shared, runs: list[_SeedRun], total: int, sparsity: float,
     the seeds whose masks are still ``off_target`` (each seed alone: the others do not move, as they would not
     alone), until none is or the extension's limit is reached."""
     limit, done = shared.config.extend_steps, 0
+    if not limit:  # no extension asked for: nothing to check (each check reads the masks back to the host)
+        return
     pending = [run for run in runs if off_target(run.mask.log_alpha.detach())]
     while pending and done < limit:
         block = min(READ_BACK_EVERY, limit - done)
