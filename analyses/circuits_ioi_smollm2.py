@@ -44,6 +44,8 @@ def main() -> None:
     parser.add_argument("--edge-sparsities", type=float, nargs="*", default=[0.9, 0.95, 0.98, 0.99, 0.995],
                         help="Edge pruning's sparsities (none: node circuits only).")
     parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--ablations", nargs="+", choices=("mean", "interchange"), default=["mean", "interchange"],
+                        help="The node circuits' ablations (one each: two processes can prune them side by side).")
     parser.add_argument("--steps", type=int, default=None, help="Pruning steps (default: heurlens prune's schedule).")
     parser.add_argument("--docs", type=Path, default=Path("docs/results/circuits-ioi-smollm2.md"))
     args = parser.parse_args()
@@ -54,7 +56,7 @@ def main() -> None:
     train, means = data.train(model), data.means(model)
     [evaluation] = data.eval_sets(model)
     rows, curves, tops = [], {}, {}
-    for ablation in ("mean", "interchange"):
+    for ablation in args.ablations:
         start = time.time()
         subnetworks = heurlens.prune(model, train, sparsity=args.sparsities, seeds=range(args.seeds),
                                      out=args.out / ablation, means=means,

@@ -11,6 +11,8 @@ the evaluation and the pattern scores are kept in the run directory.
 Run: .venv/bin/python analyses/heuristic_core_figures2_5_table3.py [--model default] [--seeds 12]
      [--sparsity 0.5 0.7] [--out runs/heuristic-core] [--docs docs/results/heuristic-core.md]
 The paper-length model: --model snli-long --out runs/heuristic-core-long --docs docs/results/heuristic-core-long.md
+With --on-target-only the subnetworks whose masks missed their target (``missed_target``; still in the run folder)
+are left out of every pooled line: the overlap, core, Spearman, Table 3 and super-additivity.
 """
 
 from __future__ import annotations
@@ -74,6 +76,9 @@ def main() -> None:
                         help="Random non-core heads ablated for the average (0: every non-core head, the paper's row).")
     parser.add_argument("--pattern-examples", type=int, default=300)
     parser.add_argument("--docs", type=Path, default=Path("docs/results/heuristic-core.md"))
+    parser.add_argument("--on-target-only", action="store_true",
+                        help="Leave out the subnetworks whose masks missed their target (missed_target): the "
+                             "overlap, core, Spearman, Table 3 and super-additivity from the others alone.")
     args = parser.parse_args()
     start = time.time()
     timings = {}
@@ -88,7 +93,8 @@ def main() -> None:
 
     wanted = [round(s, 2) for s in args.sparsity]  # the run folder may hold other sparsities and seeds too
     groups = {s: [sub for sub in group if sub.seed < args.seeds]
-              for s, group in subnetworks_by_sparsity([args.out]).items() if round(s, 2) in wanted}
+              for s, group in subnetworks_by_sparsity([args.out], pooled=args.on_target_only).items()
+              if round(s, 2) in wanted}
     names = {s: f"{s:.0%}" for s in groups}
     everything = [s for group in groups.values() for s in group]
     core, what = analysed_core(groups)
@@ -117,7 +123,8 @@ def main() -> None:
                             | evaluation["subnetwork"].isin([s.label for s in everything])]
     lines = [f"# Heuristic core of the {args.model} model\n",
              f"Produced by `analyses/heuristic_core_figures2_5_table3.py` on this project's 2-core CPU; "
-             f"{len(everything)} subnetworks ({args.seeds} seeds at {', '.join(names.values())}); "
+             f"{len(everything)} subnetworks ({args.seeds} seeds at {', '.join(names.values())}"
+             + (", only those whose masks are on target" if args.on_target_only else "") + "); "
              + "; ".join(f"{k} {v / 60:.1f} min" for k, v in timings.items())
              + f"; total {(time.time() - start) / 60:.1f} min (pruning time counts only subnetworks not already on disk).\n",
              pruning_settings(config, args.train_examples, args.batch_size),
