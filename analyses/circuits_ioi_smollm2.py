@@ -28,6 +28,7 @@ import heurlens
 from heurlens.analysis.attribution import attribution_circuits, attribution_scores
 from heurlens.analysis.circuit_graph import circuit_figure
 from heurlens.analysis.faithfulness import faithfulness_curve, faithfulness_figure
+from heurlens.analysis.ioi_heads import ioi_head_scores
 from heurlens.cache import atomic_write_bytes
 from heurlens.data.prompt_tasks import logit_difference
 from heurlens.run_data import PromptTaskData
@@ -55,7 +56,7 @@ def main() -> None:
     data = PromptTaskData("ioi", args.examples, seed=0)
     train, means = data.train(model), data.means(model)
     [evaluation] = data.eval_sets(model)
-    rows, curves, tops = [], {}, {}
+    rows, curves, tops, named = [], {}, {}, set()
     for ablation in args.ablations:
         start = time.time()
         subnetworks = heurlens.prune(model, train, sparsity=args.sparsities, seeds=range(args.seeds),
@@ -81,6 +82,12 @@ def main() -> None:
         highest = max(args.sparsities)
         core = set.intersection(*(set(sub.kept) for sub in subnetworks if sub.target_sparsity == highest))
         tops[f"kept by every {highest:.0%} subnetwork, {ablation}"] = ", ".join(map(str, sorted(core))) or "(none)"
+        named |= {unit for unit in core if not unit.is_mlp}
+        named |= {unit for unit in heurlens.parse_units(",".join(top["unit"]), model.n_layers, model.n_heads)
+                  if not unit.is_mlp}
+    eager = heurlens.load_model("smollm2", attn_implementation="eager")  # fires hook_pattern
+    signatures = ioi_head_scores(eager, evaluation, heads=sorted(named)) if named else None
+    del eager
     edge_rows, edge_curves = [], {}
     if args.edge_sparsities:  # Edge Pruning's circuits, beside the interchange node circuits on the edge axis
         start = time.time()
@@ -114,7 +121,7 @@ def main() -> None:
     lines = ["# IOI circuits of SmolLM2-135M: mask optimisation against attribution patching\n",
              f"Produced by `analyses/circuits_ioi_smollm2.py` on this project's 2-core CPU: {args.examples} IOI "
              "prompts (seed 0) to prune, rank and take means on, as many others (seed 1) to score; m the logit "
-             f"difference; sparsities {', '.join(f'{s:g}' for s in args.sparsities)}, {args.seeds} seeds; "
+             f"difference; sparsities {', '.join(f'{s:g}' for s in args.sparsities)}, {args.seeds} seed{'s' * (args.seeds > 1)}; "
              "attribution cut at those sizes and at MIB's 1-50%. Curves: "
              f"[{args.docs.with_suffix('.html').name}]({args.docs.with_suffix('.html').name}).\n",
              pd.DataFrame(rows).to_markdown(index=False), "",
@@ -123,6 +130,14 @@ def main() -> None:
              .round(3).to_markdown(index=False), "",
              "## The units each method puts first\n",
              *(f"- **{name}**: {units}" for name, units in tops.items()), ""]
+    if signatures is not None:
+        lines += ["## Those heads' attention, read as the IOI circuit's classes (Wang et al. 2022)\n",
+                  "`heurlens.analysis.ioi_head_scores` on the scoring prompts: the share of attention from the last "
+                  "token (END) on the indirect object (name mover), from END on the subject's second mention S2 "
+                  "(S-inhibition), from S2 on S1 (duplicate token) and on the token after S1 (induction), the first "
+                  f"position left out; over {int(signatures['prompts'].iloc[0])} prompts. Attention alone: Wang "
+                  "et al. assign classes by path patching.\n",
+                  signatures.drop(columns=["layer", "head", "prompts"]).round(3).to_markdown(index=False), ""]
     if edge_rows:
         lines += ["## On the edge axis: Edge Pruning's circuits beside node circuits\n",
                   f"Edge sparsities {', '.join(f'{s:g}' for s in args.edge_sparsities)}; f over the fraction of edges "
