@@ -121,7 +121,8 @@ def main() -> None:
     lines = ["# IOI circuits of SmolLM2-135M: mask optimisation against attribution patching\n",
              f"Produced by `analyses/circuits_ioi_smollm2.py` on this project's 2-core CPU: {args.examples} IOI "
              "prompts (seed 0) to prune, rank and take means on, as many others (seed 1) to score; m the logit "
-             f"difference; sparsities {', '.join(f'{s:g}' for s in args.sparsities)}, {args.seeds} seed{'s' * (args.seeds > 1)}; "
+             f"difference; sparsities {', '.join(f'{s:g}' for s in args.sparsities)}, "
+             f"{args.seeds} seed{'s' * (args.seeds > 1)}; "
              "attribution cut at those sizes and at MIB's 1-50%. Curves: "
              f"[{args.docs.with_suffix('.html').name}]({args.docs.with_suffix('.html').name}).\n",
              pd.DataFrame(rows).to_markdown(index=False), "",
