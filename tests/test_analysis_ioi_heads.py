@@ -80,8 +80,9 @@ def test_tasks_that_are_not_ioi_are_refused(tiny_decoder_dirs):
     model = load_model(tiny_decoder_dirs["llama"], attn_implementation="eager")
     no_distractor = tokenize_prompt_task("toy", [PromptExample("the man sees the", " man")], word_level_tokenizer(),
                                          n_ctx=32)
-    with pytest.raises(HeurlensError, match="not an IOI task"):
-        ioi_head_scores(model, no_distractor)
+    for not_ioi in (no_distractor, ["the man sees the"]):  # no distractor; texts without answers
+        with pytest.raises(HeurlensError, match="not an IOI task"):
+            ioi_head_scores(model, not_ioi)
     none_counted = tokenize_prompt_task("toy", [PromptExample("the man sees a dog", " man", (" dog",))],
                                         word_level_tokenizer(), n_ctx=32)
     with pytest.raises(HeurlensError, match="no prompt of toy"):

@@ -30,7 +30,7 @@ from heurlens.data.prompt_tasks import PromptSet
 from heurlens.errors import HeurlensError
 from heurlens.models.classifier import as_model
 from heurlens.protocols import ModelLike
-from heurlens.tasks import batch_examples
+from heurlens.tasks import TaskLike, as_task, batch_examples
 from heurlens.units import Unit, UnitsLike, as_units
 
 SIGNATURES = ("name_mover", "s_inhibition", "duplicate_token", "induction")
@@ -68,13 +68,14 @@ def ioi_signature_scores(attention: Float[Tensor, "head query key"], where: IoiP
             "duplicate_token": shares[:, where.s2, where.s1], "induction": shares[:, where.s2, where.s1 + 1]}
 
 
-def ioi_head_scores(model: ModelLike, prompts: PromptSet, *, heads: UnitsLike | None = None,
+def ioi_head_scores(model: ModelLike, prompts: TaskLike, *, heads: UnitsLike | None = None,
                     min_score: float = 0.3, exclude_bos: bool = True) -> pd.DataFrame:
     """One row per head (or per head of ``heads``): its mean signature scores over the IOI ``prompts`` whose
     answer (IO) and distractor (S) are single tokens named once and twice, a label, and how many prompts counted.
     The model must expose ``hook_pattern`` (load HF models with ``attn_implementation="eager"``)."""
     model = as_model(model)
-    if not len(prompts) or prompts.distractors.shape[-1] == 0:
+    prompts = as_task(model, prompts)
+    if not isinstance(prompts, PromptSet) or not len(prompts) or prompts.distractors.shape[-1] == 0:
         raise HeurlensError(f"{prompts.name} is not an IOI task: its prompts need an answer (the indirect object) "
                             "and a distractor (the subject); make them with prompt_task_set('ioi', ...)")
     heads = as_units(heads, model.n_layers, model.n_heads) if heads is not None else None
