@@ -11,8 +11,10 @@ the run times to --docs, and the curves beside it. With --edge-sparsities (by de
 circuits and attribution's (each as the edges between its units), and the sparsest circuit drawn.
 
 Run: OMP_NUM_THREADS=1 .venv/bin/python analyses/circuits_ioi_smollm2.py [--sparsities 0.5 0.7 0.8 0.9 0.95]
-(one prune step of 32 prompts takes about 4.4 s on this CPU at one thread: 300 steps a subnetwork, 30 subnetworks
-with the defaults, about 11 hours, and 15 edge circuits at about 2.5x a node step's cost as many again: a GPU's job;
+(one prune step of 32 prompts takes about 4.4 s on this CPU at one thread with mean ablation, 6-7 s with interchange:
+300 steps a subnetwork, 30 subnetworks with the defaults, about 13 hours, and 15 edge circuits at about 2.3x a node
+step's cost as many again: a GPU's job; one seed with --ablations mean and --ablations interchange in two processes
+took 2 h 21 min on two cores, 2026-11-27;
 the model goes where heurlens.load_model puts it, a CUDA GPU when there is one, or $HEURLENS_DEVICE)
 """
 
