@@ -66,12 +66,19 @@ def head_detector_scores(model: ModelLike, prompts: TaskLike, *, heads: UnitsLik
                 attention = captured[layer][example].float()[:, where][:, :, where]
                 for name, detection in detections.items():
                     sums[layer][name] += detection_scores(attention, detection, exclude_bos)
+    return labelled_heads(sums, len(prompts), model.n_heads, heads, min_score)
+
+
+def labelled_heads(sums: dict[int, dict[str, Float[Tensor, " head"]]], count: int, n_heads: int,
+                   heads: list[Unit] | None, min_score: float) -> pd.DataFrame:
+    """One row per head of the layers in ``sums`` (or per head of ``heads``): each score summed over ``count``
+    prompts, as its mean, and the label of the highest (``best_label``)."""
     rows = []
-    for layer in layers:
-        for head in range(model.n_heads):
+    for layer, per_score in sums.items():
+        for head in range(n_heads):
             if heads and Unit(layer, head) not in heads:
                 continue
-            scores = {name: float(sums[layer][name][head]) / len(prompts) for name in DETECTION_PATTERNS}
+            scores = {name: float(total[head]) / count for name, total in per_score.items()}
             rows.append({"unit": str(Unit(layer, head)), "layer": layer, "head": head, **scores,
                          "label": best_label(scores, min_score)})
     return pd.DataFrame(rows)

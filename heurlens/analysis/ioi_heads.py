@@ -25,13 +25,14 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from heurlens.analysis.patterns import attention_patterns, best_label
+from heurlens.analysis.head_detector import labelled_heads
+from heurlens.analysis.patterns import attention_patterns
 from heurlens.data.prompt_tasks import PromptSet
 from heurlens.errors import HeurlensError
 from heurlens.models.classifier import as_model
 from heurlens.protocols import ModelLike
 from heurlens.tasks import TaskLike, as_task, batch_examples
-from heurlens.units import Unit, UnitsLike, as_units
+from heurlens.units import UnitsLike, as_units
 
 SIGNATURES = ("name_mover", "s_inhibition", "duplicate_token", "induction")
 
@@ -100,12 +101,4 @@ def ioi_head_scores(model: ModelLike, prompts: TaskLike, *, heads: UnitsLike | N
     if not counted:
         raise HeurlensError(f"no prompt of {prompts.name} names its answer once and its distractor twice as single "
                             "tokens: IOI signatures need prompts shaped as IOI's (prompt_task_set('ioi', ...))")
-    rows_out = []
-    for layer in layers:
-        for head in range(model.n_heads):
-            if heads and Unit(layer, head) not in heads:
-                continue
-            scores = {name: float(sums[layer][name][head]) / counted for name in SIGNATURES}
-            rows_out.append({"unit": str(Unit(layer, head)), "layer": layer, "head": head, **scores,
-                             "label": best_label(scores, min_score), "prompts": counted})
-    return pd.DataFrame(rows_out)
+    return labelled_heads(sums, counted, model.n_heads, heads, min_score).assign(prompts=counted)
