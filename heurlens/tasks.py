@@ -144,11 +144,12 @@ def scored_rows(task: Task) -> int:
     return sum(batch_rows(batch) for batch in task.batches)
 
 
-def as_task(model: PreparedModel, data: TaskLike, prepend_bos: bool | None = None) -> Task:
+def as_task(model: PreparedModel, data: TaskLike, prepend_bos: bool | None = None, batch_size: int = 32) -> Task:
     """``data`` as a task: a task as it is, a list of strings tokenised (``tokenize_texts``, with ``prepend_bos``),
-    a token tensor batched (``token_batches``). Anything else, or nothing, is refused naming what to pass."""
+    a token tensor batched (``token_batches``), ``batch_size`` examples a batch. Anything else, or nothing, is refused
+    naming what to pass."""
     if isinstance(data, Tensor):
-        return token_batches(data)
+        return token_batches(data, batch_size=batch_size)
     if is_task(data):
         if not data.batches:
             raise HeurlensError(f"the task {data.name!r} has no examples; give it at least one")
@@ -156,6 +157,6 @@ def as_task(model: PreparedModel, data: TaskLike, prepend_bos: bool | None = Non
     if isinstance(data, str):
         raise HeurlensError("give a list of texts, not one string (e.g. [\"When Mary and John went...\"])")
     if isinstance(data, Sequence):
-        return tokenize_texts(model, data, prepend_bos=prepend_bos)
+        return tokenize_texts(model, data, prepend_bos=prepend_bos, batch_size=batch_size)
     raise HeurlensError(f"cannot use a {type(data).__name__} as data: give a task (EvalSet, PromptSet, TokenSet), a "
                         "list of texts, or a token tensor [example, pos]")

@@ -244,6 +244,30 @@ def test_library_misuse_is_answered_by_name(llama_bridge):
         heurlens.prune(model, data, sparsity=0.5, seeds=[0], config=config, progress=False, loss=nan_after_three)
 
 
+@pytest.mark.filterwarnings("ignore:subnetwork 50% seed", "ignore:sparsity 0.50 cannot be reached")  # 3 steps
+def test_prune_batches_texts_and_tokens_by_its_batch_size_and_leaves_a_task_as_built(llama_bridge):
+    """batch_size sets the micro-batch of data prune batches itself (texts, a token tensor); a task brings its own
+    batches, and asking to rebatch one is refused by name rather than ignored."""
+    model = heurlens.wrap_bridge(llama_bridge)
+    rows: list[int] = []
+
+    def fit(scores, full_scores, example_ids):
+        rows.append(len(example_ids))
+        return (scores - full_scores).pow(2).mean()
+
+    config = heurlens.PruneSettings(total_steps=3, warmup_steps=1)
+    texts = ["the man sees the", "a dog sleeps", "the dog sees a man", "a man sleeps", "the dog"]
+    for data, batch_size, sizes in ((texts, 2, {2, 1}), (texts, None, {5}),
+                                    (torch.randint(3, 10, (7, 4)), 3, {3, 1}), (torch.randint(3, 10, (7, 4)), None, {7})):
+        rows.clear()
+        heurlens.prune(model, data, sparsity=0.5, seeds=[0], config=config, loss=fit, progress=False, cache=False,
+                       batch_size=batch_size)
+        assert set(rows) <= sizes and sizes & set(rows), (batch_size, rows)
+    task = heurlens.tokenize_texts(model, texts, batch_size=2)
+    with pytest.raises(HeurlensError, match="cannot rebatch a task .*give it when building the task"):
+        heurlens.prune(model, task, sparsity=0.5, seeds=[0], config=config, loss=fit, progress=False, batch_size=4)
+
+
 def test_ablation_hooks_take_a_bridge_as_the_other_functions_do(llama_bridge):
     """TransformerLens' own way: hooks from heurlens, run by the bridge's run_with_hooks; the same logits as
     heurlens' ablated() context on the wrapped model, and other than the unablated bridge's."""

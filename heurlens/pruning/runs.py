@@ -29,7 +29,7 @@ from heurlens.interchange import corruption_of
 from heurlens.means import UnitMeans, compute_means
 from heurlens.metrics import metric_loss
 from heurlens.models.classifier import as_model
-from heurlens.protocols import Loss, Metric, ModelLike, PreparedModel, Task
+from heurlens.protocols import Loss, Metric, ModelLike, PreparedModel, Task, is_task
 from heurlens.pruning.circuit import EdgeCircuit, circuit_scores, nodes_of
 from heurlens.pruning.hard_concrete import HardConcrete
 from heurlens.pruning.objective import kl_loss, prunable_units, subnetwork_loss
@@ -53,18 +53,18 @@ from heurlens.units import UnitLayout
 
 def prune(model: ModelLike, data: TaskLike | datasets.Dataset, *, sparsity: float | Iterable[float] = 0.5,
           seeds: Iterable[int] = range(3), out: str | Path | None = None, config: PruneSettings = PruneSettings(),
-          means: UnitMeans | None = None, batch_size: int = 16, progress: bool = True,
+          means: UnitMeans | None = None, batch_size: int | None = None, progress: bool = True,
           workers: Workers | None = None, loss: Loss | None = None, metric: Metric | None = None,
           stack_seeds: bool | None = None, cache: bool | None = None) -> list[Subnetwork]:
     """Prune ``model`` once per (sparsity, seed) and return the subnetworks, in that order.
 
-    ``data`` is the pruning (training) data: a task (``EvalSet``, ``PromptSet``, ``TokenSet``), a list of texts,
-    a token tensor, or a Dataset of premise/hypothesis pairs (batched by length, ``batch_size`` pairs a
-    micro-batch). Pruned units are replaced by ``means`` (default: their means over ``data``). ``loss(scores,
-    full scores, example ids)`` replaces the KL to the full model (``pruning.objective.kl_loss``), or ``metric`` (a
-    differentiable ``Metric``, as the tables report it) is kept at the full model's value
-    (``heurlens.metrics.metric_loss``); which units may
-    be pruned is ``config.units``. With ``out``, each subnetwork is saved when found and a repeated call
+    ``data`` is the pruning (training) data: a task (``EvalSet``, ``PromptSet``, ``TokenSet``: its own batches), a
+    list of texts or a token tensor (``batch_size`` examples a micro-batch, default 32), or a Dataset of premise/
+    hypothesis pairs (batched by length, ``batch_size`` pairs a micro-batch, default 16). Pruned units are replaced
+    by ``means`` (default: their means over ``data``). ``loss(scores, full scores, example ids)`` replaces the KL to
+    the full model (``pruning.objective.kl_loss``), or ``metric`` (a differentiable ``Metric``, as the tables report
+    it) is kept at the full model's value (``heurlens.metrics.metric_loss``); which units may be pruned is
+    ``config.units``. With ``out``, each subnetwork is saved when found and a repeated call
     resumes; ``out`` is refused if it holds anything but a heurlens prune run of this model, data and settings
     (and loss), or if another process is writing to it. With ``workers`` the runs go to Ray workers
     (``heurlens.distributed``), each writing its subnetwork into ``out`` itself. A subnetwork whose masks miss
@@ -77,11 +77,15 @@ def prune(model: ModelLike, data: TaskLike | datasets.Dataset, *, sparsity: floa
     written to heurlens' cache folder (``out`` is written all the same).
     """
     model = as_model(model)
+    if batch_size is not None and is_task(data):
+        raise HeurlensError(f"batch_size={batch_size} cannot rebatch a task ({data.name!r} brings its own batches): "
+                            "give it when building the task (e.g. PromptTaskData(..., batch_size=...), "
+                            "tokenize_texts(..., batch_size=...)), or pass the texts or token tensor themselves")
     if isinstance(data, datasets.Dataset):
         if not len(data):
             raise HeurlensError("the pruning data set is empty; give it at least one pair")
-        data = tokenize_pairs("pruning-data", data, model.tokenizer, batch_size, sort_by_length=True)
-    data = as_task(model, data)
+        data = tokenize_pairs("pruning-data", data, model.tokenizer, batch_size or 16, sort_by_length=True)
+    data = as_task(model, data, batch_size=batch_size or 32)
     if metric is not None:
         if loss is not None:
             raise HeurlensError("give a loss or a metric to prune for, not both")
