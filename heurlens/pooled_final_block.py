@@ -8,8 +8,8 @@ ablation this cuts the compute from 2 blocks to 1.17 (``benchmarks/main_command.
 
 Used only when it changes nothing anyone sees: the model is a ``HookedClassifier`` with a head on [CLS] over a
 HF ``BertLayer``, and no hook point from the final block on has a TransformerLens hook (an ablation or mask there,
-a cache, a user's own hook) beyond those the bridge was built with (TransformerLens' own wiring, the classifier's
-stop at the encoder's output), nor the final block a torch hook. The block's own submodules (TransformerLens'
+a cache, a user's own hook) beyond those the bridge was built with (TransformerLens' own wiring), nor the final block
+a torch hook. The block's own submodules (TransformerLens'
 bridges around HF's linear layers and layer norms) and HF's attention function compute it, so the [CLS] row equals
 the whole block's up to float rounding (tests/test_pooled_final_block.py).
 """
@@ -37,9 +37,9 @@ BEFORE_THE_BLOCKS = ("embed", "pos_embed", "token_type_embed", "hook_embed", "ho
 class ClsOnlyFinalBlock:
     """A bridged BERT classifier's final block, run at [CLS] only inside ``engaged()`` when nothing watches it.
 
-    Built with the bridge, after the classifier's own stop hook: what hooks the bridge has then (TransformerLens'
-    own wiring, the stop) are its own; any other TransformerLens hook on the final block's hook points or those after
-    it, or a torch hook on the final block itself, means someone watches, and the block runs whole."""
+    Built with the bridge: what hooks the bridge has then (TransformerLens' own wiring) are its own; any other
+    TransformerLens hook on the final block's hook points or those after it, or a torch hook on the final block
+    itself, means someone watches, and the block runs whole."""
 
     def __init__(self, bridge: Any):  # a TransformerBridge
         self.bridge = bridge

@@ -85,6 +85,41 @@ def test_gpt2_classifier_matches_hf(tiny_gpt2_dirs):
         assert (model(**batch) - reference(**batch).logits).abs().max() < 1e-4
 
 
+@pytest.mark.parametrize("family", ["bert", "gpt2"])
+def test_a_hook_where_the_classification_head_reads_fires_and_can_change_what_it_reads(family, tiny_bert_dir,
+                                                                                       tiny_gpt2_dirs):
+    """The forward pass stops where the head reads (mlm_head.hook_in, unembed.hook_in), after every hook there: a
+    user's hook sees HF's final hidden states and what it returns is what the head reads; clearing every hook,
+    permanent ones too, leaves the classifier as it was."""
+    from transformers import AutoModelForSequenceClassification
+
+    directory = tiny_bert_dir if family == "bert" else tiny_gpt2_dirs["classifier"]
+    model = load_model(directory)
+    hf = AutoModelForSequenceClassification.from_pretrained(directory).eval()
+    batch = _encode(model.tokenizer) if family == "bert" else model.tokenizer(
+        ["the man runs .", "a dog sees the cat ."], padding=True, return_tensors="pt")
+    point = "mlm_head.hook_in" if family == "bert" else "unembed.hook_in"
+    seen = []
+
+    def zeroed(hidden, hook):
+        seen.append(hidden.detach().clone())
+        return torch.zeros_like(hidden)
+
+    with torch.no_grad():
+        before = model(**batch)
+        with model.hooks([(point, zeroed)]):
+            after = model(**batch)
+        hidden = hf(**batch, output_hidden_states=True).hidden_states[-1]
+        model.bridge.reset_hooks(including_permanent=True)
+        assert torch.equal(model(**batch), before)
+        rows = model.head(torch.zeros(2, hidden.shape[-1]))
+    assert len(seen) == 1 and (seen[0] - hidden).abs().max() < 1e-4
+    torch.testing.assert_close(after, rows)
+    assert (before - rows).abs().max() > 1e-2  # zeroing changed the answer
+    with pytest.raises(HeurlensError, match="not the hook_in of a bridge component"):
+        type(model)(model.bridge, model.head, "last", "blocks.0.hook_resid_post")
+
+
 def test_gpt2_next_token_model_scores_the_last_real_token(tiny_gpt2_dirs):
     from transformers import GPT2LMHeadModel
 

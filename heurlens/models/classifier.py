@@ -31,13 +31,14 @@ from heurlens.protocols import HookedModel, HookList, ModelLike, PreparedModel, 
 Pooling = Literal["first", "last"]
 
 
-def _stop_here(activation: Tensor, hook) -> None:
-    """Hook that ends the bridge's forward pass and hands back ``activation``.
+def _stop_before(module: nn.Module, args: tuple[Any, ...]) -> None:
+    """Forward pre-hook on the module that reads the classifier's hidden states: ends the bridge's forward pass and
+    hands back its input. Every hook at the hook point before it (a user's, an ablation's) has fired by then.
 
-    TransformerLens' own ``stop_at_layer`` uses the same exception, which the bridge catches
-    and turns into its return value. Used to skip the masked-LM head of a bridged BERT.
+    TransformerLens' own ``stop_at_layer`` uses the same exception, which the bridge catches and turns into its
+    return value. Used to skip the masked-LM head of a bridged BERT and a decoder's unembedding.
     """
-    raise StopAtLayerException(activation)
+    raise StopAtLayerException(args[0])
 
 
 class HookedClassifier(nn.Module):
@@ -51,8 +52,9 @@ class HookedClassifier(nn.Module):
         head: maps pooled hidden states ``[batch, d_model]`` to ``[batch, n_labels]``;
             None for a next-token model, whose own logits at the pooled position are used.
         pooling: "first" ([CLS], encoders) or "last" (last non-padding token, decoders).
-        hidden_hook: hook point whose activation is the hidden state the head reads; the
-            forward pass stops there. None when the head is None.
+        hidden_hook: the ``hook_in`` of the bridge component whose input the head reads instead (e.g.
+            ``unembed.hook_in``, ``mlm_head.hook_in``); the forward pass stops after that hook point's hooks, before
+            the component computes. None when the head is None.
         labels: label names, in the order of the logits (None for a next-token model).
         model_id: how the model was loaded (a path, a hub name, "default", "native"); default: the
             bridge's ``cfg.model_name``.
@@ -73,7 +75,7 @@ class HookedClassifier(nn.Module):
         self.model_id = model_id or str(getattr(bridge.cfg, "model_name", "") or "bridge")
         self._tokenizer = tokenizer
         if hidden_hook is not None:
-            bridge.add_hook(hidden_hook, _stop_here, is_permanent=True)
+            _component_reading(bridge, hidden_hook).register_forward_pre_hook(_stop_before)
         self._cls_only = None  # a BERT head on [CLS]: the final block at [CLS] only when nothing hooks it
         if head is not None and pooling == "first":
             from heurlens.pooled_final_block import ClsOnlyFinalBlock
@@ -162,6 +164,18 @@ class HookedClassifier(nn.Module):
         legacy = remembered(self, "legacy fingerprint", (self.model_id,),
                             lambda: weights_digest(self, self.model_id.encode()).hexdigest()[:16])
         return self.fingerprint(), legacy
+
+
+def _component_reading(bridge: TransformerBridge, hidden_hook: str) -> nn.Module:
+    """The module ``hidden_hook`` (a component's ``hook_in``) feeds: the component's own HF module."""
+    component = hidden_hook.removesuffix(".hook_in")
+    reader = getattr(bridge.get_submodule(component), "original_component", None) if (
+        component != hidden_hook and component in dict(bridge.named_modules())) else None
+    if reader is None:
+        raise HeurlensError(f"the classification head reads {hidden_hook!r}, which is not the hook_in of a bridge "
+                            "component: give the hook_in of the component the head replaces (unembed.hook_in for a "
+                            "decoder, mlm_head.hook_in for a masked LM)")
+    return reader
 
 
 def padded_right(tokenizer):
