@@ -33,6 +33,7 @@ from heurlens.analysis.faithfulness import faithfulness_curve, faithfulness_figu
 from heurlens.analysis.ioi_heads import ioi_head_scores
 from heurlens.cache import atomic_write_bytes
 from heurlens.data.prompt_tasks import logit_difference
+from heurlens.pruning.circuit import EdgeCircuit
 from heurlens.run_data import PromptTaskData
 from heurlens.run_folders import RunFolder
 
@@ -50,6 +51,10 @@ def main() -> None:
     parser.add_argument("--ablations", nargs="+", choices=("mean", "interchange"), default=["mean", "interchange"],
                         help="The node circuits' ablations (one each: two processes can prune them side by side).")
     parser.add_argument("--steps", type=int, default=None, help="Pruning steps (default: heurlens prune's schedule).")
+    parser.add_argument("--penalty", choices=("lagrangian", "quadratic"), default="lagrangian",
+                        help="The node masks' sparsity penalty (heurlens prune --penalty).")
+    parser.add_argument("--extend-steps", type=int, default=0,
+                        help="Up to this many more steps for node masks still off target (heurlens prune --extend-steps).")
     parser.add_argument("--docs", type=Path, default=Path("docs/results/circuits-ioi-smollm2.md"))
     args = parser.parse_args()
     folder = RunFolder(args.out, "IOI circuits run", ("*/unit-means.safetensors",))
@@ -63,7 +68,9 @@ def main() -> None:
         start = time.time()
         subnetworks = heurlens.prune(model, train, sparsity=args.sparsities, seeds=range(args.seeds),
                                      out=args.out / ablation, means=means,
-                                     config=heurlens.PruneSettings(ablation=ablation, total_steps=args.steps))
+                                     config=heurlens.PruneSettings(ablation=ablation, total_steps=args.steps,
+                                                                   penalty=args.penalty,
+                                                                   extend_steps=args.extend_steps))
         pruning_minutes = sum(sub.metrics["train_seconds"] for sub in subnetworks) / 60
         pruned = faithfulness_curve(model, subnetworks, evaluation, method=ablation, means=means)
         start = time.time()
@@ -99,8 +106,9 @@ def main() -> None:
         edge_minutes = sum(circuit.metrics["train_seconds"] for circuit in circuits) / 60
         node_interchange = heurlens.prune(model, train, sparsity=args.sparsities, seeds=range(args.seeds),
                                           out=args.out / "interchange", means=means,
-                                          config=heurlens.PruneSettings(ablation="interchange",
-                                                                        total_steps=args.steps))  # from the folder
+                                          config=heurlens.PruneSettings(
+                                              ablation="interchange", total_steps=args.steps, penalty=args.penalty,
+                                              extend_steps=args.extend_steps))  # from the folder
         ranking = attribution_scores(model, train, logit_difference, method="interchange", means=means)
         sizes = sorted({len(c.kept) / (model.n_layers * (model.n_heads + 1)) for c in circuits} | set(MIB_SIZES))
         edge_curves = {
@@ -113,6 +121,7 @@ def main() -> None:
                               "CMD": round(curve.cmd, 3)})
         edge_rows[0]["discovery (min, this machine)"] = round(edge_minutes, 1)
         drawn = max(circuits, key=lambda c: (c.target_sparsity, -c.seed))
+        assert isinstance(drawn, EdgeCircuit)  # prune at level="edge" returns edge circuits
         atomic_write_bytes(args.docs.with_name(args.docs.stem + "-circuit.html"),
                            circuit_figure(drawn).to_html(include_plotlyjs="cdn").encode())
         atomic_write_bytes(args.docs.with_name(args.docs.stem + "-edges.html"),
@@ -124,7 +133,8 @@ def main() -> None:
              f"Produced by `analyses/circuits_ioi_smollm2.py` on this project's 2-core CPU: {args.examples} IOI "
              "prompts (seed 0) to prune, rank and take means on, as many others (seed 1) to score; m the logit "
              f"difference; sparsities {', '.join(f'{s:g}' for s in args.sparsities)}, "
-             f"{args.seeds} seed{'s' * (args.seeds > 1)}; "
+             f"{args.seeds} seed{'s' * (args.seeds > 1)}; node masks with the {args.penalty} penalty"
+             f"{f' and up to {args.extend_steps:,} steps more off target' if args.extend_steps else ''}; "
              "attribution cut at those sizes and at MIB's 1-50%. Curves: "
              f"[{args.docs.with_suffix('.html').name}]({args.docs.with_suffix('.html').name}).\n",
              pd.DataFrame(rows).to_markdown(index=False), "",
