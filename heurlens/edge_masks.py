@@ -32,6 +32,58 @@ LAYERS_A_GROUP = 8  # writers' blocks of this many layers are joined into one (e
 WriterOutputs = list[Tensor]  # per writer block (embed, then per layer heads and MLP): [batch, writers, pos * d_model]
 
 
+class _GradientSum:
+    """The gradient the readers' products (``_Read``) leave for one block of writers' differences, summed in place."""
+
+    def __init__(self) -> None:
+        self.total: Tensor | None = None
+
+
+class _SharedBlock(torch.autograd.Function):
+    """The identity on a block D of writers' differences that every reader above reads. Its gradient from those
+    readers, sum_r (1 - m_r)^T G_r, is summed in place by their products (``_Read``) and handed to D once here: without
+    this each reader's share is a fresh [batch, writers, pos * d_model] tensor, written and then added, a memory-bound
+    pass that cost a third of an edge step on SmolLM2 (benchmarks/edge_pruning_step.py)."""
+
+    @staticmethod
+    def forward(ctx: Any, block: Tensor, gradient: _GradientSum) -> Tensor:
+        ctx.gradient = gradient
+        ctx.set_materialize_grads(False)
+        return block.view_as(block)
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor | None) -> tuple[Tensor | None, None]:
+        total, ctx.gradient.total = ctx.gradient.total, None
+        if total is None:
+            return grad, None
+        return (total if grad is None else total.add_(grad)), None
+
+
+class _Read(torch.autograd.Function):
+    """``so_far`` + (1 - m) D for one block D (``so_far`` summed into in place, or none: ``torch.bmm(dropped,
+    block)``), whose gradient for D goes into the block's ``_GradientSum`` (``_SharedBlock``) instead of to autograd."""
+
+    @staticmethod
+    def forward(ctx: Any, dropped: Tensor, block: Tensor, gradient: _GradientSum, so_far: Tensor | None) -> Tensor:
+        ctx.save_for_backward(dropped, block)
+        ctx.gradient = gradient
+        if so_far is None:
+            return torch.bmm(dropped, block)
+        ctx.mark_dirty(so_far)
+        return so_far.baddbmm_(dropped, block)
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, None, None, Tensor | None]:
+        dropped, block = ctx.saved_tensors
+        if ctx.needs_input_grad[1]:
+            share, of_output = dropped.transpose(1, 2).to(block.dtype), grad.to(block.dtype)
+            gradient = ctx.gradient
+            gradient.total = (torch.bmm(share, of_output) if gradient.total is None
+                              else gradient.total.baddbmm_(share, of_output))
+        of_dropped = torch.bmm(grad.to(block.dtype), block.transpose(1, 2)) if ctx.needs_input_grad[0] else None
+        return of_dropped, None, None, (grad if ctx.needs_input_grad[3] else None)
+
+
 class EdgeMaskHooks:
     """Hook functions that apply edge masks ``masks`` (a flat vector over ``layout``'s edges, or one row per example
     of the batch: several pruning seeds in one forward pass) with the writers' outputs on the corrupted batch
@@ -44,6 +96,7 @@ class EdgeMaskHooks:
         self.replacement: WriterOutputs | None = None
         self._outputs: WriterOutputs = []  # the corrupted pass: the writers' outputs so far
         self._differences: WriterOutputs = []  # a masked pass: out_w - out_w~ of the writers so far, block by block
+        self._gradients: list[_GradientSum] = []  # each block's gradient from the readers (``_SharedBlock``)
         self._written = self._closed = self._grouped = 0  # blocks written; blocks up to the last MLP's, last group's
         per_layer = zip(*(iter(layout.groups[:-1]),) * 4)  # each layer's q, k, v and MLP groups
         self._read_with = {q.hook_name: [k, v, mlp] for q, k, v, mlp in per_layer}  # computed when q fires
@@ -90,7 +143,12 @@ class EdgeMaskHooks:
         finally:
             bridge.set_use_split_qkv_input(split)
             bridge.set_use_hook_mlp_in(mlp_in)
-            self._outputs, self._differences, self._pending = [], [], {}
+            self._outputs, self._differences, self._gradients, self._pending = [], [], [], {}
+
+    def _shared(self, blocks: list[Tensor]) -> Tensor:
+        """``blocks`` joined into one block of differences that readers read through ``_SharedBlock``."""
+        self._gradients.append(_GradientSum())
+        return _SharedBlock.apply(blocks[0] if len(blocks) == 1 else torch.cat(blocks, dim=1), self._gradients[-1])
 
     def _write(self, output: Float[Tensor, "batch writer pos_d_model"], closes_layer: bool = False) -> None:
         """Keep a block of writers' outputs (the corrupted pass) or their differences from the corrupted ones (a masked
@@ -102,17 +160,23 @@ class EdgeMaskHooks:
         if self.replacement is None:
             raise HeurlensError("edge masks replace pruned edges by the writers' outputs on the corrupted input: call "
                                 "use_corrupted(model, corrupted batch) before each forward pass")
-        self._differences.append(output - self.replacement[self._written].to(output.dtype))
+        self._differences.append(self._shared([output - self.replacement[self._written].to(output.dtype)]))
         self._written += 1
         if closes_layer:
-            self._differences[self._closed:] = [torch.cat(self._differences[self._closed:], dim=1)]
+            self._join(self._closed)
             self._closed = len(self._differences)
             if self._closed - self._grouped == LAYERS_A_GROUP:  # fewer, larger products for the layers above
-                self._differences[self._grouped:] = [torch.cat(self._differences[self._grouped:], dim=1)]
+                self._join(self._grouped)
                 self._closed = self._grouped = len(self._differences)
 
+    def _join(self, first: int) -> None:
+        """The blocks from ``first`` on become one."""
+        blocks = self._differences[first:]
+        del self._differences[first:], self._gradients[first:]
+        self._differences.append(self._shared(blocks))
+
     def _embeddings(self, resid: Float[Tensor, "batch pos d_model"], hook: Any) -> None:
-        self._outputs, self._differences, self._pending = [], [], {}  # a new pass
+        self._outputs, self._differences, self._gradients, self._pending = [], [], [], {}  # a new pass
         self._written = self._closed = self._grouped = 0
         self._write(resid.flatten(1)[:, None])
 
@@ -155,14 +219,12 @@ class EdgeMaskHooks:
         matrix product per block of writers (a layer's, or the heads of the reader's own layer), so the writers' outputs
         are never copied for a reader, and backpropagation keeps each block once."""
         correction, start = None, 0
-        for difference in self._differences:  # [batch, writers of the block, pos * d_model]
+        for difference, gradient in zip(self._differences, self._gradients):  # [batch, writers, pos * d_model]
             end = start + difference.shape[1]
             if end > last:
                 break
             if start >= first:
-                block = dropped[..., start - first:end - first]
-                correction = (torch.bmm(block, difference) if correction is None
-                              else torch.baddbmm(correction, block, difference))
+                correction = _Read.apply(dropped[..., start - first:end - first], difference, gradient, correction)
             start = end
         if start != last or correction is None:
             raise HeurlensError(f"a reader fired after {start} writers, not the {last} edge-level pruning expects: this "

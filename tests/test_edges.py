@@ -67,6 +67,29 @@ def test_every_edge_kept_is_the_model_and_every_edge_pruned_is_its_run_on_the_co
     assert not model.bridge.cfg.use_split_qkv_input and not model.bridge.cfg.use_hook_mlp_in
 
 
+def test_the_edge_masks_gradient_is_the_derivative_of_the_masked_forward(deep_llama_dir):
+    """Along random directions (one mask vector per example, on a model deep enough for grouped writer blocks), the
+    masks' gradient times the direction equals the central difference of the masked forward pass (float64 weights;
+    TransformerLens computes some steps in float32, hence a step of 1e-3)."""
+    model = heurlens.load_model(deep_llama_dir).double()
+    layout = edge_layout(model)
+    clean, corrupted = batch(CLEAN), batch(CORRUPTED)
+    torch.manual_seed(0)
+    weights = torch.randn(2, model(**clean).shape[-1], dtype=torch.float64)
+
+    def weighted_scores(masks):
+        return (edge_mask_forward(model, masks, clean, corrupted) * weights).sum()
+
+    masks = torch.rand(2, layout.n_edges, dtype=torch.float64, requires_grad=True)
+    weighted_scores(masks).backward()
+    assert masks.grad is not None
+    for _ in range(3):
+        direction = torch.randn_like(masks)
+        with torch.no_grad():
+            difference = (weighted_scores(masks + 1e-3 * direction) - weighted_scores(masks - 1e-3 * direction)) / 2e-3
+        torch.testing.assert_close((masks.grad * direction).sum(), difference, rtol=1e-3, atol=1e-4)
+
+
 def test_a_grouped_query_models_key_and_value_edges_go_into_its_key_value_heads(tiny_decoder_dirs):
     layout = edge_layout(heurlens.load_model(tiny_decoder_dirs["llama"]))  # 4 query heads share 2 key-value heads
     readers = {edge.reader for edge in layout.edges()}
