@@ -95,6 +95,21 @@ def test_top_k_keeps_the_highest_log_alphas_and_reaches_the_target_where_the_gri
     assert kept == [Unit(0, 0), Unit(0, 3), Unit(0)] and achieved == 0.5
 
 
+def test_a_flagged_subnetwork_after_its_extension_says_whether_its_masks_were_still_moving():
+    """After extend_steps, masks whose expected sparsity is still off target were on their way (SmolLM2 on IOI at
+    90%: 0.83 after 400 more steps); masks whose expected sparsity is on target but that no grid threshold cuts there
+    have units they do not tell apart (the planted model at half)."""
+    def flagged(expected: float) -> str:
+        return Subnetwork(kept=[Unit(0)], n_layers=1, n_heads=4, target_sparsity=0.9, achieved_sparsity=0.9,
+                          threshold=0.5, seed=0, model_id="m", model_fingerprint="f", data_id="d",
+                          metrics={"grid_sparsity": 1.0, "extension_steps": 400, "final_expected_sparsity": expected,
+                                   "missed_target": True}).missed_target_message()
+
+    assert "expected sparsity still at 0.83: they had not finished moving" in flagged(0.83)
+    assert "do not tell apart the units the cut chose among" in flagged(0.89)
+    assert "do not tell apart" not in flagged(0.83) and "still at" not in flagged(0.89)
+
+
 @pytest.fixture(scope="module")
 def pruning_model_dir(random_bert_dir):
     """A random 4-layer, 8-head BERT NLI classifier (36 units)."""

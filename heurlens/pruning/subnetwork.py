@@ -81,6 +81,14 @@ class Subnetwork:
                       "grid), so the top-k cut chose among units the masks had not told apart: ")
         extended = self.metrics.get("extension_steps")
         if extended:
+            from heurlens.pruning.run_folder import SPARSITY_TOLERANCE  # run_folder imports this module
+
+            expected = self.metrics.get("final_expected_sparsity")
+            if isinstance(expected, int | float) and abs(expected - self.target_sparsity) > SPARSITY_TOLERANCE:
+                return missed + (f"its masks trained on for {extended} steps more, the limit, and stayed off target, "
+                                 f"their expected sparsity still at {expected:.2f}: they had not finished moving "
+                                 "toward the target (give a larger PruneSettings(extend_steps=), or prune to a "
+                                 "sparsity nearer the one reached)")
             return missed + (f"its masks trained on for {extended} steps more, the limit, and stayed off target: they do "
                              "not tell apart the units the cut chose among, most likely units the loss depends on "
                              "equally little (a larger PruneSettings(extend_steps=) may settle them, or not)")
