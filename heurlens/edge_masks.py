@@ -69,8 +69,8 @@ class _Read(torch.autograd.Function):
         ctx.gradient = gradient
         if so_far is None:
             return torch.bmm(dropped, block)
-        ctx.mark_dirty(so_far)
-        return so_far.baddbmm_(dropped, block)
+        ctx.mark_dirty(so_far)  # under autocast the blocks' precisions differ (embeddings float32, heads bfloat16)
+        return so_far.baddbmm_(dropped.to(so_far.dtype), block.to(so_far.dtype))
 
     @staticmethod
     def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, None, None, Tensor | None]:
@@ -78,8 +78,9 @@ class _Read(torch.autograd.Function):
         if ctx.needs_input_grad[1]:
             share, of_output = dropped.transpose(1, 2).to(block.dtype), grad.to(block.dtype)
             gradient = ctx.gradient
-            gradient.total = (torch.bmm(share, of_output) if gradient.total is None
-                              else gradient.total.baddbmm_(share, of_output))
+            total = gradient.total  # a backward run under autocast may have made it another precision
+            gradient.total = (torch.bmm(share, of_output) if total is None
+                              else total.baddbmm_(share.to(total.dtype), of_output.to(total.dtype)))
         of_dropped = torch.bmm(grad.to(block.dtype), block.transpose(1, 2)) if ctx.needs_input_grad[0] else None
         return of_dropped, None, None, (grad if ctx.needs_input_grad[3] else None)
 

@@ -90,6 +90,23 @@ def test_the_edge_masks_gradient_is_the_derivative_of_the_masked_forward(deep_ll
         torch.testing.assert_close((masks.grad * direction).sum(), difference, rtol=1e-3, atol=1e-4)
 
 
+def test_the_edge_masks_gradient_under_bfloat16_autocast_is_float32s_to_its_precision(deep_llama_dir):
+    """PruneSettings(dtype="bfloat16") trains the masks under autocast, where the embeddings' block stays float32 and
+    the heads' are bfloat16: the forward and backward run, and the gradient is float32's to bfloat16's precision."""
+    model = heurlens.load_model(deep_llama_dir)
+    masks = torch.rand(2, edge_layout(model).n_edges, generator=torch.Generator().manual_seed(0))
+    gradients = []
+    for dtype in (torch.float32, torch.bfloat16):
+        leaf = masks.clone().requires_grad_()
+        with torch.autocast("cpu", dtype=dtype, enabled=dtype != torch.float32):  # the forward pass, as prune runs it
+            scores = edge_mask_forward(model, leaf, batch(CLEAN), batch(CORRUPTED)).float()
+        scores.logsumexp(-1).sum().backward()
+        gradients.append(leaf.grad)
+    float32, bfloat16 = gradients
+    assert bfloat16 is not None and float32 is not None and bool(bfloat16.isfinite().all())
+    assert float((bfloat16 - float32).norm() / float32.norm()) < 0.05
+
+
 def test_a_grouped_query_models_key_and_value_edges_go_into_its_key_value_heads(tiny_decoder_dirs):
     layout = edge_layout(heurlens.load_model(tiny_decoder_dirs["llama"]))  # 4 query heads share 2 key-value heads
     readers = {edge.reader for edge in layout.edges()}
