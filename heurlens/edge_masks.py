@@ -75,13 +75,14 @@ class _Read(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, None, None, Tensor | None]:
         dropped, block = ctx.saved_tensors
+        of_output = grad.to(block.dtype)
         if ctx.needs_input_grad[1]:
-            share, of_output = dropped.transpose(1, 2).to(block.dtype), grad.to(block.dtype)
+            share = dropped.transpose(1, 2).to(block.dtype)
             gradient = ctx.gradient
             total = gradient.total  # a backward run under autocast may have made it another precision
             gradient.total = (torch.bmm(share, of_output) if total is None
                               else total.baddbmm_(share.to(total.dtype), of_output.to(total.dtype)))
-        of_dropped = torch.bmm(grad.to(block.dtype), block.transpose(1, 2)) if ctx.needs_input_grad[0] else None
+        of_dropped = torch.bmm(of_output, block.transpose(1, 2)) if ctx.needs_input_grad[0] else None
         return of_dropped, None, None, (grad if ctx.needs_input_grad[3] else None)
 
 

@@ -9,9 +9,9 @@ ablation this cuts the compute from 2 blocks to 1.17 (``benchmarks/main_command.
 Used only when it changes nothing anyone sees: the model is a ``HookedClassifier`` with a head on [CLS] over a
 HF ``BertLayer``, and no hook point from the final block on has a TransformerLens hook (an ablation or mask there,
 a cache, a user's own hook) beyond those the bridge was built with (TransformerLens' own wiring), nor the final block
-a torch hook. The block's own submodules (TransformerLens'
-bridges around HF's linear layers and layer norms) and HF's attention function compute it, so the [CLS] row equals
-the whole block's up to float rounding (tests/test_pooled_final_block.py).
+a torch hook. The block's own submodules (TransformerLens' bridges around HF's linear layers and layer norms) and HF's
+attention function compute it, so the [CLS] row equals the whole block's up to float rounding
+(tests/test_pooled_final_block.py).
 """
 
 from __future__ import annotations

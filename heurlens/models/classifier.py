@@ -169,8 +169,8 @@ class HookedClassifier(nn.Module):
 def _component_reading(bridge: TransformerBridge, hidden_hook: str) -> nn.Module:
     """The module ``hidden_hook`` (a component's ``hook_in``) feeds: the component's own HF module."""
     component = hidden_hook.removesuffix(".hook_in")
-    reader = getattr(bridge.get_submodule(component), "original_component", None) if (
-        component != hidden_hook and component in dict(bridge.named_modules())) else None
+    reader = None if component == hidden_hook else getattr(
+        dict(bridge.named_modules()).get(component), "original_component", None)
     if reader is None:
         raise HeurlensError(f"the classification head reads {hidden_hook!r}, which is not the hook_in of a bridge "
                             "component: give the hook_in of the component the head replaces (unembed.hook_in for a "
