@@ -24,6 +24,7 @@ import heurlens
 from heurlens.cache import atomic_write_csv, atomic_write_json
 from heurlens.data.hans import FOCUS_SUBCASES
 from heurlens.nli import PRUNING_PAIRS, REFERENCE_PAIRS, nli_eval_sets, snli_pruning_data, snli_reference_means
+from heurlens.protocols import PreparedModel
 from heurlens.pruning import PruneSettings, accuracy_table, evaluate_subnetworks, prune
 from heurlens.run_folders import RunFolder
 
@@ -70,9 +71,9 @@ def main() -> None:
         run_recipes(args, model, recipes)
 
 
-def run_recipes(args: argparse.Namespace, model: heurlens.ModelLike, recipes: RunFolder) -> None:
+def run_recipes(args: argparse.Namespace, model: PreparedModel, recipes: RunFolder) -> None:
     """Prune, evaluate and table each recipe not in the folder's table yet (``recipes.csv``, one row per recipe)."""
-    eval_sets = nli_eval_sets(model, "snli", 2000, 200, FOCUS_SUBCASES, seed=0)
+    eval_sets = nli_eval_sets(model, "snli", 2000, 200, list(FOCUS_SUBCASES), seed=0)
     results_path = args.out / "recipes.csv"
     done = pd.read_csv(results_path) if recipes.finished("recipes.csv") else pd.DataFrame()
     for name in args.recipes:

@@ -27,10 +27,12 @@ from heuristic_core_sparsity_targets import random_bert
 
 import heurlens
 from heurlens.analysis.results_page import write_results_page
+from heurlens.means import UnitMeans
 from heurlens.nli import snli_pruning_data, snli_reference_means
+from heurlens.protocols import PreparedModel
 from heurlens.pruning import PruneSettings, prune
 from heurlens.pruning.run_folder import SparsityTargetMissed
-from heurlens.tasks import token_batches
+from heurlens.tasks import TaskLike, token_batches
 
 RECIPES = {
     "lagrangian (default)": PruneSettings(),
@@ -41,7 +43,10 @@ RECIPES = {
 }
 
 
-def planted_case():
+Case = tuple[PreparedModel, TaskLike, list[float], UnitMeans | None]  # model, data, targets, means
+
+
+def planted_case() -> Case:
     """The planted model, its 128 token rows, its targets; no means given (prune takes them over the rows)."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the pruning tests' hand-set model
     from planted import build_planted_model
@@ -50,13 +55,14 @@ def planted_case():
     return build_planted_model(), data, [k / 6 for k in range(1, 6)], None
 
 
-def random_case(folder: Path):
+def random_case(folder: Path) -> Case:
     """The random 4 x 8 BERT, 300 SNLI training pairs in batches of 16, targets 0.1 to 0.9, the pairs' means."""
     model = heurlens.load_model(str(random_bert(folder)))
     return model, snli_pruning_data(model, 300, 16), [0.1, 0.3, 0.5, 0.7, 0.9], snli_reference_means(model, 300)
 
 
-def rows_of(case: str, model, data, targets: list[float], means, out: Path) -> list[dict]:
+def rows_of(case: str, model: PreparedModel, data: TaskLike, targets: list[float], means: UnitMeans | None,
+            out: Path) -> list[dict]:
     """One row per (recipe, target, seed)."""
     rows = []
     for recipe, config in RECIPES.items():

@@ -35,6 +35,7 @@ import torch
 import heurlens
 from heurlens.errors import HeurlensError
 from heurlens.nli import nli_eval_sets, snli_pruning_data, snli_reference_means
+from heurlens.protocols import PreparedModel
 from heurlens.pruning import PruneSettings, evaluate_subnetworks, prune
 from heurlens.pruning.run_folder import SPARSITY_TOLERANCE
 from heurlens.pruning.subnetwork import Subnetwork
@@ -57,7 +58,7 @@ def random_bert(folder: Path) -> Path:
     if not (folder / "config.json").exists():
         torch.manual_seed(0)
         config = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=4, num_attention_heads=8,
-                            intermediate_size=64, num_labels=3, initializer_range=0.3,
+                            intermediate_size=64, initializer_range=0.3,  # 3 labels: id2label's
                             id2label={0: "entailment", 1: "neutral", 2: "contradiction"},
                             label2id={"entailment": 0, "neutral": 1, "contradiction": 2})
         BertForSequenceClassification(config).eval().save_pretrained(folder)
@@ -65,7 +66,7 @@ def random_bert(folder: Path) -> Path:
     return folder
 
 
-def case_rows(name: str, model: heurlens.ModelLike, train_examples: int, sparsities: list[float], seeds: int,
+def case_rows(name: str, model: PreparedModel, train_examples: int, sparsities: list[float], seeds: int,
               out: Path, config: PruneSettings = GRID) -> list[dict]:
     """Prune (with ``config``: the grid by default), cut the masks both ways, evaluate both in-domain: one row per
     (sparsity, seed)."""

@@ -33,7 +33,7 @@ import pandas as pd
 from heurlens.analysis.results_page import write_results_page
 from heurlens.distributed import Workers
 from heurlens.run_folders import RunFolder
-from heurlens.subtask.settings import FIGURE3_CONDITIONS, FILLINGS
+from heurlens.subtask.settings import FIGURE3_CONDITIONS, FILLINGS, Filling
 from heurlens.subtask.sweep import PER_RUN, SweepSettings, figure3, finished_results, run_sweep
 from heurlens.subtask.weight_subnetwork import WeightSubnetwork
 
@@ -55,7 +55,7 @@ def second_folder(out: Path, filling: str) -> Path:
     return Path(f"{out}-{filling}")
 
 
-def second_filling_run(out: Path, filling: str, settings: SweepSettings) -> tuple[Path, SweepSettings]:
+def second_filling_run(out: Path, filling: Filling, settings: SweepSettings) -> tuple[Path, SweepSettings]:
     """The folder and settings of the sweep with another filling, its T1 model and subnetwork copied from ``out``
     (so both fillings start from the very same T1 model and subnetwork)."""
     second = RunFolder(second_folder(out, filling), "sweep")

@@ -32,6 +32,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import pandas as pd
 
@@ -40,7 +41,10 @@ MAIN_COMMAND = ["-m", "heurlens", "ablate", "--heads", "L4.H0", "--json"]
 BEFORE = "49b7e5a"  # main on 2026-11-25, before the activation cache
 
 
-def timed(run: Callable[[], object]) -> tuple[float, object]:
+Result = TypeVar("Result")
+
+
+def timed(run: Callable[[], Result]) -> tuple[float, Result]:
     start = time.perf_counter()
     result = run()
     return time.perf_counter() - start, result
@@ -55,7 +59,7 @@ def main_command(python_path: Path) -> str:
 
 
 def import_times(python_path: Path) -> collections.Counter[str]:
-    """Seconds of the main command spent importing each top-level package (``-X importtime``'s self times)."""
+    """Microseconds of the main command spent importing each top-level package (``-X importtime``'s self times)."""
     env = os.environ | {"PYTHONPATH": str(python_path)}
     result = subprocess.run([sys.executable, "-X", "importtime", *MAIN_COMMAND], capture_output=True, text=True,
                             env=env, cwd=python_path)
@@ -63,7 +67,7 @@ def import_times(python_path: Path) -> collections.Counter[str]:
     for line in result.stderr.splitlines():
         if line.startswith("import time:") and "self [us]" not in line:
             own, _, name = line[len("import time:"):].split("|")
-            per_package[name.strip().split(".")[0]] += int(own) / 1e6
+            per_package[name.strip().split(".")[0]] += int(own)
     return per_package
 
 
@@ -171,9 +175,9 @@ def main() -> None:
 
     # 3. import time of the main command
     packages = import_times(REPO)
-    total = sum(packages.values())
+    total = sum(packages.values()) / 1e6
     print(f"\n3. the main command's imports: {total:.1f} s in all; "
-          + ", ".join(f"{name} {seconds:.2f} s" for name, seconds in packages.most_common(8))
+          + ", ".join(f"{name} {micros / 1e6:.2f} s" for name, micros in packages.most_common(8))
           + f"; heurlens itself {packages['heurlens']:.2f} s")
 
 

@@ -49,10 +49,10 @@ def main() -> None:
             for name, hooks in variants.items():
                 outputs[name, bf16] = logits_on(model, sets, hooks, bf16)
             seconds[bf16].append(time.perf_counter() - start)
-    fp32, bf16 = statistics.median(seconds[False]), statistics.median(seconds[True])
+    fp32, reduced = statistics.median(seconds[False]), statistics.median(seconds[True])
     examples = sum(len(s) for s in sets)
     print(f"default model, {len(sets)} sets ({examples} pairs), full + ablated, {torch.get_num_threads()} threads")
-    print(f"float32 {fp32:.1f} s, bfloat16 {bf16:.1f} s (medians of {args.rounds}): speed-up {fp32 / bf16:.2f}x")
+    print(f"float32 {fp32:.1f} s, bfloat16 {reduced:.1f} s (medians of {args.rounds}): speed-up {fp32 / reduced:.2f}x")
     for name in variants:
         exact, low = outputs[name, False], outputs[name, True]
         changes = [abs(accuracy(b, s, model.labels) - accuracy(a, s, model.labels)) for a, b, s in zip(exact, low, sets)]

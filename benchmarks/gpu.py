@@ -19,11 +19,19 @@ import sys
 import time
 import warnings
 from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
 
+import pandas as pd
 import torch
 
+if TYPE_CHECKING:
+    from heurlens.precision import Precision
 
-def timed(run: Callable[[], object]) -> tuple[float, object]:
+
+Result = TypeVar("Result")
+
+
+def timed(run: Callable[[], Result]) -> tuple[float, Result]:
     if torch.cuda.is_available():
         torch.cuda.synchronize()
     start = time.perf_counter()
@@ -33,7 +41,7 @@ def timed(run: Callable[[], object]) -> tuple[float, object]:
     return time.perf_counter() - start, result
 
 
-def main_command_evaluation(device: str, dtype: str = "float32"):
+def main_command_evaluation(device: str, dtype: Precision = "float32"):
     """``heurlens ablate --heads L4.H0``'s table on ``device`` (the activation cache filled first: the ablation)."""
     import heurlens
     from heurlens.run_data import NliData
@@ -93,7 +101,7 @@ def compare(name: str, make: Callable[[str], Callable[[], object]], gpu: str) ->
     print(f"{name}: cpu {seconds['cpu']:.1f} s, {gpu} {seconds[gpu]:.1f} s, cpu / {gpu} = "
           f"{seconds['cpu'] / seconds[gpu]:.2f}x{peak}")
     first, second = results["cpu"], results[gpu]
-    if hasattr(first, "equals"):
+    if isinstance(first, pd.DataFrame) and isinstance(second, pd.DataFrame):
         same = bool(((first.select_dtypes("number") - second.select_dtypes("number")).abs() <= 1e-4).all().all())
     else:
         same = first == second
