@@ -171,6 +171,29 @@ def test_decoders_of_other_families_match_hf(tiny_decoder_dirs, family):
     assert (ours - theirs[torch.arange(2), last]).abs().max() < 1e-4
 
 
+@pytest.mark.parametrize("family", ("gpt2", *DECODER_FAMILIES))
+def test_a_next_token_model_unembeds_only_the_positions_it_scores(tiny_gpt2_dirs, tiny_decoder_dirs, family):
+    """The unembedding runs on the last real tokens (two distinct positions of a longer batch) or the marked
+    positions only, and the scores are HF's logits there: the hook before it sees those positions only."""
+    from transformers import AutoModelForCausalLM
+
+    folder = tiny_gpt2_dirs["lm"] if family == "gpt2" else tiny_decoder_dirs[family]
+    model = load_model(folder)
+    reference = AutoModelForCausalLM.from_pretrained(folder).eval()
+    batch = model.tokenizer(["the man runs .", "a dog sees the cat . the dog sleeps ."], padding=True,
+                            return_tensors="pt")
+    last = batch["attention_mask"].sum(-1) - 1
+    assert last[0] + 1 < last[1] == batch["input_ids"].shape[1] - 1  # two last positions, and others besides
+    marked = torch.zeros_like(batch["attention_mask"])
+    marked[0, 0], marked[1, [0, 1]] = 1, 1
+    seen: list[tuple[int, ...]] = []
+    with torch.no_grad(), model.hooks([("unembed.hook_in", lambda x, hook: seen.append(tuple(x.shape)))]):
+        last_tokens, at_marks, theirs = model(**batch), model(**batch, score_mask=marked), reference(**batch).logits
+    assert [shape[:2] for shape in seen] == [(2, 2), (2, 2)]  # the two last positions; then positions 0 and 1
+    assert (last_tokens - theirs[torch.arange(2), last]).abs().max() < 1e-4
+    assert (at_marks - theirs[marked.bool()]).abs().max() < 1e-4 and at_marks.shape[0] == 3
+
+
 @pytest.mark.parametrize("family", DECODER_FAMILIES)
 def test_ablating_a_query_head_is_zeroing_its_slice_of_the_output_projection_input(tiny_decoder_dirs, family):
     """Zero-ablating L1.H2 through heurlens equals a plain-torch hook that zeroes query head 2's d_head slice of

@@ -7,12 +7,15 @@ last non-padding token for GPT-2-style decoders. Every hook point of the bridge
 (``blocks.{L}.attn.hook_z``, ``blocks.{L}.hook_mlp_out``, ``hook_pattern``...) stays live, and the
 output equals the plain HF classifier's on the same weights.
 
-A next-token model (no head) is scored on the last non-padding position of its vocabulary logits.
+A next-token model (no head) is scored on the last non-padding position of its vocabulary logits, or on the
+positions a task marks; its unembedding runs on those positions only where the HF model takes ``logits_to_keep``
+(most decoders): a vocabulary of 49k-256k makes the unembedding a fifth or more of a small decoder's forward pass.
 """
 
 from __future__ import annotations
 
 import copy
+import inspect
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from typing import Any, Literal, cast
@@ -76,6 +79,8 @@ class HookedClassifier(nn.Module):
         self._tokenizer = tokenizer
         if hidden_hook is not None:
             _component_reading(bridge, hidden_hook).register_forward_pre_hook(_stop_before)
+        self._keeps_logits = head is None and "logits_to_keep" in inspect.signature(
+            getattr(bridge, "original_model", bridge).forward).parameters  # HF's: the unembedding at given positions
         self._cls_only = None  # a BERT head on [CLS]: the final block at [CLS] only when nothing hooks it
         if head is not None and pooling == "first":
             from heurlens.pooled_final_block import ClsOnlyFinalBlock
@@ -113,7 +118,8 @@ class HookedClassifier(nn.Module):
                 score_mask: Int[Tensor, "batch pos"] | None = None) -> Float[Tensor, "row label"]:
         """One row of scores per example: the head's logits on the pooled position, or a next-token model's
         logits at the last real token. With ``score_mask`` (a next-token model only), one row per position it
-        marks instead, in example then position order (``heurlens.tasks``: scoring positions)."""
+        marks instead, in example then position order (``heurlens.tasks``: scoring positions). A next-token
+        model's unembedding runs on the scored positions only (``_scored_positions``)."""
         device = self.device
         input_ids = input_ids.to(device)
         attention_mask = torch.ones_like(input_ids) if attention_mask is None else attention_mask.to(device)
@@ -121,16 +127,31 @@ class HookedClassifier(nn.Module):
         if score_mask is not None and self.head is not None:
             raise HeurlensError("a classifier scores its pooled position only: scoring positions (positions=) are "
                                 "for next-token models")
+        if score_mask is not None:
+            score_mask = score_mask.to(device).bool()
+        pooled_at = (torch.zeros_like(attention_mask[:, 0]) if self.pooling == "first"
+                     else attention_mask.sum(dim=-1) - 1)  # right padding: the last real token
+        kept = self._scored_positions(pooled_at, score_mask, input_ids.shape[1])
+        if kept is not None:
+            extra["logits_to_keep"] = kept
         with self._cls_only.engaged() if self._cls_only is not None else nullcontext():
             out = self.bridge(input_ids, attention_mask=attention_mask, **extra)
         if score_mask is not None:
-            return out[score_mask.to(device).bool()]
-        if self.pooling == "first":
-            pooled = out[:, 0]
-        else:  # right padding: the last real token sits at (number of real tokens - 1)
-            last = attention_mask.sum(dim=-1) - 1
-            pooled = out[torch.arange(out.shape[0], device=out.device), last]
+            return out[score_mask if kept is None else score_mask[:, kept]]
+        column = pooled_at if kept is None else torch.searchsorted(kept, pooled_at)
+        pooled = out[torch.arange(out.shape[0], device=out.device), column]
         return pooled if self.head is None else self.head(pooled)
+
+    def _scored_positions(self, pooled_at: Int[Tensor, " batch"], score_mask: Tensor | None, positions: int
+                          ) -> Int[Tensor, " kept"] | None:
+        """The positions whose logits a next-token model's scores read (ascending; HF's ``logits_to_keep``), or
+        None where every position is read or the model computes them all (a classifier, or an HF model without
+        ``logits_to_keep``). Hooks at ``unembed.hook_in`` / ``hook_out`` then see those positions only."""
+        if not self._keeps_logits:
+            return None
+        kept = (score_mask.any(dim=0).nonzero()[:, 0] if score_mask is not None
+                else torch.unique(pooled_at))  # sorted
+        return kept if len(kept) < positions else None
 
     @contextmanager
     def hooks(self, fwd_hooks: HookList) -> Iterator[HookedClassifier]:
