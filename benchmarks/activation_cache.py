@@ -178,7 +178,7 @@ def main() -> None:
     total = sum(packages.values()) / 1e6
     print(f"\n3. the main command's imports: {total:.1f} s in all; "
           + ", ".join(f"{name} {micros / 1e6:.2f} s" for name, micros in packages.most_common(8))
-          + f"; heurlens itself {packages['heurlens']:.2f} s")
+          + f"; heurlens itself {packages['heurlens'] / 1e6:.2f} s")
 
 
 if __name__ == "__main__":
