@@ -39,6 +39,7 @@ def main() -> None:
     model = heurlens.load_model("smollm2")
     data = PromptTaskData("ioi", args.prompts, 0, batch_size=args.prompts).train(model)
     settings = heurlens.PruneSettings(total_steps=args.steps, ablation="interchange")
+    full, means = predict_logits(model, data), compute_means(model, data)  # the training steps' references
     scores: dict[bool, torch.Tensor] = {}
 
     def scoring(kept: bool) -> float:
@@ -49,7 +50,6 @@ def main() -> None:
 
     def training(kept: bool) -> float:
         model._keeps_logits = kept
-        full, means = predict_logits(model, data), compute_means(model, data)
         start = time.perf_counter()
         train_unit_masks(model, data, full, means, 0.5, [0], settings, progress=False)
         return (time.perf_counter() - start) / args.steps
