@@ -159,3 +159,17 @@ def test_the_subnetworks_own_kl_on_the_pruning_data_is_recorded(planted):
     assert pair.metrics["subnetwork_train_kl"] == pytest.approx(0, abs=1e-6)
     ablated = heurlens.ablate(model, alone.pruned, [data], means=means, metrics={})["kl"].item()
     assert alone.metrics["subnetwork_train_kl"] == pytest.approx(ablated, rel=1e-4) and ablated > 0.5
+
+
+def test_targets_that_differ_in_the_third_decimal_keep_their_own_records(planted, tmp_path):
+    """0.665 and 0.668 in one run folder: each target is trained and saved on its own (two decimals alone would
+    file both under sparsity-0.67 and hand the first one's record back for the second); 0.50 keeps its old name."""
+    model, data = planted
+    found = heurlens.prune(model, data, sparsity=[0.5, 0.665, 0.668], seeds=[0], out=tmp_path, progress=False,
+                           config=heurlens.PruneSettings(total_steps=20, warmup_steps=10))
+    assert [sub.target_sparsity for sub in found] == [0.5, 0.665, 0.668]
+    assert sorted(p.parent.name for p in tmp_path.glob("sparsity-*/seed-00.json")) == [
+        "sparsity-0.50", "sparsity-0.665", "sparsity-0.668"]
+    again = heurlens.prune(model, data, sparsity=[0.668], seeds=[0], out=tmp_path, progress=False,
+                           config=heurlens.PruneSettings(total_steps=20, warmup_steps=10))
+    assert again[0].target_sparsity == 0.668 and again[0].log_alpha_heads.equal(found[2].log_alpha_heads)

@@ -219,7 +219,7 @@ def test_a_read_only_cache_folder_ends_any_command_in_one_line(monkeypatch, tmp_
     assert list(cache.iterdir()) == []
 
 
-def test_sparsities_that_share_a_folder_are_refused_and_minus_zero_is_zero(tmp_path):
+def test_a_sparsity_given_twice_is_refused_and_minus_zero_is_zero(tmp_path):
     import torch
     from planted import build_planted_model
 
@@ -228,8 +228,8 @@ def test_sparsities_that_share_a_folder_are_refused_and_minus_zero_is_zero(tmp_p
 
     model = build_planted_model()
     data = token_batches(torch.randint(0, 4, (8, 5), generator=torch.Generator().manual_seed(0)))
-    with pytest.raises(HeurlensError, match=r"0.496, 0.504 round to the same folder \(sparsity-0.50\)"):
-        heurlens.prune(model, data, sparsity=[0.504, 0.496], seeds=[0], out=tmp_path / "p", progress=False)
+    with pytest.raises(HeurlensError, match=r"sparsity 0.5 is given twice"):
+        heurlens.prune(model, data, sparsity=[0.5, 0.496, 0.5], seeds=[0], out=tmp_path / "p", progress=False)
     heurlens.prune(model, data, sparsity=-0.0, seeds=[0], out=tmp_path / "q", progress=False,
                    config=heurlens.PruneSettings(total_steps=1))
     assert [p.name for p in (tmp_path / "q").glob("sparsity-*")] == ["sparsity-0.00"]

@@ -32,7 +32,12 @@ class SparsityTargetMissed(UserWarning):
 
 
 def subnetwork_stem(out: Path, sparsity: float, seed: int) -> Path:
-    return out / f"sparsity-{sparsity:.2f}" / f"seed-{seed:02d}"
+    """``OUT/sparsity-0.50/seed-03``: the target with two decimals, or as many more as it needs (0.995 ->
+    ``sparsity-0.995``), so that two targets never share a folder (edge sparsities differ in the third)."""
+    name = f"{sparsity:.2f}"
+    if float(name) != sparsity:
+        name = f"{sparsity:.6f}".rstrip("0")
+    return out / f"sparsity-{name}" / f"seed-{seed:02d}"
 
 
 def load_run_means(run_dir: Path, model: ModelLike | None = None) -> UnitMeans:

@@ -94,12 +94,10 @@ def prune(model: ModelLike, data: TaskLike | datasets.Dataset, *, sparsity: floa
     for target in sparsities:
         if not 0 <= target < 1:
             raise HeurlensError(f"sparsity {target} is outside [0, 1): it is the fraction of units to prune")
-    folders = [f"{target:.2f}" for target in sparsities]
-    if len(set(folders)) < len(folders):
-        same = sorted({t for t, f in zip(sparsities, folders) if folders.count(f) > 1})
-        raise HeurlensError(f"sparsities {', '.join(map(str, same))} round to the same folder (sparsity-"
-                            f"{[f for f in folders if folders.count(f) > 1][0]}); give sparsities that differ at "
-                            "two decimals")
+    if len(set(sparsities)) < len(sparsities):
+        twice = sorted({target for target in sparsities if sparsities.count(target) > 1})
+        raise HeurlensError(f"sparsity {', '.join(map(str, twice))} is given twice; give each target once (more "
+                            "seeds: seeds=range(n))")
     _warn_of_too_few_steps(config, sparsities, data)
     if config.ablation == "interchange":
         corruption_of(data)  # refused before any work when the data has no corrupted examples of the same lengths
