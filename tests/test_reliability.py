@@ -247,6 +247,33 @@ def test_run_folder_refuses_other_settings_model_or_data_at_any_sparsity(small_r
     assert sorted(p.name for p in out.iterdir()) == [".heurlens.lock", "sparsity-0.50", "unit-means.safetensors"]
 
 
+def test_run_means_recomputed_on_another_device_resume_and_other_means_are_refused(small_run, tmp_path):
+    """Means recomputed elsewhere (a GPU after a CPU) differ by float32 rounding at the scale of their tensor's
+    largest entry, also on an entry near zero (SmolLM2 on an H200: 6e-5 beside 392): the run resumes. Means 1%
+    off are another run's: refused, nothing overwritten."""
+    import shutil
+
+    from heurlens.means import UnitMeans
+    from heurlens.pruning import PruneSettings, prune
+    from heurlens.pruning.run_folder import MEANS_FILE, load_run_means
+
+    model, data, out = small_run
+    copy = tmp_path / "run"
+    shutil.copytree(out, copy, ignore=shutil.ignore_patterns(".heurlens.lock"))
+    saved = load_run_means(copy)
+    nudged_mlp = saved.mlps[0].clone()
+    nudged_mlp[nudged_mlp.abs().argmin()] += 5e-5 * saved.mlps[0].abs().max()
+    settings = PruneSettings(total_steps=3)
+    [resumed] = prune(model, data, sparsity=0.5, seeds=[0], out=copy, config=settings, progress=False,
+                      means=UnitMeans(saved.heads, {**saved.mlps, 0: nudged_mlp}, saved.source))
+    assert resumed.kept == prune(model, data, sparsity=0.5, seeds=[0], out=out, config=settings, progress=False)[0].kept
+    before = (copy / MEANS_FILE).read_bytes()
+    with pytest.raises(HeurlensError, match="holds the means of another model or data set"):
+        prune(model, data, sparsity=0.5, seeds=[0], out=copy, config=settings, progress=False,
+              means=UnitMeans(saved.heads, {**saved.mlps, 0: saved.mlps[0] * 1.01}, saved.source))
+    assert (copy / MEANS_FILE).read_bytes() == before
+
+
 def test_two_prunes_into_one_folder_do_not_both_work(small_run):
     from heurlens.pruning import PruneSettings, prune
     from heurlens.pruning.run_folder import prune_folder
