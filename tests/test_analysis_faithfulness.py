@@ -9,6 +9,8 @@ from planted import PLANTED, build_planted_model
 import heurlens
 from heurlens.analysis.faithfulness import FaithfulnessCurve, faithfulness_curve
 from heurlens.errors import HeurlensError
+from heurlens.models.classifier import as_model
+from heurlens.pruning.subnetwork import Subnetwork
 from heurlens.tasks import token_batches
 
 
@@ -37,6 +39,10 @@ def test_the_planted_circuit_is_faithful_and_a_circuit_without_it_is_not():
     assert abs(faithfulness["one"] - 1) > 0.05 and curve.full != curve.empty
     assert curve.circuits.set_index("circuit")["kept_fraction"].to_dict() == pytest.approx(
         {"planted": 2 / 6, "one": 1 / 6, "others": 3 / 6})
+    twin = Subnetwork(heurlens.parse_units(",".join(PLANTED), 2, 2), 2, 2, 2 / 3, 2 / 3, 0.0, 0, "planted",
+                      as_model(model).fingerprint(), "data")
+    with pytest.raises(HeurlensError, match="two circuits share the label '66.6667% seed 0'"):  # a table row each
+        faithfulness_curve(model, [twin, twin], data, metric=metric, means=means, cache=False)
     with pytest.raises(HeurlensError, match="no distractors, so there is no default logit difference"):
         faithfulness_curve(model, {"planted": ",".join(PLANTED)}, data, means=means, cache=False)
     with pytest.raises(HeurlensError, match="undefined: use a metric the units change"):

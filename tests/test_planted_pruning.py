@@ -141,7 +141,7 @@ def test_a_subnetwork_that_missed_is_marked_in_tables_and_left_out_of_pooled_ana
     met = heurlens.prune(model, data, sparsity=2 / 3, seeds=[0], out=tmp_path / "long", means=means, progress=False,
                          config=SETTINGS)
     evaluation = heurlens.evaluate_subnetworks(model, missed + met, [data], means=means, metrics={})
-    assert list(evaluation["subnetwork"]) == ["full model", "50% seed 0 (missed its target)", "67% seed 0"]
+    assert list(evaluation["subnetwork"]) == ["full model", "50% seed 0 (missed its target)", "66.6667% seed 0"]
     with pytest.warns(SparsityTargetMissed, match="sparsity-0.50/seed-00.json is left out"):
         pooled = subnetworks_by_sparsity([tmp_path / "short", tmp_path / "long"], pooled=True)
     assert list(pooled) == [pytest.approx(2 / 3)]
@@ -168,6 +168,7 @@ def test_targets_that_differ_in_the_third_decimal_keep_their_own_records(planted
     found = heurlens.prune(model, data, sparsity=[0.5, 0.665, 0.668], seeds=[0], out=tmp_path, progress=False,
                            config=heurlens.PruneSettings(total_steps=20, warmup_steps=10))
     assert [sub.target_sparsity for sub in found] == [0.5, 0.665, 0.668]
+    assert [sub.label for sub in found] == ["50% seed 0", "66.5% seed 0", "66.8% seed 0"]  # tables' keys too
     assert sorted(p.parent.name for p in tmp_path.glob("sparsity-*/seed-00.json")) == [
         "sparsity-0.50", "sparsity-0.665", "sparsity-0.668"]
     again = heurlens.prune(model, data, sparsity=[0.668], seeds=[0], out=tmp_path, progress=False,

@@ -91,6 +91,10 @@ def faithfulness_curve(model: ModelLike, circuits: Sequence[Subnetwork] | Mappin
         for subnetwork in circuits:
             subnetwork.check_model(model)
         named = {subnetwork.label: list(subnetwork.kept) for subnetwork in circuits}
+        if len(named) < len(circuits):
+            twice = sorted({sub.label for sub in circuits if [c.label for c in circuits].count(sub.label) > 1})
+            raise HeurlensError(f"two circuits share the label {twice[0]!r} (the same target and seed, from two "
+                                "runs?): give them as {label: subnetwork.kept} with labels of your own")
     if not named:
         raise HeurlensError("give at least one circuit: subnetworks of a pruning run, or {label: units}")
     if edges or any(isinstance(circuit, EdgeCircuit) for circuit in circuits):

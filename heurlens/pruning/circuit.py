@@ -31,7 +31,7 @@ from heurlens.interchange import corruption_of
 from heurlens.metrics import metric_value
 from heurlens.precision import autocast
 from heurlens.protocols import Metrics, PreparedModel, Task
-from heurlens.pruning.subnetwork import Subnetwork
+from heurlens.pruning.subnetwork import Subnetwork, target_percent
 from heurlens.units import Unit, parse_units
 
 
@@ -53,7 +53,7 @@ class EdgeCircuit(Subnetwork):
     @property
     def label(self) -> str:
         """How tables name it: its target share of edges pruned and its seed, e.g. '95% of edges seed 0'."""
-        return f"{self.target_sparsity:.0%} of edges seed {self.seed}"
+        return f"{target_percent(self.target_sparsity)} of edges seed {self.seed}"
 
     def missed_target_message(self) -> str:
         """What went wrong and what to change: the masks' expected sparsity ended far from the target, so the top-k

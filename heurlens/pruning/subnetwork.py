@@ -24,6 +24,16 @@ from heurlens.units import Unit, UnitLayout, format_units, parse_units
 THRESHOLD_GRID = [round(0.05 * i, 2) for i in range(21)]  # [0, 1], stride 0.05 (Heuristic Core paper, App. B)
 
 
+def target_percent(sparsity: float) -> str:
+    """A target as a percentage with the decimals it needs and no more ('50%', '99.5%', '66.6667%' for 2/3), so
+    that two targets never share a table's label (as they never share a run folder)."""
+    for decimals in range(4):
+        text = f"{100 * sparsity:.{decimals}f}"
+        if abs(float(text) - 100 * sparsity) < 1e-9:
+            return f"{text}%"
+    return f"{100 * sparsity:.4f}%"
+
+
 @dataclass
 class Subnetwork:
     """A subnetwork of heads and MLPs found by pruning (the Heuristic Core paper, Section 2): the units it keeps,
@@ -58,8 +68,8 @@ class Subnetwork:
 
     @property
     def label(self) -> str:
-        """How tables name it: target sparsity and seed, e.g. '50% seed 2'."""
-        return f"{self.target_sparsity:.0%} seed {self.seed}"
+        """How tables name it: target sparsity and seed, e.g. '50% seed 2' ('99.5% seed 0')."""
+        return f"{target_percent(self.target_sparsity)} seed {self.seed}"
 
     @property
     def missed_target(self) -> bool:
