@@ -54,6 +54,17 @@ def device_of(model: object) -> torch.device:
     return first.device if isinstance(first, Tensor) else torch.device("cpu")
 
 
+def describe_device(device: torch.device) -> str:
+    """Where a run computed, for its record, so that its times can be read: 'cpu, 1 thread' (torch's threads in
+    this process) or 'cuda, NVIDIA H200'."""
+    if device.type == "cuda":
+        return f"cuda, {torch.cuda.get_device_name(device)}"
+    if device.type == "cpu":
+        threads = torch.get_num_threads()
+        return f"cpu, {threads} thread{'s' * (threads > 1)}"
+    return device.type
+
+
 def weights_dtype_of(model: object) -> torch.dtype:
     """The precision of a model's floating-point weights (float32 for a model without any)."""
     parameters = getattr(model, "parameters", None)

@@ -38,6 +38,7 @@ def test_pruning_on_cuda_keeps_exactly_the_planted_units(planted_data):
     for subnetwork in heurlens.prune(model, planted_data, sparsity=2 / 3, seeds=[0, 1], progress=False,
                                      config=heurlens.PruneSettings()):
         assert {str(unit) for unit in subnetwork.kept} == set(PLANTED)
+        assert subnetwork.metrics["trained_on"] == f"cuda, {torch.cuda.get_device_name()}"
 
 
 def test_stacked_seeds_on_cuda_match_the_seeds_one_by_one_there(random_bert_dir):

@@ -174,3 +174,5 @@ def test_targets_that_differ_in_the_third_decimal_keep_their_own_records(planted
     again = heurlens.prune(model, data, sparsity=[0.668], seeds=[0], out=tmp_path, progress=False,
                            config=heurlens.PruneSettings(total_steps=20, warmup_steps=10))
     assert again[0].target_sparsity == 0.668 and again[0].log_alpha_heads.equal(found[2].log_alpha_heads)
+    threads = torch.get_num_threads()  # where its time was spent, read back from its record
+    assert again[0].metrics["trained_on"] == f"cpu, {threads} thread{'s' * (threads > 1)}"

@@ -21,6 +21,7 @@ from torch import Tensor
 from heurlens.ablation import ablated_scores
 from heurlens.activation_cache import full_model_logits
 from heurlens.call_context import CallContext, call_context
+from heurlens.devices import describe_device
 from heurlens.distributed import Workers, run_each
 from heurlens.edges import edge_layout
 from heurlens.errors import HeurlensError
@@ -247,12 +248,13 @@ def _metrics(job: _PruneJob, target: float, result: MaskTrainingResult, grid: fl
              seconds: float) -> dict:
     """What a subnetwork records of its training: the last step's loss and expected sparsity, the Lagrange
     multipliers at the end (a lambda1 in the hundreds says the constraint wound up), the masks' sparsity on the
-    paper's threshold grid, the time, whether it missed its target, and with ``PruneSettings.extend_steps`` the steps
-    it trained on after the budget (``extension_steps``)."""
+    paper's threshold grid, the time (a stacked run's shared over its seeds) and where it was spent (``trained_on``),
+    whether it missed its target, and with ``PruneSettings.extend_steps`` the steps it trained on after the budget
+    (``extension_steps``)."""
     loss_name = "train_kl" if job.loss is None else "train_loss"
     return {f"final_{loss_name}": result.final_loss, "final_expected_sparsity": result.final_expected_sparsity,
             "final_lambda1": result.multipliers[0], "final_lambda2": result.multipliers[1],
-            "grid_sparsity": grid, "train_seconds": seconds,
+            "grid_sparsity": grid, "train_seconds": seconds, "trained_on": describe_device(job.context.device),
             **({"extension_steps": result.extension_steps} if job.config.extend_steps else {}),
             **({"missed_target": True} if abs(reached - target) > SPARSITY_TOLERANCE else {})}
 
