@@ -13,6 +13,7 @@ fraction of edges kept, the empty circuit the run on the corrupted prompts).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -92,8 +93,8 @@ def faithfulness_curve(model: ModelLike, circuits: Sequence[Subnetwork] | Mappin
             subnetwork.check_model(model)
         named = {subnetwork.label: list(subnetwork.kept) for subnetwork in circuits}
         if len(named) < len(circuits):
-            twice = sorted({sub.label for sub in circuits if [c.label for c in circuits].count(sub.label) > 1})
-            raise HeurlensError(f"two circuits share the label {twice[0]!r} (the same target and seed, from two "
+            [(twice, _)] = Counter(sub.label for sub in circuits).most_common(1)
+            raise HeurlensError(f"two circuits share the label {twice!r} (the same target and seed, from two "
                                 "runs?): give them as {label: subnetwork.kept} with labels of your own")
     if not named:
         raise HeurlensError("give at least one circuit: subnetworks of a pruning run, or {label: units}")

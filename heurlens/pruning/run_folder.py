@@ -20,7 +20,7 @@ from heurlens.interchange import corruption_of
 from heurlens.means import UnitMeans
 from heurlens.protocols import Loss, ModelLike, PreparedModel, Task
 from heurlens.pruning.settings import PruneSettings
-from heurlens.pruning.subnetwork import Subnetwork
+from heurlens.pruning.subnetwork import Subnetwork, shortest_decimals
 from heurlens.run_folders import RunFolder
 
 MEANS_FILE = "unit-means.safetensors"
@@ -34,10 +34,7 @@ class SparsityTargetMissed(UserWarning):
 def subnetwork_stem(out: Path, sparsity: float, seed: int) -> Path:
     """``OUT/sparsity-0.50/seed-03``: the target with two decimals, or as many more as it needs (0.995 ->
     ``sparsity-0.995``), so that two targets never share a folder (edge sparsities differ in the third)."""
-    name = f"{sparsity:.2f}"
-    if float(name) != sparsity:
-        name = f"{sparsity:.6f}".rstrip("0")
-    return out / f"sparsity-{name}" / f"seed-{seed:02d}"
+    return out / f"sparsity-{shortest_decimals(sparsity, 2, 6)}" / f"seed-{seed:02d}"
 
 
 def load_run_means(run_dir: Path, model: ModelLike | None = None) -> UnitMeans:

@@ -24,14 +24,20 @@ from heurlens.units import Unit, UnitLayout, format_units, parse_units
 THRESHOLD_GRID = [round(0.05 * i, 2) for i in range(21)]  # [0, 1], stride 0.05 (Heuristic Core paper, App. B)
 
 
+def shortest_decimals(value: float, least: int, most: int) -> str:
+    """``value`` with the fewest decimals, at least ``least``, that write it to 1e-9, else with ``most``: how run
+    folders and tables name a target, so that two targets never share a name."""
+    for decimals in range(least, most):
+        text = f"{value:.{decimals}f}"
+        if abs(float(text) - value) < 1e-9:
+            return text
+    return f"{value:.{most}f}"
+
+
 def target_percent(sparsity: float) -> str:
     """A target as a percentage with the decimals it needs and no more ('50%', '99.5%', '66.6667%' for 2/3), so
     that two targets never share a table's label (as they never share a run folder)."""
-    for decimals in range(4):
-        text = f"{100 * sparsity:.{decimals}f}"
-        if abs(float(text) - 100 * sparsity) < 1e-9:
-            return f"{text}%"
-    return f"{100 * sparsity:.4f}%"
+    return f"{shortest_decimals(100 * sparsity, 0, 4)}%"
 
 
 @dataclass
