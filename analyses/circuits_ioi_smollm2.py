@@ -16,7 +16,8 @@ Run: OMP_NUM_THREADS=1 .venv/bin/python analyses/circuits_ioi_smollm2.py [--spar
 300 steps a subnetwork, 30 subnetworks with the defaults, about 13 hours, and 15 edge circuits at about 2.3x a node
 step's cost as many again: a GPU's job; one seed with --ablations mean and --ablations interchange in two processes
 took 2 h 21 min on two cores, 2026-11-27; on an H200 the 15 edge circuits (five 3-seed runs side by side, one
-process each, seeds stacked) took 5.6 min, 2026-11-27;
+process each, seeds stacked) took 5.6 min, 2026-11-27, and the node circuits' seeds 1-2 (8 processes side by side)
+102-138 s a process, 2026-11-28;
 the model goes where heurlens.load_model puts it, a CUDA GPU when there is one, or $HEURLENS_DEVICE)
 """
 
@@ -24,6 +25,8 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections import defaultdict
+from collections.abc import Iterable
 from pathlib import Path
 
 import pandas as pd
@@ -35,11 +38,23 @@ from heurlens.analysis.faithfulness import faithfulness_curve, faithfulness_figu
 from heurlens.analysis.ioi_heads import ioi_head_scores
 from heurlens.cache import atomic_write_bytes
 from heurlens.data.prompt_tasks import logit_difference
+from heurlens.devices import describe_device, device_of
 from heurlens.pruning.circuit import EdgeCircuit
+from heurlens.pruning.subnetwork import Subnetwork
 from heurlens.run_data import PromptTaskData
 from heurlens.run_folders import RunFolder
 
 MIB_SIZES = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5)  # MIB's fractions of components above one unit of SmolLM2's 300
+
+
+def minutes_by_machine(records: Iterable[Subnetwork | EdgeCircuit]) -> str:
+    """Mask-training minutes summed per machine each record says it trained on (``metrics["trained_on"]``, recorded
+    since 2026-11-27: a run folder resumed elsewhere mixes machines, e.g. "52.3 (cpu, 1 thread); 4.6 (cuda, NVIDIA
+    H200)")."""
+    minutes: defaultdict[str, float] = defaultdict(float)
+    for record in records:
+        minutes[record.metrics.get("trained_on", "machine not recorded")] += record.metrics["train_seconds"] / 60
+    return "; ".join(f"{total:.1f} ({machine})" for machine, total in sorted(minutes.items()))
 
 
 def main() -> None:
@@ -70,17 +85,16 @@ def main() -> None:
     [evaluation] = data.eval_sets(model)
     rows, curves, tops, named = [], {}, {}, set()
     for ablation in args.ablations:
-        start = time.time()
         subnetworks = heurlens.prune(model, train, sparsity=args.sparsities, seeds=range(args.seeds),
                                      out=args.out / ablation, means=means,
                                      config=heurlens.PruneSettings(ablation=ablation, total_steps=args.steps,
                                                                    penalty=args.penalty,
                                                                    extend_steps=args.extend_steps))
-        pruning_minutes = sum(sub.metrics["train_seconds"] for sub in subnetworks) / 60
+        pruning_minutes = minutes_by_machine(subnetworks)
         pruned = faithfulness_curve(model, subnetworks, evaluation, method=ablation, means=means)
         start = time.time()
         ranking = attribution_scores(model, train, logit_difference, method=ablation, means=means)
-        attribution_minutes = (time.time() - start) / 60
+        attribution_minutes = f"{(time.time() - start) / 60:.1f} ({describe_device(device_of(model))})"
         sizes = sorted(set(pruned.circuits["kept_fraction"]) | set(MIB_SIZES))
         attributed = faithfulness_curve(model, attribution_circuits(ranking, sizes, model.n_layers, model.n_heads),
                                         evaluation, method=ablation, means=means)
@@ -90,7 +104,7 @@ def main() -> None:
             rows.append({"method": method, "ablation": ablation, "circuits": len(curve.circuits),
                          "CPR": round(curve.cpr, 3), "CMD": round(curve.cmd, 3),
                          "full m": round(curve.full, 2), "empty m": round(curve.empty, 2),
-                         "discovery (min, this CPU)": round(minutes, 1)})
+                         "discovery (min, where)": minutes})
         top = ranking.assign(size=ranking["score"].abs()).nlargest(15, "size")
         tops[f"attribution, {ablation}"] = ", ".join(f"{u} ({s:+.2f})" for u, s in zip(top["unit"], top["score"]))
         highest = max(args.sparsities)
@@ -104,11 +118,10 @@ def main() -> None:
     del eager
     edge_rows, edge_curves = [], {}
     if args.edge_sparsities:  # Edge Pruning's circuits, beside the interchange node circuits on the edge axis
-        start = time.time()
         circuits = heurlens.prune(model, train, sparsity=args.edge_sparsities, seeds=range(edge_seeds),
                                   out=args.out / "edge", means=means, config=heurlens.PruneSettings(
                                       ablation="interchange", level="edge", total_steps=args.steps))
-        edge_minutes = sum(circuit.metrics["train_seconds"] for circuit in circuits) / 60
+        edge_minutes = minutes_by_machine(circuits)
         node_interchange = heurlens.prune(model, train, sparsity=args.sparsities, seeds=range(args.seeds),
                                           out=args.out / "interchange", means=means,
                                           config=heurlens.PruneSettings(
@@ -124,7 +137,7 @@ def main() -> None:
         for name, curve in edge_curves.items():
             edge_rows.append({"method": name, "circuits": len(curve.circuits), "CPR": round(curve.cpr, 3),
                               "CMD": round(curve.cmd, 3)})
-        edge_rows[0]["discovery (min, this machine)"] = round(edge_minutes, 1)
+        edge_rows[0]["discovery (min, where)"] = edge_minutes
         faithful = edge_curves["edge pruning"].circuits.set_index("circuit")["faithfulness"]
         drawn = max([c for c in circuits if faithful[c.label] >= 0.8] or circuits,
                     key=lambda c: (c.target_sparsity, -c.seed))  # the sparsest that keeps the task (f >= 0.8)
@@ -137,7 +150,8 @@ def main() -> None:
     atomic_write_bytes(args.docs.with_suffix(".html"),
                        faithfulness_figure(curves, "IOI (SmolLM2-135M)").to_html(include_plotlyjs="cdn").encode())
     lines = ["# IOI circuits of SmolLM2-135M: mask optimisation against attribution patching\n",
-             f"Produced by `analyses/circuits_ioi_smollm2.py` on this project's 2-core CPU: {args.examples} IOI "
+             f"Produced by `analyses/circuits_ioi_smollm2.py` on this project's 2-core CPU (the masks trained where "
+             f"each table's discovery column says): {args.examples} IOI "
              "prompts (seed 0) to prune, rank and take means on, as many others (seed 1) to score; m the logit "
              f"difference; sparsities {', '.join(f'{s:g}' for s in args.sparsities)}, "
              f"{args.seeds} seed{'s' * (args.seeds > 1)}; node masks with the {args.penalty} penalty"
