@@ -26,10 +26,11 @@ def test_readme_main_command_on_the_default_model():
 
 @pytest.mark.slow
 def test_the_default_models_tables_from_cached_residual_streams(monkeypatch, tmp_path):
-    """The default model on the main command's evaluation sets (SNLI test and 30 HANS-style subcases), a head of
-    layers 1, 3 and 5 mean-ablated: the table read from the activation cache equals the one computed with nothing
-    stored (an empty cache capped at 0: the residual streams kept in memory, padding included), number for
-    number. (Every layer, against whole passes, on a tiny model: tests/test_activation_cache.py.)"""
+    """The default model on the main command's kinds of evaluation set (SNLI test pairs and the 30 HANS-style
+    subcases, a quarter of each: 500 and 50 a subcase), a head of layers 1, 3 and 5 mean-ablated: the table read
+    from the activation cache equals the one computed with nothing stored (an empty cache capped at 0: the residual
+    streams kept in memory, padding included), number for number. (Every layer, against whole passes, on a tiny
+    model: tests/test_activation_cache.py.)"""
     from heurlens.ablation import ablate_groups
     from heurlens.activation_cache import entry_dir, full_model_logits, residual_streams
     from heurlens.call_context import call_context
@@ -37,7 +38,7 @@ def test_the_default_models_tables_from_cached_residual_streams(monkeypatch, tmp
     from heurlens.run_data import NliData
 
     model = load_model("default")
-    data = NliData()
+    data = NliData(in_domain_examples=500, per_subcase=50)
     eval_sets, means = data.eval_sets(model), data.means(model)
     groups = ["L1.H3", "L3.H7", "L5.H11"]
     context = call_context(model)

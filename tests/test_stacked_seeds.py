@@ -89,13 +89,13 @@ def test_seeds_must_be_given_once_each(random_bert_dir):
 
 @pytest.mark.slow
 def test_stacked_seeds_give_the_same_subnetworks_as_one_by_one_on_the_default_model():
-    """The issue's check: the default model at 50%, 3 seeds, a shortened run (120 of 1,516 steps, the warm-up
+    """The issue's check: the default model at 50%, 3 seeds, a shortened run (60 of 1,516 steps, the warm-up
     scaled with it), stacked against one seed after another."""
     model = heurlens.load_model("default")
     data = tokenize_pairs("snli-train", load_snli("train", limit=1000, seed=0), model.tokenizer, 16,
                           sort_by_length=True)
     means = compute_means(model, data)
-    config = heurlens.PruneSettings(total_steps=120)
+    config = heurlens.PruneSettings(total_steps=60)
     one_by_one = heurlens.prune(model, data, sparsity=0.5, seeds=range(3), means=means, config=config, progress=False,
                                 stack_seeds=False)
     stacked = heurlens.prune(model, data, sparsity=0.5, seeds=range(3), means=means, config=config, progress=False,
