@@ -20,7 +20,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from heurlens.edges import EdgeLayout, ReaderGroup, edge_bridge, edge_layout, split_inputs
+from heurlens.edges import FINAL_HOOK, EdgeLayout, ReaderGroup, edge_bridge, edge_layout, split_inputs
 from heurlens.errors import HeurlensError
 from heurlens.protocols import Batch, HookList, PreparedModel
 from heurlens.units import heads_hook_name, mlp_hook_name
@@ -104,6 +104,7 @@ class EdgeMaskHooks:
         self._read_with = {q.hook_name: [k, v, mlp] for q, k, v, mlp in per_layer}  # computed when q fires
         self._pending: dict[str, tuple[Tensor, int]] = {}  # corrections computed early, and over how many writers
         self._capturing = False  # the pass on the corrupted batch: record outputs, change nothing
+        self._read_so_far: set[str] = set()  # the reader groups' hook points that fired in this pass
         self._w_o: list[Tensor] = []
 
     def set_masks(self, flat: Float[Tensor, "*example edge"]) -> None:
@@ -180,6 +181,7 @@ class EdgeMaskHooks:
     def _embeddings(self, resid: Float[Tensor, "batch pos d_model"], hook: Any) -> None:
         self._outputs, self._differences, self._gradients, self._pending = [], [], [], {}  # a new pass
         self._written = self._closed = self._grouped = 0
+        self._read_so_far = set()
         self._write(resid.flatten(1)[:, None])
 
     def _heads(self, layer: int, z: Float[Tensor, "batch pos head d_head"], hook: Any) -> None:
@@ -195,6 +197,7 @@ class EdgeMaskHooks:
         (one pass over those writers' outputs a layer), the MLP's completed with its own layer's heads."""
         if self._capturing:
             return None
+        self._check_every_reader_fired(group)
         correction, covered = self._pending.pop(group.hook_name, (None, 0))
         if correction is None:
             later = self._read_with.get(group.hook_name, [])
@@ -208,6 +211,19 @@ class EdgeMaskHooks:
                                                     group.n_writers)
         correction = correction.unflatten(-1, (x.shape[1], x.shape[-1])).transpose(1, 2)  # [batch, pos, reader, d]
         return x - (correction if x.dim() == 4 else correction[:, :, 0])
+
+    def _check_every_reader_fired(self, group: ReaderGroup) -> None:
+        """Refuse a pass in which a reader's hook point stayed silent (its edges would be kept whatever their mask):
+        checked when the final residual is read, after every other reader."""
+        self._read_so_far.add(group.hook_name)
+        if group.hook_name != FINAL_HOOK:
+            return
+        silent = [g.hook_name for g in self.layout.groups if g.hook_name not in self._read_so_far]
+        if silent:
+            raise HeurlensError(f"edge masks: {', '.join(silent[:3])}{' ...' if len(silent) > 3 else ''} did not fire "
+                                "in this forward pass, so the edges into them would not be masked: this bridge does not run "
+                                "the split query/key/value or MLP inputs TransformerLens was asked to turn on; prune "
+                                "nodes (--level node)")
 
     def _dropped(self, group: ReaderGroup, batch: int) -> Float[Tensor, "batch reader writer"]:
         """1 - m for the group's edges, one matrix per example."""

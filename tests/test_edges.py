@@ -286,3 +286,30 @@ def test_a_circuit_whose_masks_did_not_reach_the_target_is_flagged(planted):
         [circuit] = heurlens.prune(planted, planted_edges_task(), sparsity=0.98, seeds=[0], progress=False, cache=False,
                                    config=PruneSettings(level="edge", ablation="interchange", total_steps=2))
     assert circuit.missed_target and circuit.achieved_sparsity == pytest.approx(1 - round(0.02 * N_EDGES) / N_EDGES)
+
+
+def test_a_model_pickled_after_a_forward_pass_prunes_to_the_same_edges(planted):
+    """Ray hands workers a cloudpickled model. TransformerLens wires its blocks' capture hooks (``hook_mlp_in``) on the
+    first forward pass through a weakref proxy that pickles as a copy of the block, so in the copy ``hook_mlp_in`` fell
+    silent and every MLP input kept all its edges (issue 63): the copy now prunes to the same bytes, and a pass in
+    which a reader's hook point stays silent is refused."""
+    cloudpickle = pytest.importorskip("ray.cloudpickle")
+    from heurlens.edge_masks import EdgeMaskHooks
+
+    task = planted_edges_task()
+    settings = PruneSettings(level="edge", ablation="interchange", total_steps=40, warmup_steps=20)
+    with torch.no_grad():
+        planted(**task.batches[0])  # the capture hooks are wired now
+    copy = cloudpickle.loads(cloudpickle.dumps(planted))
+    [here], [there] = (heurlens.prune(model, task, sparsity=0.8, seeds=[0], config=settings, progress=False,
+                                      cache=False) for model in (planted, copy))
+    assert torch.equal(here.log_alpha_edges, there.log_alpha_edges) and here.edges == there.edges
+
+    layout = edge_layout(planted)
+    hooks = EdgeMaskHooks(layout, torch.zeros(layout.n_edges))
+    clean, corrupted = task.batches[0], task.corrupted.batches[0]
+    with hooks.attached(planted), torch.no_grad():
+        hooks.use_corrupted(planted, corrupted)
+        planted.bridge.set_use_hook_mlp_in(False)  # as in the broken copy: the MLP inputs' hook points stay silent
+        with pytest.raises(HeurlensError, match=r"blocks.0.hook_mlp_in, blocks.1.hook_mlp_in did not fire"):
+            planted(**clean)

@@ -29,6 +29,7 @@ from transformer_lens.model_bridge.exceptions import StopAtLayerException
 from heurlens.devices import device_of
 from heurlens.errors import HeurlensError
 from heurlens.model_identity import remembered, weights_digest
+from heurlens.models.pickling import rewire_capture_hooks
 from heurlens.protocols import HookedModel, HookList, ModelLike, PreparedModel, is_hooked_model, is_prepared_model
 
 Pooling = Literal["first", "last"]
@@ -87,6 +88,11 @@ class HookedClassifier(nn.Module):
 
             self._cls_only = ClsOnlyFinalBlock(bridge)
         self.eval()
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Unpickled (a Ray worker's copy): the bridge's capture hooks wired afresh (``heurlens.models.pickling``)."""
+        super().__setstate__(state)
+        rewire_capture_hooks(self.bridge)
 
     @property
     def n_layers(self) -> int:
