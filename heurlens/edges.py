@@ -28,6 +28,7 @@ from heurlens.units import Unit
 
 EMBED, LOGITS = "embed", "logits"
 FINAL_HOOK = "ln_final.hook_in"
+_WRITERS = {"attn": "attention", "mlp": "MLP"}
 
 
 @dataclass(frozen=True)
@@ -149,10 +150,36 @@ def edge_layout(model: PreparedModel) -> EdgeLayout:
         raise HeurlensError("edge-level pruning reads each MLP's input as the sum of the writers before it, and this "
                             "model runs attention and MLP in parallel (GPT-NeoX style), which heurlens' edge layout does "
                             "not describe yet: prune its nodes (--level node)")
+    obstruction = write_obstruction(bridge)
+    if obstruction is not None:
+        architecture = (getattr(cfg, "architecture", None) or type(bridge).__name__)
+        raise HeurlensError(f"edge-level pruning needs each head's and MLP's output added to the residual stream "
+                            f"unchanged (a head's write is hook_z @ W_O), and this model ({architecture}) does not: "
+                            f"{obstruction}. Post-norm blocks (Gemma-2, Gemma-3, OLMo-2) normalise the outputs before "
+                            "the add, so a masked edge would carry another value than its writer's; prune nodes "
+                            "(--level node)")
     split = bool(getattr(cfg, "use_split_qkv_input", False))
     split_inputs(bridge)
     bridge.set_use_split_qkv_input(split)
     return EdgeLayout(cfg.n_layers, cfg.n_heads, int(getattr(cfg, "n_key_value_heads", None) or cfg.n_heads))
+
+
+def write_obstruction(bridge: Any) -> str | None:
+    """What stands between a block's attention or MLP output and the residual stream, or None: a norm after the
+    output (``ln1_post``/``ln2_post``, whose hook_attn_out/hook_mlp_out TransformerLens then reads after the norm),
+    or a scale on the attention's contribution (as TransformerLens' own edge attribution refuses)."""
+    for layer, block in enumerate(bridge.blocks):
+        aliases = getattr(block, "hook_aliases", None) or {}
+        for hook, writer in (("hook_attn_out", "attn"), ("hook_mlp_out", "mlp")):
+            target = aliases.get(hook)
+            targets = [target] if isinstance(target, str) else list(target or [])
+            owner = next((t.split(".")[0] for t in targets if t.split(".")[0] in block.submodules), writer)
+            if owner != writer:
+                return f"blocks.{layer}.{hook} is read after {owner}, a norm on the {_WRITERS[writer]}'s output"
+        scale = getattr(block, "residual_contribution_scale", 1.0)
+        if scale != 1.0:
+            return f"blocks.{layer} scales its attention output by {scale}"
+    return None
 
 
 def split_inputs(bridge: Any) -> None:

@@ -148,7 +148,12 @@ def load_pretrained(name_or_path: str | Path, *, num_labels: int | None = None, 
             "bridges (Llama, Qwen2, GPT-NeoX, GPT-2, ...), BERT-family and GPT-2 classifiers, and native config dicts"
             + (" (a classification head only on BERT-family and GPT-2 models)" if num_labels is not None else ""))
     try:
-        return bridge(attn_implementation, model_id, dtype or "auto")
+        try:
+            return bridge(attn_implementation, model_id, dtype or "auto")
+        except ValueError as error:  # e.g. Gemma-2: no SDPA in transformers; eager attention computes the same
+            if attn_implementation != "sdpa" or "scaled_dot_product_attention" not in str(error):
+                raise
+            return bridge("eager", model_id, dtype or "auto")
     except (OSError, ValueError, RuntimeError, SafetensorError) as error:  # missing, truncated or mismatched weights
         raise HeurlensError(
             f"cannot read the weights of model {model_id!r} ({type(error).__name__}: "

@@ -1,0 +1,130 @@
+"""One edge at a time against the same patch written by hand with TransformerLens hooks (issue 63). With every edge
+kept or every edge pruned the masked model is exact by construction, whatever each edge does; only a single edge shows
+whether heurlens' writer outputs (``hook_z @ W_O``, ``hook_mlp_out``) are what the block really adds to the residual
+stream. The hand-written patch measures the write instead of computing it: the writer's output replaced by its
+corrupted one, and the change of the residual stream just after its add (``hook_resid_mid`` for a head,
+``hook_resid_post`` for an MLP) added to the one reader's input alone."""
+
+import pytest
+import torch
+
+import heurlens
+from heurlens.edge_masks import edge_mask_forward
+from heurlens.edges import edge_layout
+from heurlens.errors import HeurlensError
+
+CLEAN = torch.tensor([[2, 4, 10, 5, 6], [3, 5, 10, 9, 7]])  # word-level tokens, no padding
+CORRUPTED = torch.tensor([[3, 9, 10, 4, 6], [2, 4, 10, 9, 8]])
+# edges out of a head, an MLP and the embeddings into every kind of reader (key-value heads: KV when grouped)
+EDGES = ["L0.H1->L1.H2.q", "L0.H1->L1.{kv}1.k", "L0.H1->L1.{kv}0.v", "L0.H1->L1.MLP", "L0.H3->logits",
+         "L1.H0->logits", "L1.H2->L1.MLP", "L0.MLP->L1.H2.q", "L0.MLP->L1.{kv}1.v", "L1.MLP->logits",
+         "embed->L0.H2.q", "embed->L1.{kv}1.k", "embed->L0.MLP"]
+WEIGHT_SCALE = 8
+
+
+def batch(ids):
+    return {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+
+
+def hand_patched(model, writer: str, reader: str) -> torch.Tensor:
+    """The model's scores on ``CLEAN`` with ``reader``'s input moved by the change ``writer``'s corrupted output makes
+    to the residual stream, every other input clean: TransformerLens hooks only."""
+    bridge = model.bridge
+    if writer == "embed":
+        site, after = "blocks.0.hook_resid_pre", "blocks.0.hook_resid_pre"
+    else:
+        layer, part = writer.split(".")
+        site = f"blocks.{layer[1:]}.attn.hook_z" if part.startswith("H") else f"blocks.{layer[1:]}.hook_mlp_out"
+        after = f"blocks.{layer[1:]}.hook_resid_mid" if part.startswith("H") else f"blocks.{layer[1:]}.hook_resid_post"
+    seen = {}
+
+    def keep(name):
+        def hook(x, hook):
+            seen[name] = x.detach().clone()
+        return hook
+
+    with torch.no_grad(), model.hooks([(site, keep("corrupted"))]):
+        model(**batch(CORRUPTED))
+
+    def replace(x, hook):
+        if writer.split(".")[-1].startswith("H"):
+            x = x.clone()
+            head = int(writer.split(".H")[1])
+            x[:, :, head] = seen["corrupted"][:, :, head]
+            return x
+        return seen["corrupted"]
+
+    with torch.no_grad():
+        with model.hooks([(after, keep("clean"))]):
+            model(**batch(CLEAN))
+        with model.hooks([(site, replace), (after, keep("patched"))]):
+            model(**batch(CLEAN))
+    delta = seen["patched"] - seen["clean"]  # the writer's corrupted write minus its clean one
+
+    if reader == "logits":
+        point, index = "ln_final.hook_in", None
+    else:
+        layer, part = reader.split(".")[:2]
+        if part == "MLP":
+            point, index = f"blocks.{layer[1:]}.hook_mlp_in", None
+        else:
+            point, index = f"blocks.{layer[1:]}.attn.hook_{reader.split('.')[2]}_input", int(part.lstrip("KVH"))
+
+    def move(x, hook):
+        x = x.clone()
+        if index is None:
+            x += delta
+        else:
+            x[:, :, index] += delta
+        return x
+
+    split, mlp_in = bridge.cfg.use_split_qkv_input, bridge.cfg.use_hook_mlp_in
+    bridge.set_use_split_qkv_input(True)
+    bridge.set_use_hook_mlp_in(True)
+    try:
+        with torch.no_grad(), model.hooks([(point, move)]):
+            return model(**batch(CLEAN))
+    finally:
+        bridge.set_use_split_qkv_input(split)
+        bridge.set_use_hook_mlp_in(mlp_in)
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama", "qwen2"])
+def test_each_single_edge_pruned_equals_the_patch_written_by_hand(family, tiny_decoder_dirs, tiny_gpt2_dirs):
+    model = heurlens.load_model(tiny_gpt2_dirs["lm"] if family == "gpt2" else tiny_decoder_dirs[family])
+    with torch.no_grad():  # initialised at 0.02, a query edge would move the logits by 1e-5: scaled to matter
+        for weight in model.bridge.parameters():
+            weight.mul_(WEIGHT_SCALE if weight.dim() > 1 else 1)
+    layout = edge_layout(model)
+    kv = "KV" if layout.n_kv_heads < layout.n_heads else "H"
+    with torch.no_grad():
+        full = model(**batch(CLEAN))
+    for edge in (e.format(kv=kv) for e in EDGES):
+        writer, reader = edge.split("->")
+        mask = 1 - layout.mask([edge])
+        with torch.no_grad():
+            by_heurlens = edge_mask_forward(model, mask, batch(CLEAN), batch(CORRUPTED))
+        by_hand = hand_patched(model, writer, reader)
+        assert (by_hand - full).abs().max() > 50 * 2e-6, edge  # the edge matters: the comparison can tell
+        torch.testing.assert_close(by_heurlens, by_hand, atol=2e-6, rtol=0, msg=lambda m, e=edge: f"{e}: {m}")
+
+
+@pytest.mark.parametrize("family", ["gemma2", "gemma3", "olmo2"])
+def test_post_norm_models_are_refused_edge_masks_by_name(family, tiny_post_norm_dirs):
+    """Gemma-2/3 and OLMo-2 normalise the attention and MLP outputs before the add: a head's write is not
+    ``hook_z @ W_O``, so a single pruned edge would be off by about its own effect (issue 63). The refusal names the
+    norm; their nodes still prune (the node path ablates at hook_z, before the norm)."""
+    model = heurlens.load_model(tiny_post_norm_dirs[family])
+    with pytest.raises(HeurlensError, match=r"blocks.0.hook_attn_out is read after ln1_post.*--level node"):
+        edge_layout(model)
+    layout_would_be = heurlens.edges.EdgeLayout(model.n_layers, model.n_heads,
+                                                int(model.bridge.cfg.n_key_value_heads or model.n_heads))
+    assert layout_would_be.n_edges > 0
+    # what the refusal prevents: heurlens' write for L0.H1 is not the change the block makes
+    from heurlens.edge_masks import EdgeMaskHooks
+
+    hooks = EdgeMaskHooks(layout_would_be, 1 - layout_would_be.mask(["L0.H1->logits"]))
+    with hooks.attached(model), torch.no_grad():
+        hooks.use_corrupted(model, batch(CORRUPTED))
+        by_heurlens = model(**batch(CLEAN))
+    assert (by_heurlens - hand_patched(model, "L0.H1", "logits")).abs().max() > 1e-3
