@@ -24,6 +24,8 @@ LIMIT_ENV_VAR = "HEURLENS_CACHE_LIMIT_GB"
 DEFAULT_LIMIT_GB = 4.0
 # full-logits: the layout before 2026-11-25
 COMPUTED_KINDS = ("activations", "means", "eval_sets", "mean_pooled", "full-logits")
+# every folder heurlens writes under the cache root; anything else there is another program's or the user's
+HEURLENS_KINDS = (*COMPUTED_KINDS, "models", "downloads", "data", "hf-datasets")
 
 
 @dataclass(frozen=True)
@@ -72,8 +74,14 @@ def entries(root: Path, kinds: Iterable[str] | None = None) -> list[CacheEntry]:
 
 
 def kind_folders(root: Path) -> list[Path]:
-    """The cache's kind folders (activations, means, models...), by name."""
-    return sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+    """The cache's kind folders that heurlens writes (activations, means, models...), by name."""
+    return sorted(p for p in root.iterdir() if p.is_dir() and p.name in HEURLENS_KINDS) if root.is_dir() else []
+
+
+def foreign(root: Path) -> list[Path]:
+    """What sits in the cache root that heurlens did not write (``$HEURLENS_CACHE`` pointed at a shared folder such as
+    ~/.cache): listed by ``heurlens cache list``, never removed."""
+    return sorted(p for p in root.iterdir() if p.name not in HEURLENS_KINDS) if root.is_dir() else []
 
 
 def _entry(kind: str, kind_dir: Path, path: Path) -> CacheEntry | None:
@@ -122,6 +130,12 @@ def clear(root: Path, kinds: Iterable[str] = COMPUTED_KINDS, models: Iterable[st
     entries have one) and, with ``unused_days``, that were last used more than that many days ago; returns them.
     An empty or non-hexadecimal fingerprint prefix is refused: an empty one would match every entry."""
     kinds, models = set(kinds), tuple(model.strip().lower() for model in models)
+    if unused_days is not None and not (math.isfinite(unused_days) and unused_days >= 0):
+        raise HeurlensError(f"unused_days={unused_days!r}: give a number of days >= 0 (or None for any age)")
+    strangers = sorted(kinds - set(HEURLENS_KINDS))
+    if strangers:
+        raise HeurlensError(f"{', '.join(strangers)}: not a kind heurlens writes ({', '.join(HEURLENS_KINDS)}); "
+                            "heurlens never removes what it did not write")
     for prefix in models:
         if not prefix or any(c not in "0123456789abcdef" for c in prefix):
             raise HeurlensError(f"{prefix!r} is not a model fingerprint: give the fingerprint, or its start, as "

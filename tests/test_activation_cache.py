@@ -246,6 +246,35 @@ def test_cache_command_lists_and_clears(four_layer_bert, tmp_path, monkeypatch, 
     assert not (tmp_path / "models" / "another").exists() and not list(tmp_path.glob("activations/*/*"))
 
 
+def test_cache_clear_never_removes_what_heurlens_did_not_write(four_layer_bert, tmp_path, monkeypatch, capsys):
+    """$HEURLENS_CACHE pointed at a shared folder (~/.cache): other programs' folders and files are listed as foreign
+    and left by --all and refused by --kind; --unused-days NaN (which passes every comparison) is refused."""
+    from heurlens.cache_contents import clear
+
+    monkeypatch.setenv("HEURLENS_CACHE", str(tmp_path))
+    (tmp_path / "Documents").mkdir()
+    (tmp_path / "Documents" / "thesis.txt").write_text("x")
+    (tmp_path / "huggingface" / "hub").mkdir(parents=True)
+    (tmp_path / "notes.txt").write_text("mine")
+    full_model_logits(four_layer_bert, padded_set(4, name="listed-set"))
+    rows = json.loads(heurlens_in_process(capsys, "cache", "list", "--json")[1])
+    assert sorted(r["what"] for r in rows if r["kind"] == "foreign") == [
+        "Documents (not heurlens': never removed)", "huggingface (not heurlens': never removed)",
+        "notes.txt (not heurlens': never removed)"]
+    assert "3 item(s) heurlens did not write, left alone" in heurlens_in_process(capsys, "cache", "list")[1]
+    assert_refused(capsys, "Documents: not a kind heurlens writes", "cache", "clear", "--kind", "Documents")
+    for days in ("nan", "inf", "-1"):
+        assert_refused(capsys, "--unused-days", "cache", "clear", "--kind", "activations", "--unused-days", days)
+    with pytest.raises(HeurlensError, match="unused_days=nan"):
+        clear(tmp_path, unused_days=float("nan"))
+    with pytest.raises(HeurlensError, match="huggingface: not a kind heurlens writes"):
+        clear(tmp_path, kinds=["huggingface"])
+    assert list(tmp_path.glob("activations/*/*"))  # nothing was removed by the refusals
+    assert heurlens_in_process(capsys, "cache", "clear", "--all")[1].startswith("removed 1 entry,")
+    assert (tmp_path / "Documents" / "thesis.txt").read_text() == "x" and (tmp_path / "huggingface" / "hub").is_dir()
+    assert (tmp_path / "notes.txt").read_text() == "mine" and not list(tmp_path.glob("activations/*/*"))
+
+
 def test_a_native_model_whose_blocks_return_tuples_resumes_from_the_cache(tmp_path, monkeypatch):
     """TransformerLens' native models unpack each block's output as a 1-tuple: the stored stream says so, and
     passes resumed from it (second call) equal whole passes on the hand-set model of tests/planted.py."""

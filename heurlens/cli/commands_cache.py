@@ -9,6 +9,7 @@ import click
 
 from heurlens.cli.group import cli
 from heurlens.cli.options import print_table, table_output_options
+from heurlens.cli.settings_options import FiniteFloatRange
 from heurlens.errors import HeurlensError
 
 
@@ -26,22 +27,27 @@ def list_entries(as_json: bool, as_csv: bool) -> None:
     import pandas as pd
 
     from heurlens.cache import cache_dir
-    from heurlens.cache_contents import cache_limit, entries
+    from heurlens.cache_contents import cache_limit, entries, foreign
 
     root = cache_dir()
     rows = [{"kind": e.kind, "model": e.model, "what": _what(root / e.kind / e.name, e.name),
              "size_mb": round(e.size / 2**20, 2), "last_use": time.strftime("%Y-%m-%d %H:%M", time.localtime(e.last_use)),
              "evictable": e.evictable} for e in entries(root)]
+    rows += [{"kind": "foreign", "model": "", "what": f"{path.name} (not heurlens': never removed)", "size_mb": None,
+              "last_use": "", "evictable": False} for path in foreign(root)]
     table = pd.DataFrame(rows, columns=["kind", "model", "what", "size_mb", "last_use", "evictable"])
 
     def pretty(table: pd.DataFrame) -> str:
         if table.empty:
             return f"{root}: empty"
-        totals = table.groupby("kind", sort=False)["size_mb"].sum()
-        computed = table.loc[table["evictable"], "size_mb"].sum()
+        ours = table[table["kind"] != "foreign"]
+        totals = ours.groupby("kind", sort=False)["size_mb"].sum()
+        computed = ours.loc[ours["evictable"], "size_mb"].sum()
+        strangers = len(table) - len(ours)
         return (table.drop(columns="evictable").to_markdown(index=False) + f"\n\n{root}: "
                 + ", ".join(f"{kind} {size:,.1f} MB" for kind, size in totals.items())
-                + f"; computed entries {computed:,.1f} MB of a {cache_limit() / 2**30:g} GiB cap")
+                + f"; computed entries {computed:,.1f} MB of a {cache_limit() / 2**30:g} GiB cap"
+                + (f"; {strangers} item(s) heurlens did not write, left alone" if strangers else ""))
 
     print_table(table, as_json, as_csv, pretty)
 
@@ -53,14 +59,14 @@ def list_entries(as_json: bool, as_csv: bool) -> None:
                    "with --all.")
 @click.option("--model", "models", multiple=True,
               help="Only entries of this model: a fingerprint (or its start) as `cache list` shows; repeatable.")
-@click.option("--unused-days", type=click.FloatRange(min=0), default=None,
+@click.option("--unused-days", type=FiniteFloatRange(min=0), default=None,
               help="Only entries not used for this many days.")
 @click.option("--all", "everything", is_flag=True, help="Everything in the cache (models and downloads too); alone.")
 def clear(kinds: tuple[str, ...], models: tuple[str, ...], unused_days: float | None, everything: bool) -> None:
     """Remove cache entries: the computed ones matching every option given (models and downloads too when --kind
     names them), or everything with --all. Each is rebuilt when next needed."""
     from heurlens.cache import cache_dir
-    from heurlens.cache_contents import COMPUTED_KINDS, kind_folders
+    from heurlens.cache_contents import COMPUTED_KINDS, HEURLENS_KINDS, kind_folders
     from heurlens.cache_contents import clear as clear_entries
 
     if not (kinds or models or unused_days is not None or everything):
@@ -73,8 +79,11 @@ def clear(kinds: tuple[str, ...], models: tuple[str, ...], unused_days: float | 
     known = {folder.name for folder in kind_folders(root)}
     unknown = sorted(set(kinds) - known)
     if unknown:
+        strangers = [kind for kind in unknown if kind not in HEURLENS_KINDS]
         raise HeurlensError(f"the cache holds no kind {', '.join(unknown)}; it holds "
-                            f"{', '.join(sorted(known)) or 'nothing'}")
+                            f"{', '.join(sorted(known)) or 'nothing'}"
+                            + (f" ({', '.join(strangers)}: not a kind heurlens writes, and heurlens never removes "
+                               "what it did not write)" if strangers else ""))
     chosen = known if everything else kinds or COMPUTED_KINDS
     removed = clear_entries(root, chosen, models, unused_days)
     freed = sum(e.size for e in removed) / 2**20
