@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from heurlens.analysis.results_page import HAND_WRITTEN
+from heurlens.analysis.results_page import GENERATED_LINE, HAND_WRITTEN
 from heurlens.errors import HeurlensError
 from heurlens.run_folders import RunFolder
 
@@ -37,8 +37,8 @@ def test_a_folder_of_someone_elses_files_is_refused_and_left_as_it_was(tmp_path)
 def test_the_page_keeps_its_reading_and_the_lock_is_reentrant_in_one_process(tmp_path):
     folder = RunFolder(tmp_path / "run", "test run").opened()
     page = tmp_path / "page.md"
-    page.write_text(f"# old table\n\n{HAND_WRITTEN} -->\nWhat the table means.\n")
+    page.write_text(f"{GENERATED_LINE}# old table\n\n{HAND_WRITTEN} -->\nWhat the table means.\n")
     folder.write_results_page(page, "# new table\n")
-    assert page.read_text() == f"# new table\n\n{HAND_WRITTEN} -->\nWhat the table means.\n"
+    assert page.read_text() == f"{GENERATED_LINE}# new table\n\n{HAND_WRITTEN} -->\nWhat the table means.\n"
     with folder.writing(), folder.writing():  # (a second process is refused: test_reliability)
         pass

@@ -67,13 +67,15 @@ def transfer(out: str, preset: str, conditions: str | None, device: str | None, 
               help="Disambiguation samples of every run.")
 @click.option("--rows", default=None, help="Comma-separated row numbers to train (0 = as the sweep). [default: all]")
 @click.option("--page", type=click.Path(dir_okay=False), default=None,
-              help="Also write the table as markdown to this results page, keeping its hand-written reading.")
+              help="Also write the table as markdown to this results page: a page heurlens wrote (what follows its "
+                   "'<!-- Written by hand from here on' line is kept); any other existing file is refused.")
 @device_option
 @table_output_options
 def transfer_changes(source: str, out: str, seeds: int, disambiguation: int, rows: str | None, page: str | None,
                      device: str | None, as_json: bool, as_csv: bool) -> None:
     """Subtask Induction's transfer one change at a time (dropout, tied embeddings, batch size, weight decay) on a
     sweep's T1 model and subnetwork, every condition at one sample count; the first row is the sweep's own."""
+    from heurlens.analysis.results_page import check_results_page
     from heurlens.errors import HeurlensError
     from heurlens.subtask.one_change import one_change_folder, run_one_change
 
@@ -81,6 +83,8 @@ def transfer_changes(source: str, out: str, seeds: int, disambiguation: int, row
         chosen = None if rows is None else [int(row) for row in rows.split(",") if row.strip()]
     except ValueError as error:
         raise HeurlensError(f"--rows {rows}: give row numbers such as 0,3") from error
+    if page is not None:
+        check_results_page(Path(page))  # before hours of training, not after
     table = run_one_change(source, out, seeds=seeds, disambiguation=disambiguation, rows=chosen, device=device)
     if page is not None:
         one_change_folder(out).write_results_page(Path(page), table.to_markdown(index=False) + "\n")
