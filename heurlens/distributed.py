@@ -106,10 +106,36 @@ def check_cluster_address(address: str, given_as: str = "--ray-address ") -> Non
     if not host or not port.isdigit():
         raise HeurlensError(f"{given_as}{address}: give auto or the head's HOST:PORT (e.g. 10.0.0.5:6379)")
     try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_SECONDS).close()
+        speaks_grpc = _answers_http2(host.strip("[]"), int(port))
     except OSError as error:
         raise HeurlensError(f"{given_as}{address}: no Ray cluster answers there ({error.strerror or 'timed out'}); "
                             f"{start_one}, or check the address ({leave_out}: the workers run on this machine)") from error
+    if not speaks_grpc:
+        raise HeurlensError(f"{given_as}{address}: something answers there, but not a Ray cluster's head (its GCS "
+                            f"speaks gRPC; this did not): give the head's GCS port (6379 unless `ray start --head "
+                            f"--port` said otherwise), or {leave_out} to run the workers on this machine")
+
+
+_HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])  # + an empty SETTINGS frame
+_SETTINGS_FRAME = 4
+
+
+def _answers_http2(host: str, port: int) -> bool:
+    """Whether the server at host:port answers an HTTP/2 connection preface with a SETTINGS frame, as every gRPC
+    server (Ray's GCS) does first; an HTTP/1 server, or one that stays silent for ``CONNECT_SECONDS``, does not.
+    OSError when nothing listens there."""
+    with socket.create_connection((host, port), timeout=CONNECT_SECONDS) as connection:
+        connection.sendall(_HTTP2_PREFACE)
+        header = b""
+        try:
+            while len(header) < 9:
+                chunk = connection.recv(9 - len(header))
+                if not chunk:
+                    break
+                header += chunk
+        except OSError:  # silent past the timeout, or reset
+            return False
+    return len(header) == 9 and header[3] == _SETTINGS_FRAME
 
 
 def import_ray():

@@ -5,12 +5,15 @@ import signal
 import sys
 import threading
 import time
+from contextlib import contextmanager
 
 import pytest
 import torch
 
 from heurlens.distributed import (
+    CONNECT_SECONDS,
     Workers,
+    check_cluster_address,
     check_gpus,
     import_ray,
     run_each,
@@ -30,12 +33,8 @@ def test_threads_per_worker_share_the_cores_without_oversubscribing():
 
 def test_options_and_missing_ray_are_answered_clearly(monkeypatch):
     assert workers_from_options(None, None) is None  # no Ray at all
-    import socket
 
-    with socket.socket() as head:  # something listening on loopback stands for a cluster's head
-        head.bind(("127.0.0.1", 0))
-        head.listen()
-        address = f"127.0.0.1:{head.getsockname()[1]}"
+    with _loopback_server(b"\x00\x00\x00\x04\x00\x00\x00\x00\x00") as address:  # answers as gRPC: a head
         assert workers_from_options(2, address) == Workers(2, address)
         assert workers_from_options(2, address, 0.5, "cpu").gpus_per_worker == 0.5  # the cluster's GPUs: asked later
     with pytest.raises(HeurlensError, match="--ray-address needs --workers"):
@@ -55,6 +54,58 @@ def test_options_and_missing_ray_are_answered_clearly(monkeypatch):
     with pytest.raises(HeurlensError, match="install.sh installs it"):
         import_ray()
     assert run_each(pow, 2, [3, 4], None, progress=False) == [8, 16]  # in process: the plain loop, no Ray
+
+
+@contextmanager
+def _loopback_server(answer: bytes | None):
+    """A server on 127.0.0.1 that reads what each client sends and answers ``answer`` (None: stays silent)."""
+    import socket
+
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+
+        def serve():
+            while True:
+                try:
+                    connection, _ = server.accept()
+                except OSError:  # closed
+                    return
+                with connection:
+                    connection.recv(64)
+                    if answer is not None:
+                        connection.sendall(answer)
+                        continue
+                    connection.settimeout(CONNECT_SECONDS + 2)
+                    try:
+                        connection.recv(1)  # silent until the client gives up
+                    except OSError:
+                        pass
+
+        thread = threading.Thread(target=serve, daemon=True)
+        thread.start()
+        yield f"127.0.0.1:{server.getsockname()[1]}"
+
+
+def test_an_address_where_something_other_than_ray_answers_is_refused_at_once():
+    """A port where an HTTP server (``python -m http.server``) or a silent program listens passed the old check, and
+    Ray then hung (issue 63): only a server that answers HTTP/2's preface, as Ray's GCS does, is taken for a head."""
+    http = b"HTTP/1.0 400 Bad request\r\nContent-Type: text/html\r\n\r\n<!DOCTYPE HTML>"
+    for answer in (http, None):
+        with _loopback_server(answer) as address:
+            started = time.monotonic()
+            with pytest.raises(HeurlensError, match=f"--ray-address {address}: something answers there, but not a "
+                                                    "Ray cluster's head"):
+                workers_from_options(2, address)
+            assert time.monotonic() - started < CONNECT_SECONDS + 1
+
+
+def test_a_real_ray_head_passes_the_address_check(local_ray):
+    """Ray's own GCS (started here, reached on loopback) answers the probe."""
+    context = local_ray.init(num_cpus=1, include_dashboard=False, configure_logging=False)
+    port = int(context.address_info["gcs_address"].rsplit(":", 1)[1])
+    check_cluster_address(f"127.0.0.1:{port}")
+    local_ray.shutdown()
 
 
 def _fails_on_three(shared, item):
