@@ -55,9 +55,11 @@ def check_writable_file(path: Path, what: str) -> Path:
 
 
 def refuse_foreign_dir(path: Path, markers: Iterable[str], what: str) -> None:
-    """Refuse a non-empty ``path`` that holds none of heurlens' ``markers`` (file names or glob patterns)."""
+    """Refuse a non-empty ``path`` that holds none of heurlens' ``markers`` (file names or glob patterns). A folder
+    holding only heurlens' lock (a refused run's) is empty; a lock beside other files marks nothing: only what a run
+    writes does."""
     path = Path(path)
-    if not path.is_dir() or not any(path.iterdir()):
+    if not path.is_dir() or all(entry.name == LOCK_FILE for entry in path.iterdir()):
         return
     if any(next(path.glob(marker), None) is not None for marker in markers):
         return
@@ -132,7 +134,7 @@ class RunFolder:
     def opened(self) -> RunFolder:
         """The folder, checked before any work: refused when it holds files heurlens did not make there or
         cannot be written; created when missing."""
-        refuse_foreign_dir(Path(self.path), (*self.markers, LOCK_FILE), self.what)
+        refuse_foreign_dir(Path(self.path), self.markers, self.what)
         check_writable_dir(Path(self.path), self.what)
         return self
 
@@ -186,7 +188,14 @@ class RunFolder:
         folder's plan. Nothing is overwritten when it refuses."""
         folder = Path(self.opened().path)
         previous = self.settings() if self.has_settings() else None
-        if previous is not None:
+        if previous is None:
+            made = sorted(entry.name for entry in folder.iterdir() if entry.name not in (LOCK_FILE, SETTINGS_FILE))
+            if made:
+                raise HeurlensError(f"{folder} holds a {self.kind}'s files ({', '.join(made[:3])}"
+                                    f"{', ...' if len(made) > 3 else ''}) but no {SETTINGS_FILE}: the settings they "
+                                    "were made with are unknown, so they cannot be resumed or reused; nothing was "
+                                    f"changed. Restore {SETTINGS_FILE}, or use another out=")
+        else:
             changed = sorted(k for k in previous.keys() | settings.keys()
                              if previous.get(k) != settings.get(k) and k not in set(may_grow))
             if changed:
