@@ -313,3 +313,27 @@ def test_a_model_pickled_after_a_forward_pass_prunes_to_the_same_edges(planted):
         planted.bridge.set_use_hook_mlp_in(False)  # as in the broken copy: the MLP inputs' hook points stay silent
         with pytest.raises(HeurlensError, match=r"blocks.0.hook_mlp_in, blocks.1.hook_mlp_in did not fire"):
             planted(**clean)
+
+
+def test_an_edge_circuit_asked_for_another_ablation_is_refused_not_scored_with_interchange(planted, tmp_path, capsys):
+    """``evaluate_subnetworks(method="mean")`` on edge circuits returned the interchange numbers, and ``faithfulness
+    --ablation mean`` scored the circuits with interchange but attribution with mean (issue 63): refused, in the
+    library and on the command line (before the model loads)."""
+    from cli_run import assert_refused
+
+    from heurlens.analysis.faithfulness import faithfulness_curve
+
+    task = planted_edges_task()
+    [circuit] = heurlens.prune(planted, task, sparsity=0.8, seeds=[0], out=tmp_path / "edges", progress=False,
+                               cache=False, config=PruneSettings(level="edge", ablation="interchange", total_steps=4))
+    means = heurlens.compute_means(planted, task)
+    for method in ("mean", "zero"):
+        with pytest.raises(HeurlensError, match=f"method='{method}': an edge circuit's pruned edges carry"):
+            heurlens.evaluate_subnetworks(planted, [circuit], [task], means=means, method=method, cache=False)
+        with pytest.raises(HeurlensError, match=f"method='{method}': on the edge axis"):
+            faithfulness_curve(planted, [circuit], task, method=method, means=means)
+    with pytest.raises(HeurlensError, match="method='mean': on the edge axis"):
+        faithfulness_curve(planted, {"path heads": "L0.H1,L1.H0"}, task, method="mean", means=means, edges=True)
+    assert faithfulness_curve(planted, [circuit], task).circuits["edges_kept"].tolist() == [len(circuit.edges)]
+    assert_refused(capsys, "--ablation mean: an edge run's circuits prune edges", "faithfulness",
+                   str(tmp_path / "edges"), "--task", "ioi", "--ablation", "mean")

@@ -71,15 +71,16 @@ def _area(curve: pd.DataFrame, height) -> float:
 
 
 def faithfulness_curve(model: ModelLike, circuits: Sequence[Subnetwork] | Mapping[str, UnitsLike], task: TaskLike, *,
-                       metric: Metric | None = None, method: Method = "mean", means: UnitMeans | None = None,
+                       metric: Metric | None = None, method: Method | None = None, means: UnitMeans | None = None,
                        cache: bool | None = None, edges: bool = False) -> FaithfulnessCurve:
     """f(k) of each circuit on ``task``: ``circuits`` are subnetworks (a pruning sweep) or kept units by label
     (``{"top 10%": "L9.H6,L9.H9,..."}``); every unit outside a circuit is ablated by ``method`` ("mean" with
     ``means``, "zero", or "interchange": its activation on the example's corrupted prompt). ``metric``: a function of
     (scores, task) or (scores) to one number; default the logit difference of a prompt task with distractors.
     ``edges``: k is the fraction of edges kept (node circuits as the edges between their units,
-    ``EdgeLayout.edges_between``), every other edge carrying its writer's output on the corrupted prompt; edge
-    circuits (``prune --level edge``) are always scored so, whatever ``method``."""
+    ``EdgeLayout.edges_between``), every other edge carrying its writer's output on the corrupted prompt, as edge
+    circuits (``prune --level edge``) are always scored: ``method`` None is "interchange" there and "mean" for units,
+    and another ``method`` on the edge axis is refused."""
     model = as_model(model)
     task = as_task(model, task)
     metric = metric or _default_metric(task)
@@ -98,7 +99,12 @@ def faithfulness_curve(model: ModelLike, circuits: Sequence[Subnetwork] | Mappin
                                 "runs?): give them as {label: subnetwork.kept} with labels of your own")
     if not named:
         raise HeurlensError("give at least one circuit: subnetworks of a pruning run, or {label: units}")
-    if edges or any(isinstance(circuit, EdgeCircuit) for circuit in circuits):
+    on_edges = edges or any(isinstance(circuit, EdgeCircuit) for circuit in circuits)
+    if on_edges and method not in (None, "interchange"):
+        raise HeurlensError(f"method={method!r}: on the edge axis every edge outside a circuit carries its writer's "
+                            "output on the corrupted prompt (interchange ablation), the only ablation heurlens defines "
+                            "for edges; give method='interchange' (or None)")
+    if on_edges:
         layout = edge_layout(model)
         kept_edges = {label: circuit.edges if isinstance(circuit, EdgeCircuit) else layout.edges_between(named[label])
                       for label, circuit in zip(named, circuits.values() if isinstance(circuits, Mapping)
@@ -111,7 +117,8 @@ def faithfulness_curve(model: ModelLike, circuits: Sequence[Subnetwork] | Mappin
     everything = UnitLayout(model.n_layers, model.n_heads).units()
     groups = [[unit for unit in everything if unit not in set(kept)] for kept in named.values()] + [everything]
     *values, empty = [metric_value(metric, scores, task, "metric") for _, scores in one_chunk_at_a_time(
-        groups, full_scores.numel() * 4, lambda chunk: ablated_scores(model, chunk, task, method, means, context))]
+        groups, full_scores.numel() * 4, lambda chunk: ablated_scores(model, chunk, task, method or "mean", means,
+                                                                      context))]
     return _curve(full, empty, [(label, len(kept), len(everything), value)
                                 for (label, kept), value in zip(named.items(), values)], "units")
 

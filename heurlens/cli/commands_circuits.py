@@ -49,6 +49,7 @@ def faithfulness(run_dirs: tuple[str, ...], task: str, task_examples: int, seed:
     from heurlens.analysis.faithfulness import faithfulness_curve, faithfulness_figure
     from heurlens.cache import atomic_write_bytes
     from heurlens.data.prompt_tasks import logit_difference
+    from heurlens.errors import HeurlensError
     from heurlens.pruning.circuit import EdgeCircuit
     from heurlens.pruning.evaluation import ablation_of
     from heurlens.pruning.run_folder import load_run_means, subnetworks_by_sparsity
@@ -61,8 +62,12 @@ def faithfulness(run_dirs: tuple[str, ...], task: str, task_examples: int, seed:
             for run_dir in run_dirs}
     everything = [sub for subnetworks in runs.values() for sub in subnetworks]
     edges = any(isinstance(sub, EdgeCircuit) for sub in everything)
-    hooked = heurlens.load_model(model or everything[0].model_id, device=device, dtype=weights_dtype)
     method = cast("Method", ablation) if ablation else ablation_of(everything)
+    if edges and method != "interchange":
+        raise HeurlensError(f"--ablation {method}: an edge run's circuits prune edges to the corrupted prompt's outputs, "
+                            "the only ablation heurlens defines for edges, and every curve beside it is on the edge "
+                            "axis; give --ablation interchange (or leave it out)")
+    hooked = heurlens.load_model(model or everything[0].model_id, device=device, dtype=weights_dtype)
     data = PromptTaskData(task, task_examples, seed)
     [prompts] = data.eval_sets(hooked)
     means = load_run_means(Path(run_dirs[0]), hooked)
@@ -78,7 +83,7 @@ def faithfulness(run_dirs: tuple[str, ...], task: str, task_examples: int, seed:
                                                                             hooked.n_heads), prompts,
                                                method=method, means=means, edges=edges)
     if figure:
-        atomic_write_bytes(Path(figure), faithfulness_figure(curves, prompts.name).to_html(include_plotlyjs="cdn")
+        atomic_write_bytes(Path(figure), faithfulness_figure(curves, prompts.name).to_html(include_plotlyjs=True)
                            .encode())
     table = pd.concat([curve.circuits.assign(method=name, cpr=curve.cpr, cmd=curve.cmd)
                        for name, curve in curves.items()], ignore_index=True)

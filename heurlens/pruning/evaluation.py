@@ -68,6 +68,11 @@ def _evaluate_subnetworks(model: PreparedModel, subnetworks: list[Subnetwork], t
     if circuits and len(circuits) < len(subnetworks):
         raise HeurlensError("evaluate edge circuits (heurlens prune --level edge) and node subnetworks apart: a circuit "
                             "prunes edges, a subnetwork units")
+    if circuits and method != "interchange":
+        raise HeurlensError(f"method={method!r}: an edge circuit's pruned edges carry their writers' outputs on the "
+                            "corrupted prompt (interchange ablation), the only ablation heurlens defines for edges; "
+                            "evaluate edge circuits with method='interchange' (heurlens faithfulness: --ablation "
+                            "interchange)")
     table = (circuit_table(model, circuits, tasks, full_logits, chosen, context) if circuits else
              ablated_tables(model, [sub.pruned for sub in subnetworks], tasks, method, means, full_logits, context,
                             metrics=chosen))
