@@ -68,7 +68,14 @@ def tokenize_texts(model: ModelLike, texts: Sequence[str], *, name: str = "texts
     leaves the BOS out, and a BERT-style tokenizer's [CLS]). ``positions``: the scored positions, "last" or "all"
     (the module's docstring)."""
     model = as_model(model)
+    if isinstance(texts, str):
+        raise HeurlensError("give a list of texts, not one string (e.g. [\"When Mary and John went...\"])")
     texts = list(texts)
+    if isinstance(positions, Tensor) or positions not in ("last", "all"):
+        raise HeurlensError(f"positions={positions if isinstance(positions, str) else 'a tensor'!r}: texts take "
+                            "\"last\" or \"all\"; to mark positions yourself, tokenise first and give the token ids "
+                            "with a 0/1 positions tensor to heurlens.token_batches (the texts' lengths are known only "
+                            "after tokenising)")
     if not texts or not all(isinstance(text, str) for text in texts):
         raise HeurlensError("give at least one text, as a list of strings")
     if model.tokenizer is None:
@@ -101,10 +108,20 @@ def token_batches(tokens: Int[Tensor, "example pos"], *, name: str = "tokens", b
     if mask.shape != tokens.shape:
         raise HeurlensError(f"the attention mask is {tuple(mask.shape)}, the tokens {tuple(tokens.shape)}: give one "
                             "0/1 entry per token")
+    _check_zero_one(mask, "the attention mask")
+    if not bool(mask.bool().any(-1).all()):
+        empty = int((~mask.bool().any(-1)).nonzero()[0])
+        raise HeurlensError(f"the attention mask of example {empty} is all 0: every example needs a real token")
+    holes = (mask[:, 1:] > mask[:, :-1]).any(-1)  # a 1 after a 0: left padding, or padding between tokens
+    if bool(holes.any()):
+        raise HeurlensError(f"the attention mask of example {int(holes.nonzero()[0])} has padding (0) before a real "
+                            "token (1): heurlens reads padding on the right (its last real token is the mask's last "
+                            "1); pad on the right (tokenizer.padding_side = \"right\") or pass the texts")
     if isinstance(positions, Tensor):
         if positions.shape != tokens.shape:
             raise HeurlensError(f"the scored positions are {tuple(positions.shape)}, the tokens "
                                 f"{tuple(tokens.shape)}: give one 0/1 entry per token")
+        _check_zero_one(positions, "the scored positions")
         if bool((positions.bool() & ~mask.bool()).any()):
             raise HeurlensError("the scored positions mark padding: mark real tokens only (attention_mask 1)")
         if not bool(positions.bool().any(-1).all()):
@@ -114,6 +131,15 @@ def token_batches(tokens: Int[Tensor, "example pos"], *, name: str = "tokens", b
                        positions[i:i + batch_size] if isinstance(positions, Tensor) else positions)
                for i in range(0, len(tokens), batch_size)]
     return TokenSet(name, batches, [])
+
+
+def _check_zero_one(marks: Tensor, what: str) -> None:
+    """Refuse a mask with an entry other than 0 and 1 (a 2, 0.5 or -1 would miscount the scored rows)."""
+    odd = (marks != 0) & (marks != 1)
+    if bool(odd.any()):
+        example, position = odd.nonzero()[0].tolist()
+        raise HeurlensError(f"{what} hold {marks[example, position].item()!r} at example {example}, position "
+                            f"{position}: give 0 or 1 per token")
 
 
 def _scored(batch: Batch, positions: Positions) -> Batch:

@@ -324,3 +324,31 @@ def test_a_second_prune_on_one_folder_is_refused_before_it_loads_a_model(tmp_pat
         # the model named does not exist: refused for the lock first means nothing was loaded
         second = heurlens("prune", "--out", str(out), "--model", str(tmp_path / "no-model"))
     assert_one_line_error(second, f"another heurlens process is writing to the prune run folder {out} now")
+
+
+def test_token_masks_that_are_not_right_padded_zero_one_rows_are_refused(tiny_decoder_dirs):
+    """A left-padded attention mask was scored at ``mask.sum() - 1``, the wrong position; holes, an all-zero row or a 2
+    passed; scored positions of 2, 0.5 or -1 miscounted rows; ``tokenize_texts(positions=<tensor>)`` skipped every
+    check (issue 63)."""
+    import torch
+
+    import heurlens
+    from heurlens.tasks import token_batches, tokenize_texts
+
+    tokens = torch.tensor([[2, 3, 4, 5], [2, 3, 4, 0]])
+    right = torch.tensor([[1, 1, 1, 1], [1, 1, 1, 0]])
+    token_batches(tokens, attention_mask=right)  # right-padded: fine
+    for mask, fragment in [(torch.tensor([[1, 1, 1, 1], [0, 1, 1, 1]]), "example 1 has padding \\(0\\) before"),
+                           (torch.tensor([[1, 0, 1, 1], [1, 1, 1, 0]]), "example 0 has padding \\(0\\) before"),
+                           (torch.tensor([[1, 1, 1, 1], [0, 0, 0, 0]]), "example 1 is all 0"),
+                           (torch.tensor([[1, 1, 1, 2], [1, 1, 1, 0]]), "hold 2 at example 0, position 3")]:
+        with pytest.raises(HeurlensError, match=fragment):
+            token_batches(tokens, attention_mask=mask)
+    for value in (2, 0.5, -1):
+        positions = right.float().clone()
+        positions[0, 1] = value
+        with pytest.raises(HeurlensError, match=f"the scored positions hold {float(value)} at example 0, position 1"):
+            token_batches(tokens, attention_mask=right, positions=positions)
+    model = heurlens.load_model(tiny_decoder_dirs["llama"])
+    with pytest.raises(HeurlensError, match="texts take \"last\" or \"all\".*token_batches"):
+        tokenize_texts(model, ["the man", "a dog"], positions=right)  # type: ignore[arg-type]

@@ -47,13 +47,17 @@ def test_the_first_row_is_the_sweeps_own_runs_and_a_change_changes_them(sweep_di
 def test_a_folder_resumes_without_training_and_refuses_another_sample_count(sweep_dir, tmp_path, monkeypatch):
     first = run_one_change(sweep_dir, tmp_path, seeds=1, disambiguation=10, rows=[3], progress=False)
     assert first.iloc[3]["subtask induction"] != "not run" and " ± " not in first.iloc[3]["subtask induction"]
-    (tmp_path / "settings.json").unlink()  # as the folders written by the analysis script before this command
+    settings = (tmp_path / "settings.json").read_text()
 
     def never(*args, **kwargs):
         raise AssertionError("a finished run was trained again")
 
     monkeypatch.setattr(one_change, "train_transfer_runs", never)
     assert run_one_change(sweep_dir, tmp_path, seeds=1, disambiguation=10, rows=[3], progress=False).equals(first)
+    (tmp_path / "settings.json").unlink()  # results whose settings are unknown are not reused for any settings
+    with pytest.raises(HeurlensError, match="holds a one-change analysis's files .* but no settings.json"):
+        run_one_change(sweep_dir, tmp_path, seeds=1, disambiguation=30, rows=[3], progress=False)
+    (tmp_path / "settings.json").write_text(settings)
     with pytest.raises(HeurlensError, match="other settings \\(disambiguation\\)"):
         run_one_change(sweep_dir, tmp_path, seeds=1, disambiguation=30, rows=[3], progress=False)
     with pytest.raises(HeurlensError, match="rows= names row 6, but the rows are 0 to 5: 0 as the sweep"):
