@@ -22,6 +22,7 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from heurlens.activation_cache import full_model_logits
+from heurlens.argument_checks import checked
 from heurlens.call_context import CallContext, call_context
 from heurlens.devices import device_of, to_device
 from heurlens.errors import HeurlensError
@@ -41,6 +42,7 @@ Method = Literal["mean", "zero", "interchange"]
 T = TypeVar("T")
 
 
+@checked
 def ablation_hooks(model: ModelLike, units: UnitsLike, *, method: Method = "mean",
                    means: UnitMeans | None = None) -> HookList:
     """Hooks that replace each unit's output by its mean (or zero) and leave every other unit as is (only the
@@ -53,6 +55,7 @@ def ablation_hooks(model: ModelLike, units: UnitsLike, *, method: Method = "mean
 
 
 @contextmanager
+@checked
 def ablated(model: ModelLike, units: UnitsLike, *, method: Method = "mean",
             means: UnitMeans | None = None) -> Iterator[PreparedModel]:
     """Inside the block ``model`` runs with ``units`` mean- (or zero-) ablated; the model is restored on
@@ -89,6 +92,7 @@ def _unit_mask(model: PreparedModel, units: UnitsLike, replacement: UnitMeans, d
     return UnitMaskHooks(replacement, *layout.mask(units_off, device))
 
 
+@checked
 def ablate(model: ModelLike, units: UnitsLike, eval_sets: Sequence[TaskLike], *, method: Method = "mean",
            means: UnitMeans | None = None, full_logits: dict[str, Tensor] | None = None,
            dtype: Precision = "float32", metrics: Metrics | None = None, cache: bool | None = None) -> pd.DataFrame:
@@ -109,6 +113,10 @@ def ablate(model: ModelLike, units: UnitsLike, eval_sets: Sequence[TaskLike], *,
     streams are computed here and nothing is read from or written to heurlens' cache folder; None (default): as a
     surrounding ``heurlens.cache.disk_cache(...)`` block says, else the cache is used.
     """
+    model = as_model(model)
+    if not as_units(units, model.n_layers, model.n_heads):
+        raise HeurlensError("units= names no unit, so nothing would be ablated: give 'L4.H0', 'L4.*', 'L4.MLP' or a "
+                            "list of them")
     return ablate_groups(model, [units], eval_sets, method=method, means=means, full_logits=full_logits, dtype=dtype,
                          metrics=metrics, cache=cache).drop(columns="ablated")
 

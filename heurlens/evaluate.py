@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from jaxtyping import Float, Int
 from torch import Tensor
 
+from heurlens.argument_checks import checked
 from heurlens.devices import device_of
 from heurlens.errors import HeurlensError
 from heurlens.models.classifier import as_model
@@ -77,6 +78,7 @@ def tokenize_pairs(name: str, data: datasets.Dataset, tokenizer, batch_size: int
 
 
 @torch.no_grad()
+@checked
 def predict_logits(model: ModelLike, eval_set: TaskLike, *, fwd_hooks: HookList | None = None,
                    dtype: Precision = "float32") -> Float[Tensor, "example label"]:
     """The model's logits on every example (float32, on the CPU), with optional hooks ([(hook name, fn)])

@@ -14,6 +14,7 @@ from jaxtyping import Float
 from safetensors.torch import load_file
 from torch import Tensor
 
+from heurlens.argument_checks import checked
 from heurlens.cache import atomic_save_tensors
 from heurlens.devices import device_of
 from heurlens.errors import HeurlensError
@@ -84,6 +85,7 @@ class UnitMeans:
 
 
 @torch.no_grad()
+@checked
 def compute_means(model: ModelLike, reference: TaskLike, *, prepend_bos: bool | None = None) -> UnitMeans:
     """Average ``hook_z`` and ``hook_mlp_out`` of every layer over the reference data's real tokens. Only tokens
     are needed: ``reference`` is any task, a list of texts (tokenised with or without the tokenizer's special

@@ -1,7 +1,8 @@
 """The one check every settings dataclass runs when it is made (``PruneSettings``, ``SweepSettings``,
 ``ShapeBiasSettings``, ``FinetuneSettings``), so a library call refuses what the CLI refuses, before any work:
-NaN and infinite numbers, numbers outside a field's bounds (``metadata["min"]``, default 0, above it with
-``"min_open"``, None for unbounded; ``metadata["max"]``), and ``Literal`` values that are not among its choices.
+values not of the field's type (beartype, ``heurlens.argument_checks``), NaN and infinite numbers, numbers outside
+a field's bounds (``metadata["min"]``, default 0, above it with ``"min_open"``, None for unbounded;
+``metadata["max"]``), and ``Literal`` values that are not among its choices.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import math
 import typing
 from typing import Any, Literal
 
+from heurlens.argument_checks import fits
 from heurlens.errors import HeurlensError
 
 
@@ -22,6 +24,8 @@ def check_settings(settings: Any, kind: str) -> None:
         choices = typing.get_args(hints[setting.name]) if typing.get_origin(hints[setting.name]) is Literal else None
         if choices and value not in choices:
             raise HeurlensError(f"{kind} {setting.name} = {value!r} is not one of {', '.join(map(str, choices))}")
+        if not fits(value, hints[setting.name]):  # 2.5 steps, "0.5" for a rate: refused here, not deep in training
+            raise HeurlensError(f"{kind} {setting.name} = {value!r} is not {setting.type}")
         for item in value if isinstance(value, tuple) else (value,):
             _check_number(item, setting, kind)
 

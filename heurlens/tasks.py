@@ -20,6 +20,7 @@ from jaxtyping import Float, Int
 from torch import Tensor
 from transformer_lens.model_bridge import TransformerBridge
 
+from heurlens.argument_checks import PositiveInt, checked
 from heurlens.errors import HeurlensError
 from heurlens.models.classifier import as_model
 from heurlens.protocols import Batch, ModelLike, PreparedModel, Task, is_task
@@ -61,7 +62,8 @@ def bridge_tokens(model: PreparedModel, text: str, prepend_bos: bool | None = No
     return tokens[0].tolist()
 
 
-def tokenize_texts(model: ModelLike, texts: Sequence[str], *, name: str = "texts", batch_size: int = 32,
+@checked
+def tokenize_texts(model: ModelLike, texts: Sequence[str], *, name: str = "texts", batch_size: PositiveInt = 32,
                    prepend_bos: bool | None = None, positions: Literal["last", "all"] = "last") -> TokenSet:
     """``texts`` in right-padded batches, each text tokenised as TransformerLens' ``bridge.to_tokens`` does
     (``bridge_tokens``; ``prepend_bos`` as there: None follows the bridge's ``cfg.default_prepend_bos``, False
@@ -96,7 +98,8 @@ def tokenize_texts(model: ModelLike, texts: Sequence[str], *, name: str = "texts
     return TokenSet(name, batches, texts)
 
 
-def token_batches(tokens: Int[Tensor, "example pos"], *, name: str = "tokens", batch_size: int = 32,
+@checked
+def token_batches(tokens: Int[Tensor, "example pos"], *, name: str = "tokens", batch_size: PositiveInt = 32,
                   attention_mask: Int[Tensor, "example pos"] | None = None, positions: Positions = "last") -> TokenSet:
     """A token tensor in batches: every row a real sequence, or padded on the right where ``attention_mask`` (1
     real, 0 padding) says so. ``positions``: the scored positions, "last", "all", or a 0/1 tensor ``[example,
@@ -170,16 +173,33 @@ def scored_rows(task: Task) -> int:
     return sum(batch_rows(batch) for batch in task.batches)
 
 
+def _fitting(model: PreparedModel, task: Task) -> Task:
+    """``task``, refused by name when a token id is outside the model's vocabulary or a sequence is longer than its
+    context (an IndexError deep in the embedding, or positions past what rotary embeddings were built for)."""
+    cfg = getattr(getattr(model, "bridge", None), "cfg", None)
+    vocabulary, context = getattr(cfg, "d_vocab", None), getattr(cfg, "n_ctx", None)
+    for batch in task.batches:
+        ids = batch["input_ids"]
+        if isinstance(vocabulary, int) and vocabulary > 0 and ids.numel() and not 0 <= int(ids.min()) <= int(
+                ids.max()) < vocabulary:
+            raise HeurlensError(f"{task.name}: token ids run from {int(ids.min())} to {int(ids.max())}, and the model's "
+                                f"vocabulary has ids 0 to {vocabulary - 1}: tokenise with this model's tokenizer")
+        if isinstance(context, int) and context > 0 and ids.shape[-1] > context:
+            raise HeurlensError(f"{task.name}: sequences of {ids.shape[-1]} tokens, and the model's context is "
+                                f"{context}: cut them to at most {context} tokens")
+    return task
+
+
 def as_task(model: PreparedModel, data: TaskLike, prepend_bos: bool | None = None, batch_size: int = 32) -> Task:
     """``data`` as a task: a task as it is, a list of strings tokenised (``tokenize_texts``, with ``prepend_bos``),
     a token tensor batched (``token_batches``), ``batch_size`` examples a batch. Anything else, or nothing, is refused
     naming what to pass."""
     if isinstance(data, Tensor):
-        return token_batches(data, batch_size=batch_size)
+        return _fitting(model, token_batches(data, batch_size=batch_size))
     if is_task(data):
         if not data.batches:
             raise HeurlensError(f"the task {data.name!r} has no examples; give it at least one")
-        return data
+        return _fitting(model, data)
     if isinstance(data, str):
         raise HeurlensError("give a list of texts, not one string (e.g. [\"When Mary and John went...\"])")
     if isinstance(data, Sequence):

@@ -20,6 +20,7 @@ from torch import Tensor
 
 from heurlens.ablation import Method, ablated_tables, metric_names
 from heurlens.activation_cache import full_model_logits
+from heurlens.argument_checks import checked
 from heurlens.call_context import CallContext, call_context
 from heurlens.distributed import Workers, run_each
 from heurlens.errors import HeurlensError
@@ -83,6 +84,7 @@ def _delta_table(job: _AblationJob, groups: list[list[Unit]], progress: bool = F
                   "delta", "kl"]]
 
 
+@checked
 def single_unit_scan(model: ModelLike, units: UnitsLike, eval_sets: Sequence[TaskLike], *,
                      means: UnitMeans | None = None, method: Method = "mean",
                      full_logits: dict[str, Tensor] | None = None, progress: bool = True,
@@ -120,6 +122,7 @@ def scan_table(scan: pd.DataFrame, core: list[Unit] | None = None) -> pd.DataFra
     return table.rename_axis("ablated").reset_index()
 
 
+@checked
 def group_superadditivity(model: ModelLike, group: UnitsLike, eval_sets: Sequence[TaskLike], *,
                           means: UnitMeans | None = None, method: Method = "mean", pairs: bool = True,
                           full_logits: dict[str, Tensor] | None = None,

@@ -22,6 +22,7 @@ import torch
 
 from heurlens.ablation import Method, ablated_scores, one_chunk_at_a_time
 from heurlens.activation_cache import full_model_logits
+from heurlens.argument_checks import checked
 from heurlens.call_context import call_context
 from heurlens.data.prompt_tasks import PromptSet, logit_difference
 from heurlens.edges import edge_layout
@@ -70,6 +71,7 @@ def _area(curve: pd.DataFrame, height) -> float:
     return float(((k.diff()) * (f + f.shift()) / 2).sum())
 
 
+@checked
 def faithfulness_curve(model: ModelLike, circuits: Sequence[Subnetwork] | Mapping[str, UnitsLike], task: TaskLike, *,
                        metric: Metric | None = None, method: Method | None = None, means: UnitMeans | None = None,
                        cache: bool | None = None, edges: bool = False) -> FaithfulnessCurve:

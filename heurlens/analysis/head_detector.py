@@ -25,6 +25,7 @@ from transformer_lens.head_detector import (
 )
 
 from heurlens.analysis.patterns import attention_patterns, best_label
+from heurlens.argument_checks import checked
 from heurlens.models.classifier import as_model
 from heurlens.protocols import ModelLike
 from heurlens.tasks import TaskLike, as_task
@@ -45,6 +46,7 @@ def detection_scores(attention: Float[Tensor, "head query key"], detection: Floa
     return (attention * detection).sum((-2, -1)) / attention.sum((-2, -1))
 
 
+@checked
 def head_detector_scores(model: ModelLike, prompts: TaskLike, *, heads: UnitsLike | None = None,
                          min_score: float = 0.3, exclude_bos: bool = True) -> pd.DataFrame:
     """One row per head (or per head of ``heads``): the mean score of each detection pattern over the prompts,

@@ -25,6 +25,7 @@ from transformer_lens.model_bridge.sources._bridge_builder import build_bridge_f
 from transformer_lens.model_bridge.sources.native import boot as boot_native
 from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
+from heurlens.argument_checks import checked
 from heurlens.devices import resolve_device
 from heurlens.errors import HeurlensError
 from heurlens.models.classifier import BertPoolerHead, HookedClassifier, padded_right, wrap_bridge
@@ -37,6 +38,7 @@ BERT_FAMILY = {"bert"}
 GPT2_FAMILY = {"gpt2"}
 
 
+@checked
 def load_model(name_or_path: str | Path | dict[str, Any] | TransformerBridge = "default", *,
                num_labels: int | None = None, attn_implementation: str = "sdpa", seed: int = 0,
                device: str | torch.device | None = None, dtype: str | torch.dtype | None = None) -> HookedClassifier:

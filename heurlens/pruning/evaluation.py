@@ -10,6 +10,7 @@ import pandas as pd
 
 from heurlens.ablation import Method, ablated_tables
 from heurlens.activation_cache import full_model_logits
+from heurlens.argument_checks import checked
 from heurlens.call_context import CallContext, call_context
 from heurlens.errors import HeurlensError
 from heurlens.evaluate import accuracy_metric
@@ -23,6 +24,7 @@ from heurlens.pruning.subnetwork import Subnetwork
 from heurlens.tasks import TaskLike, as_task
 
 
+@checked
 def evaluate_subnetworks(model: ModelLike, subnetworks: list[Subnetwork], eval_sets: Sequence[TaskLike], *,
                          means: UnitMeans, metrics: Metrics | None = None, dtype: Precision = "float32",
                          cache: bool | None = None, method: Method | None = None) -> pd.DataFrame:

@@ -20,6 +20,7 @@ from torch import Tensor
 
 from heurlens.ablation import ablated_scores
 from heurlens.activation_cache import full_model_logits
+from heurlens.argument_checks import PositiveInt, checked
 from heurlens.call_context import CallContext, call_context
 from heurlens.devices import describe_device
 from heurlens.distributed import Workers, run_each
@@ -52,9 +53,10 @@ from heurlens.tasks import TaskLike, as_task
 from heurlens.units import UnitLayout
 
 
+@checked
 def prune(model: ModelLike, data: TaskLike | datasets.Dataset, *, sparsity: float | Iterable[float] = 0.5,
           seeds: Iterable[int] = range(3), out: str | Path | None = None, config: PruneSettings = PruneSettings(),
-          means: UnitMeans | None = None, batch_size: int | None = None, progress: bool = True,
+          means: UnitMeans | None = None, batch_size: PositiveInt | None = None, progress: bool = True,
           workers: Workers | None = None, loss: Loss | None = None, metric: Metric | None = None,
           stack_seeds: bool | None = None, cache: bool | None = None) -> list[Subnetwork]:
     """Prune ``model`` once per (sparsity, seed) and return the subnetworks, in that order.
