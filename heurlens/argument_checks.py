@@ -51,10 +51,8 @@ def checked(function: Callable[P, R]) -> Callable[P, R]:
                 raise HeurlensError(" ".join(str(violation).split())) from None
             name = named.group(1)
             value = signature.bind_partial(*args, **kwargs).arguments.get(name)
-            hint = signature.parameters[name].annotation
-            needed = (hint if isinstance(hint, str) else getattr(hint, "__name__", repr(hint))).replace(
-                "PositiveInt", "int >= 1")
-            raise HeurlensError(f"{function.__name__}(): {name}={_short(value)} is not {needed}") from None
+            raise HeurlensError(f"{function.__name__}(): {name}={_short(value)} is not "
+                                f"{_needed(str(violation), signature.parameters[name].annotation)}") from None
 
     return call
 
@@ -62,6 +60,17 @@ def checked(function: Callable[P, R]) -> Callable[P, R]:
 def fits(value: Any, hint: Any) -> bool:
     """Whether ``value`` is of type ``hint`` (beartype's ``is_bearable``, with an int taken as a float)."""
     return is_bearable(value, hint, conf=CONF)
+
+
+def _needed(violation: str, written: Any) -> str:
+    """What the parameter takes, as its signature ``written`` says it, or its choices where beartype's ``violation``
+    names a ``Literal`` (``Method``: one of 'mean', 'zero', 'interchange')."""
+    hint = re.search(r"violates type hint (.*?), as ", violation, re.DOTALL)
+    choices = re.search(r"Literal\[(.*?)\]", hint.group(1)) if hint else None
+    if choices:
+        return f"one of {choices.group(1)}" + (" or None" if "None" in hint.group(1) else "")  # type: ignore[union-attr]
+    text = written if isinstance(written, str) else getattr(written, "__name__", repr(written))
+    return text.replace("PositiveInt", "int >= 1")
 
 
 def _short(value: Any) -> str:

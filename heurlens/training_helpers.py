@@ -8,6 +8,7 @@ killed fine-tune saves so that, resumed, it draws the same dropout masks (``rand
 
 from __future__ import annotations
 
+import contextvars
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -76,12 +77,14 @@ def run_with_denormals_flushed(work: Callable[[], Result]) -> Result:
     alone it would reach only the share of each operation that this thread computes. So ``work`` runs
     in a new thread, which inherits the setting (POSIX threads copy their creator's floating-point
     environment), as do the compute threads that thread starts; this thread's setting is restored
-    before returning. ``work``'s exception is raised here as itself."""
+    before returning. ``work``'s exception is raised here as itself. ``work`` runs in a copy of this thread's
+    context, so ``contextvars`` settings (``heurlens.cache.disk_cache(False)``) reach it."""
     outcome: dict[str, object] = {}
+    context = contextvars.copy_context()
 
     def run() -> None:
         try:
-            outcome["value"] = work()
+            outcome["value"] = context.run(work)
         except BaseException as error:  # handed to the caller below
             outcome["error"] = error
 

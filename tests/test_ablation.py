@@ -5,7 +5,7 @@ import pytest
 import torch
 from hand_model import MLP_BIAS, build_hand_model, one_sequence
 
-from heurlens.ablation import ablate, ablation_hooks
+from heurlens.ablation import ablate, ablate_groups, ablation_hooks
 from heurlens.errors import HeurlensError
 from heurlens.evaluate import EvalSet, mean_kl, predict_logits, tokenize_pairs
 from heurlens.means import UnitMeans, compute_means
@@ -141,14 +141,16 @@ def test_ablate_table_reports_accuracy_delta_and_kl(tiny_bert_dir, tmp_path, mon
     assert table["full_accuracy"][0] == pytest.approx(gold_non_entailment)
     assert (table["delta"] == table["ablated_accuracy"] - table["full_accuracy"]).all()
     assert (table["kl"] > 0).all()
-    nothing = ablate(model, [], sets, method="zero")
+    nothing = ablate_groups(model, [[]], sets, method="zero")  # no unit ablated: the full model's numbers
     assert (nothing["kl"].abs() < 1e-9).all() and (nothing["delta"] == 0).all()
+    with pytest.raises(HeurlensError, match="units= names no unit"):  # a silent all-zero table from the public call
+        ablate(model, [], sets, method="zero")
 
 
 def test_mean_ablation_without_means_is_a_clear_error(hand_model):
     with pytest.raises(HeurlensError, match="compute_means"):
         ablation_hooks(hand_model, [Unit(0, 0)], method="mean", means=None)
-    with pytest.raises(HeurlensError, match="unknown ablation method"):
+    with pytest.raises(HeurlensError, match="method='resample' is not one of 'mean', 'zero', 'interchange'"):
         ablation_hooks(hand_model, [Unit(0, 0)], method="resample")
 
 
@@ -213,7 +215,7 @@ def test_an_unknown_precision_is_refused_naming_the_choices(tiny_bert_dir):
     from heurlens.data.hans import generate_hans
 
     data = tokenize_pairs("SO-Swap", generate_hans(4, ["SO-Swap"], seed=0), model.tokenizer)
-    with pytest.raises(HeurlensError, match="unknown precision 'bf16': choose float32, bfloat16, float16"):
+    with pytest.raises(HeurlensError, match="dtype='bf16' is not one of 'float32', 'bfloat16', 'float16'"):
         predict_logits(model, data, dtype="bf16")
 
 

@@ -98,3 +98,13 @@ def test_the_best_epoch_rule_states_which_of_two_equal_epochs_is_kept():
     assert is_best_epoch(0.5, None, ties="earlier") and is_best_epoch(0.5, None, ties="later")
     assert is_best_epoch(0.5, 0.5, ties="later") and not is_best_epoch(0.5, 0.5, ties="earlier")
     assert not is_best_epoch(0.4, 0.5, ties="later") and is_best_epoch(0.6, 0.5, ties="earlier")
+
+
+def test_work_run_with_denormals_flushed_sees_the_callers_disk_cache_setting():
+    """The work runs in a thread of its own; ``disk_cache(False)`` (a context variable) did not reach it (issue 63)."""
+    from heurlens.cache import disk_cache, disk_cache_enabled
+    from heurlens.training_helpers import run_with_denormals_flushed
+
+    with disk_cache(False):
+        assert run_with_denormals_flushed(disk_cache_enabled) is False
+    assert run_with_denormals_flushed(disk_cache_enabled) is True

@@ -21,7 +21,7 @@ import torch
 from safetensors import SafetensorError
 from transformer_lens.factories.architecture_adapter_factory import SUPPORTED_ARCHITECTURES
 from transformer_lens.model_bridge import TransformerBridge
-from transformer_lens.model_bridge.sources._bridge_builder import build_bridge_from_module
+from transformer_lens.model_bridge.sources import build_bridge_from_module
 from transformer_lens.model_bridge.sources.native import boot as boot_native
 from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
@@ -136,6 +136,11 @@ def load_pretrained(name_or_path: str | Path, *, num_labels: int | None = None, 
             + ("" if model_id == "default" else ", or use the embedded default (name_or_path=default)")) from error
     _check_tokenizer(tokenizer, model_id)
     architectures = config.architectures or []
+    broken = next((LOW_PRECISION_REFUSED[a] for a in architectures if a in LOW_PRECISION_REFUSED), None)
+    if broken is not None and dtype in (torch.bfloat16, torch.float16):
+        raise HeurlensError(f"model {model_id!r} ({architectures[0]}) in {str(dtype).removeprefix('torch.')}: {broken}; "
+                            "load it in float32 (leave out --weights-dtype / dtype=), and use --dtype bfloat16 for "
+                            "the matrix products")
     torch.manual_seed(seed)
     if config.model_type in BERT_FAMILY:
         bridge = partial(_bridge_bert, name_or_path, config, tokenizer, num_labels)
@@ -162,6 +167,11 @@ def load_pretrained(name_or_path: str | Path, *, num_labels: int | None = None, 
             f"{str(error).splitlines()[0][:160] if str(error) else ''}). Fix: save the model again with "
             "save_pretrained (config, weights and tokenizer in one folder)") from error
 
+
+# architectures TransformerLens 4.3 cannot run in half precision (docs/architectures.md), and why
+_OLMO_HALF = ("TransformerLens 4.3's attention multiplies OLMo's float32 attention weights (its norms compute in "
+              "float32) with half-precision values and fails")
+LOW_PRECISION_REFUSED = {"OlmoForCausalLM": _OLMO_HALF, "Olmo2ForCausalLM": _OLMO_HALF}
 
 HUB_PROBE_SECONDS = 3.0
 

@@ -19,7 +19,8 @@ def rewire_capture_hooks(bridge: nn.Module) -> int:
     a TransformerLens without capture hooks)."""
     rewired = 0
     for module in bridge.modules():
-        if getattr(module, "_capture_hooks_wired", False) and hasattr(module, "_teardown_capture_hooks"):
-            module._teardown_capture_hooks()
+        teardown = getattr(module, "_teardown_capture_hooks", None)
+        if getattr(module, "_capture_hooks_wired", False) and callable(teardown):
+            teardown()
             rewired += 1
     return rewired
