@@ -149,8 +149,8 @@ def page() -> str:
 What heurlens was checked to do right on each architecture, on a tiny random model built from the architecture's
 transformers config (2 layers, 4 heads; no weights from a hub), and what it refuses by name. A cell is `yes` when
 the check below passed (tests/test_architectures.py, in CI's fast set); `refused` when heurlens refuses it by name
-before any work, saying why and what to do instead. Grouped-query models (Llama, Mistral, Mixtral, Qwen2/3, Gemma, Phi-3, OLMo, StableLM here) have 2 key-value
-heads for 4 query heads.
+before any work, saying why and what to do instead. Grouped-query models (Llama, Mistral, Mixtral, Qwen2/3, Gemma,
+Phi-3, OLMo, StableLM here) have 2 key-value heads for 4 query heads.
 
 {chr(10).join(rows)}
 
