@@ -43,6 +43,8 @@ CONFIGS: dict[str, Callable[[], hf.PretrainedConfig]] = {
     "FalconForCausalLM": lambda: hf.FalconConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2,
                                                  num_attention_heads=4, pad_token_id=0, bos_token_id=0, eos_token_id=0,
                                                  new_decoder_architecture=False, parallel_attn=True),
+    "MambaForCausalLM": lambda: hf.MambaConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, state_size=4,
+                                               pad_token_id=0, bos_token_id=0, eos_token_id=0),
     "BertForSequenceClassification": lambda: hf.BertConfig(
         vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
         num_labels=3, initializer_range=0.3, pad_token_id=0,
@@ -76,6 +78,8 @@ REFUSED = {
     ("Gemma2ForCausalLM", "edge masks"): _POST_NORM, ("Gemma3ForCausalLM", "edge masks"): _POST_NORM,
     ("Olmo2ForCausalLM", "edge masks"): _POST_NORM,
     ("OlmoForCausalLM", "bfloat16"): _OLMO_HALF, ("Olmo2ForCausalLM", "bfloat16"): _OLMO_HALF,
+    **{("MambaForCausalLM", feature): ("have no attention heads", "no attention heads: a state-space model")
+       for feature in FEATURES},
 }
 
 

@@ -159,9 +159,10 @@ What each column checks:
 {meanings}
 
 Not tried: every other architecture TransformerLens 4.3 lists (162 in all: encoder-decoders, vision and audio
-models, state-space and recurrent ones such as Mamba and RWKV, mixture-of-experts beyond Mixtral, and the rest).
-heurlens loads decoder LMs that TransformerLens bridges and transformers builds with `AutoModelForCausalLM`; a
-model outside this table may work, but nothing here says it does.
+models, recurrent ones such as RWKV, mixture-of-experts beyond Mixtral, and the rest). heurlens loads decoder LMs that
+TransformerLens bridges and transformers builds with `AutoModelForCausalLM`, and refuses by name any whose blocks
+have no attention heads (Mamba above; the check is on the bridge's blocks, not on a list of names); a model outside
+this table may work, but nothing here says it does.
 """
 
 

@@ -260,4 +260,10 @@ def _bridge_causal_lm(path, config, tokenizer, attn, model_id, dtype) -> HookedC
     model = AutoModelForCausalLM.from_pretrained(str(path), config=config, attn_implementation=attn, dtype=dtype)
     bridge = build_bridge_from_module(model.eval(), architecture, hf_config=config,
                                       tokenizer=padded_right(tokenizer), model_name=model_id)
+    without = [layer for layer, block in enumerate(bridge.blocks) if "attn" not in getattr(block, "submodules", {})]
+    if without:
+        raise HeurlensError(f"model {model_id!r} is a {architecture}, whose blocks (layer {without[0]} and "
+                            f"{len(without) - 1} more) have no attention heads (a state-space or recurrent model): "
+                            "heurlens' units are attention heads and MLPs, so it cannot ablate, prune or score this "
+                            "model; the architectures it was checked on are in docs/architectures.md")
     return HookedClassifier(bridge, model_id=model_id)
