@@ -17,7 +17,6 @@ from collections.abc import Callable
 from typing import Annotated, Any, ParamSpec, TypeVar
 
 from beartype import BeartypeConf, FrozenDict, beartype
-from beartype.door import is_bearable
 from beartype.roar import BeartypeCallHintParamViolation
 from beartype.vale import Is
 
@@ -57,11 +56,6 @@ def checked(function: Callable[P, R]) -> Callable[P, R]:
     return call
 
 
-def fits(value: Any, hint: Any) -> bool:
-    """Whether ``value`` is of type ``hint`` (beartype's ``is_bearable``, with an int taken as a float)."""
-    return is_bearable(value, hint, conf=CONF)
-
-
 def _needed(violation: str, written: Any) -> str:
     """What the parameter takes, as its signature ``written`` says it, or its choices where beartype's ``violation``
     names a ``Literal`` (``Method``: one of 'mean', 'zero', 'interchange')."""
@@ -74,5 +68,5 @@ def _needed(violation: str, written: Any) -> str:
 
 
 def _short(value: Any) -> str:
-    text = repr(value)
+    text = " ".join(repr(value).split())  # one line, whatever the value's repr
     return text if len(text) <= 60 else f"{text[:57]}..."

@@ -1,8 +1,8 @@
 """The one check every settings dataclass runs when it is made (``PruneSettings``, ``SweepSettings``,
 ``ShapeBiasSettings``, ``FinetuneSettings``), so a library call refuses what the CLI refuses, before any work:
-values not of the field's type (beartype, ``heurlens.argument_checks``), NaN and infinite numbers, numbers outside
-a field's bounds (``metadata["min"]``, default 0, above it with ``"min_open"``, None for unbounded;
-``metadata["max"]``), and ``Literal`` values that are not among its choices.
+values not of the field's type (beartype's ``is_bearable``, as ``heurlens.argument_checks``), NaN and infinite
+numbers, numbers outside a field's bounds (``metadata["min"]``, default 0, above it with ``"min_open"``, None for
+unbounded; ``metadata["max"]``), and ``Literal`` values that are not among its choices.
 """
 
 from __future__ import annotations
@@ -12,8 +12,12 @@ import math
 import typing
 from typing import Any, Literal
 
-from heurlens.argument_checks import fits
+from beartype import BeartypeConf
+from beartype.door import is_bearable
+
 from heurlens.errors import HeurlensError
+
+_NUMBERS_AS_PYTHON_TAKES_THEM = BeartypeConf(is_pep484_tower=True)  # an int where a float goes
 
 
 def check_settings(settings: Any, kind: str) -> None:
@@ -24,7 +28,8 @@ def check_settings(settings: Any, kind: str) -> None:
         choices = typing.get_args(hints[setting.name]) if typing.get_origin(hints[setting.name]) is Literal else None
         if choices and value not in choices:
             raise HeurlensError(f"{kind} {setting.name} = {value!r} is not one of {', '.join(map(str, choices))}")
-        if not fits(value, hints[setting.name]):  # 2.5 steps, "0.5" for a rate: refused here, not deep in training
+        # 2.5 steps, "0.5" for a rate: refused here, not deep in training
+        if not is_bearable(value, hints[setting.name], conf=_NUMBERS_AS_PYTHON_TAKES_THEM):
             raise HeurlensError(f"{kind} {setting.name} = {value!r} is not {setting.type}")
         for item in value if isinstance(value, tuple) else (value,):
             _check_number(item, setting, kind)

