@@ -107,28 +107,6 @@ def tiny_decoder_dirs(tmp_path_factory):
     return dirs
 
 
-@pytest.fixture(scope="session")
-def tiny_post_norm_dirs(tmp_path_factory):
-    """Random 2-layer decoders whose blocks normalise the attention and MLP outputs before adding them to the
-    residual stream (Gemma-2, Gemma-3, OLMo-2), as ``tiny_decoder_dirs``."""
-    from transformers import AutoModelForCausalLM, Gemma2Config, Gemma3TextConfig, Olmo2Config
-
-    shared = dict(vocab_size=len(WORDS), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32, pad_token_id=0,
-                  eos_token_id=0, bos_token_id=0)
-    configs = {"gemma2": Gemma2Config(head_dim=8, architectures=["Gemma2ForCausalLM"], **shared),
-               "gemma3": Gemma3TextConfig(head_dim=8, architectures=["Gemma3ForCausalLM"], **shared),
-               "olmo2": Olmo2Config(architectures=["Olmo2ForCausalLM"], **shared)}
-    dirs = {}
-    for family, config in configs.items():
-        torch.manual_seed(0)
-        out = tmp_path_factory.mktemp(f"tiny-{family}")
-        AutoModelForCausalLM.from_config(config).eval().save_pretrained(out)
-        word_level_tokenizer().save_pretrained(out)
-        dirs[family] = out
-    return dirs
-
-
 @pytest.fixture(scope="module")
 def pairs_file(tmp_path_factory):
     """Three labelled NLI pairs in a .jsonl file (labels by name and by index), for --data."""

@@ -109,12 +109,14 @@ def test_each_single_edge_pruned_equals_the_patch_written_by_hand(family, tiny_d
         torch.testing.assert_close(by_heurlens, by_hand, atol=2e-6, rtol=0, msg=lambda m, e=edge: f"{e}: {m}")
 
 
-@pytest.mark.parametrize("family", ["gemma2", "gemma3", "olmo2"])
-def test_post_norm_models_are_refused_edge_masks_by_name(family, tiny_post_norm_dirs):
+@pytest.mark.parametrize("architecture", ["Gemma2ForCausalLM", "Gemma3ForCausalLM", "Olmo2ForCausalLM"])
+def test_post_norm_models_are_refused_edge_masks_by_name(architecture, tmp_path):
     """Gemma-2/3 and OLMo-2 normalise the attention and MLP outputs before the add: a head's write is not
     ``hook_z @ W_O``, so a single pruned edge would be off by about its own effect (issue 63). The refusal names the
-    norm; their nodes still prune (the node path ablates at hook_z, before the norm)."""
-    model = heurlens.load_model(tiny_post_norm_dirs[family])
+    norm; their nodes still prune (the node path ablates at hook_z, before the norm: docs/architectures.md)."""
+    from architectures import build
+
+    model = heurlens.load_model(build(architecture, tmp_path))
     with pytest.raises(HeurlensError, match=r"blocks.0.hook_attn_out is read after ln1_post.*--level node"):
         edge_layout(model)
     layout_would_be = heurlens.edges.EdgeLayout(model.n_layers, model.n_heads,
