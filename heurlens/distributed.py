@@ -91,7 +91,8 @@ def check_cluster_address(address: str, given_as: str = "--ray-address ") -> Non
     Ray Client addresses (ray://) need ``ray[client]``, which heurlens does not install. ``given_as``: how the
     message names where the address came from (the option, or the environment's ``RAY_ADDRESS=``)."""
     start_one = "start one with `ray start --head` on the head node (and `ray start --address HEAD:6379` on the others)"
-    leave_out = "unset RAY_ADDRESS" if given_as.startswith("RAY_ADDRESS") else "leave out --ray-address"
+    leave_out = ("unset RAY_ADDRESS" if given_as.startswith("RAY_ADDRESS") else
+                 "leave out address=" if given_as.startswith("Workers") else "leave out --ray-address")
     if address.startswith("ray://"):
         raise HeurlensError(f"{given_as}{address}: Ray Client addresses need the ray[client] extra, which heurlens "
                             "does not install; run heurlens on a node of the cluster with --ray-address auto, or give "
@@ -172,6 +173,8 @@ def run_each(work: Callable[[Shared, Item], Result], shared: Shared, items: Sequ
         return [work(shared, item) for item in tqdm(items, desc=desc, unit="run", disable=not progress)]
     ray = import_ray()
     if not ray.is_initialized():
+        if workers.address is not None:  # the library's way in; the CLI checked its --ray-address already
+            check_cluster_address(workers.address, "Workers(address=...) ")
         ray.init(address=workers.address, num_cpus=None if workers.address or os.environ.get("RAY_ADDRESS")
                  else os.cpu_count(), include_dashboard=False, log_to_driver=progress, configure_logging=False)
     alive = [node["Resources"] for node in ray.nodes() if node["Alive"]]

@@ -100,6 +100,16 @@ def test_an_address_where_something_other_than_ray_answers_is_refused_at_once():
             assert time.monotonic() - started < CONNECT_SECONDS + 1
 
 
+def test_the_librarys_workers_address_is_checked_before_ray_starts(local_ray):
+    """``Workers(count, address)`` from a researcher's own code went straight to ``ray.init``, which hung on a port
+    where something other than Ray answers."""
+    with _loopback_server(b"HTTP/1.0 400 Bad request\r\n\r\n") as address:
+        with pytest.raises(HeurlensError, match=f"Workers\\(address=...\\) {address}: something answers there, but "
+                                                "not a Ray cluster's head.*leave out address="):
+            run_each(pow, 2, [3], Workers(2, address), progress=False)
+    assert not local_ray.is_initialized()
+
+
 def test_a_real_ray_head_passes_the_address_check(local_ray):
     """Ray's own GCS (started here, reached on loopback) answers the probe."""
     context = local_ray.init(num_cpus=1, include_dashboard=False, configure_logging=False)
