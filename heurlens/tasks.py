@@ -195,9 +195,7 @@ def as_task(model: PreparedModel, data: TaskLike, prepend_bos: bool | None = Non
         if not data.batches:
             raise HeurlensError(f"the task {data.name!r} has no examples; give it at least one")
         return _fitting(model, data)
-    if isinstance(data, str):
-        raise HeurlensError("give a list of texts, not one string (e.g. [\"When Mary and John went...\"])")
-    if isinstance(data, Sequence):
+    if isinstance(data, Sequence):  # one string is refused there
         return tokenize_texts(model, data, prepend_bos=prepend_bos, batch_size=batch_size)
     raise HeurlensError(f"cannot use a {type(data).__name__} as data: give a task (EvalSet, PromptSet, TokenSet), a "
                         "list of texts, or a token tensor [example, pos]")
