@@ -36,13 +36,13 @@ from heurlens.analysis.attribution import attribution_circuits, attribution_scor
 from heurlens.analysis.circuit_graph import circuit_figure
 from heurlens.analysis.faithfulness import faithfulness_curve, faithfulness_figure
 from heurlens.analysis.ioi_heads import ioi_head_scores
-from heurlens.cache import atomic_write_bytes
 from heurlens.data.prompt_tasks import logit_difference
-from heurlens.devices import describe_device, device_of
+from heurlens.data.run_data import PromptTaskData
 from heurlens.pruning.circuit import EdgeCircuit
 from heurlens.pruning.subnetwork import Subnetwork
-from heurlens.run_data import PromptTaskData
-from heurlens.run_folders import RunFolder
+from heurlens.runtime.cache import atomic_write_bytes
+from heurlens.runtime.devices import describe_device, device_of
+from heurlens.runtime.run_folders import RunFolder
 
 MIB_SIZES = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5)  # MIB's fractions of components above one unit of SmolLM2's 300
 
@@ -120,12 +120,12 @@ def main() -> None:
     if args.edge_sparsities:  # Edge Pruning's circuits, beside the interchange node circuits on the edge axis
         circuits = heurlens.prune(model, train, sparsity=args.edge_sparsities, seeds=range(edge_seeds),
                                   out=args.out / "edge", means=means, config=heurlens.PruneSettings(
-                                      ablation="interchange", level="edge", total_steps=args.steps))
+                                      ablation="corrupt", level="edge", total_steps=args.steps))
         edge_minutes = minutes_by_machine(circuits)
         node_interchange = heurlens.prune(model, train, sparsity=args.sparsities, seeds=range(args.seeds),
                                           out=args.out / "interchange", means=means,
                                           config=heurlens.PruneSettings(
-                                              ablation="interchange", total_steps=args.steps, penalty=args.penalty,
+                                              ablation="corrupt", total_steps=args.steps, penalty=args.penalty,
                                               extend_steps=args.extend_steps))  # from the folder
         ranking = attribution_scores(model, train, logit_difference, method="interchange", means=means)
         sizes = sorted({len(c.kept) / (model.n_layers * (model.n_heads + 1)) for c in circuits} | set(MIB_SIZES))

@@ -13,8 +13,8 @@ from pathlib import Path
 import pandas as pd
 
 import heurlens
-from heurlens.analysis.results_page import write_results_page
-from heurlens.nli import nli_eval_sets
+from heurlens.data.nli_setup import nli_eval_sets
+from heurlens.runtime.results_page import write_results_page
 
 
 def main() -> None:

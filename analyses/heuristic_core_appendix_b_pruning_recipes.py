@@ -21,12 +21,12 @@ import pandas as pd
 import torch
 
 import heurlens
-from heurlens.cache import atomic_write_csv, atomic_write_json
 from heurlens.data.hans import FOCUS_SUBCASES
-from heurlens.nli import PRUNING_PAIRS, REFERENCE_PAIRS, nli_eval_sets, snli_pruning_data, snli_reference_means
+from heurlens.data.nli_setup import PRUNING_PAIRS, REFERENCE_PAIRS, nli_eval_sets, snli_pruning_data, snli_reference_means
 from heurlens.protocols import PreparedModel
 from heurlens.pruning import PruneSettings, accuracy_table, evaluate_subnetworks, prune
-from heurlens.run_folders import RunFolder
+from heurlens.runtime.cache import atomic_write_csv, atomic_write_json
+from heurlens.runtime.run_folders import RunFolder
 
 BEFORE = PruneSettings(log_alpha_init=0.0)  # heurlens' default until 2026-11-23: each change below is made to it alone
 # name -> (batch size, settings, what it changes); the released recipe is PruneSettings.released()

@@ -19,7 +19,7 @@ import heurlens
 from heurlens.analysis.accuracy_curve import accuracy_by_sparsity, accuracy_curve_figure, highest_faithful_sparsity
 from heurlens.analysis.effective_size import accuracy_by_kind
 from heurlens.data.hans import FOCUS_SUBCASES
-from heurlens.nli import nli_eval_sets, snli_pruning_data, snli_reference_means
+from heurlens.data.nli_setup import nli_eval_sets, snli_pruning_data, snli_reference_means
 from heurlens.pruning import PruneSettings, evaluate_subnetworks
 from heurlens.pruning.run_folder import prune_folder, subnetworks_by_sparsity
 

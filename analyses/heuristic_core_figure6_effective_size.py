@@ -11,7 +11,7 @@ Make the inputs first (resumable; about an hour on this 2-core CPU):
 then: .venv/bin/python analyses/heuristic_core_figure6_effective_size.py
 
 A reading written by hand at the end of the page, after a line starting with
-``heurlens.analysis.results_page.HAND_WRITTEN``, is kept when the page is written again.
+``heurlens.runtime.results_page.HAND_WRITTEN``, is kept when the page is written again.
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ from heurlens.analysis.effective_size import (
     read_effective_size_table,
 )
 from heurlens.analysis.overlap import heuristic_core
+from heurlens.interventions.units import format_units, parse_units
 from heurlens.pruning.run_folder import subnetworks_by_sparsity
 from heurlens.pruning.settings import PruneSettings
-from heurlens.units import format_units, parse_units
 
 
 def settings_line(settings: dict | None) -> str:

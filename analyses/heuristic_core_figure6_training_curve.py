@@ -18,10 +18,10 @@ from pathlib import Path
 import pandas as pd
 import plotly.graph_objects as go
 
-from heurlens.analysis.results_page import write_results_page
 from heurlens.models.default import finetuned_model_dir
 from heurlens.models.nli_finetune import CURVE, FINETUNE_RECORD, work_dir
 from heurlens.models.settings import FinetuneSettings
+from heurlens.runtime.results_page import write_results_page
 
 HEURISTICS = {"ln": "lexical overlap", "sn": "subsequence", "cn": "constituent"}
 RISE = 10.0  # points: a subcase "rises late" when its last three evaluations average this much above its

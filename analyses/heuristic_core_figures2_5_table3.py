@@ -30,10 +30,9 @@ from heurlens.analysis import (
     scan_table,
     single_unit_scan,
 )
-from heurlens.analysis.results_page import write_results_page
 from heurlens.analysis.run_report import build_run_report, cached_evaluation, cached_patterns
 from heurlens.data.hans import FOCUS_SUBCASES
-from heurlens.nli import (
+from heurlens.data.nli_setup import (
     PRUNING_BATCH,
     PRUNING_PAIRS,
     REFERENCE_PAIRS,
@@ -41,9 +40,10 @@ from heurlens.nli import (
     snli_pruning_data,
     snli_reference_means,
 )
+from heurlens.interventions.units import all_units, format_units
 from heurlens.pruning import PruneSettings
 from heurlens.pruning.run_folder import subnetworks_by_sparsity
-from heurlens.units import all_units, format_units
+from heurlens.runtime.results_page import write_results_page
 
 
 def as_points(table, columns):

@@ -26,12 +26,12 @@ import torch
 from heuristic_core_sparsity_targets import random_bert
 
 import heurlens
-from heurlens.analysis.results_page import write_results_page
-from heurlens.means import UnitMeans
-from heurlens.nli import snli_pruning_data, snli_reference_means
+from heurlens.data.nli_setup import snli_pruning_data, snli_reference_means
+from heurlens.interventions.means import UnitMeans
 from heurlens.protocols import PreparedModel
 from heurlens.pruning import PruneSettings, prune
 from heurlens.pruning.run_folder import SparsityTargetMissed
+from heurlens.runtime.results_page import write_results_page
 from heurlens.tasks import TaskLike, token_batches
 
 RECIPES = {

@@ -33,13 +33,12 @@ import pandas as pd
 import torch
 
 import heurlens
+from heurlens.data.nli_setup import nli_eval_sets, snli_pruning_data, snli_reference_means
 from heurlens.errors import HeurlensError
-from heurlens.nli import nli_eval_sets, snli_pruning_data, snli_reference_means
 from heurlens.protocols import PreparedModel
 from heurlens.pruning import PruneSettings, evaluate_subnetworks, prune
-from heurlens.pruning.run_folder import SPARSITY_TOLERANCE
-from heurlens.pruning.subnetwork import Subnetwork
-from heurlens.run_folders import RunFolder
+from heurlens.pruning.subnetwork import SPARSITY_TOLERANCE, Subnetwork
+from heurlens.runtime.run_folders import RunFolder
 from heurlens.tasks import token_batches
 
 GRID = PruneSettings(discretization="global-threshold")
@@ -53,7 +52,7 @@ def random_bert(folder: Path) -> Path:
     """The random 4 x 8 BERT NLI classifier (hidden size 32, seed 0) with MiniLM's tokenizer, made once."""
     from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
 
-    from heurlens.models.default import minilm_dir
+    from heurlens.runtime.assets import minilm_dir
 
     if not (folder / "config.json").exists():
         torch.manual_seed(0)

@@ -21,7 +21,7 @@ from pathlib import Path
 import pandas as pd
 from safetensors.torch import load_file
 
-from heurlens.run_folders import RunFolder
+from heurlens.runtime.run_folders import RunFolder
 from heurlens.subtask.arithmetic import ArithmeticTask
 from heurlens.subtask.sweep import recorded_settings
 from heurlens.subtask.sweep_discovery import DISCOVERY_RECIPES, DiscoveryRecipe, discover_for_sweep

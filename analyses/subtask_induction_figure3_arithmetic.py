@@ -11,7 +11,7 @@ reported while it runs in the background.
 The page (``--docs``) holds, per depth, T1's accuracy, the subnetwork's size beside the paper's Table 3, the
 candidates, the accuracy table, the data each condition needs to reach 99% beside the paper's statements, and one
 plotly figure per depth. A reading written by hand at the end of the page, after a line starting with
-``heurlens.analysis.results_page.HAND_WRITTEN``, is kept when the page is written again.
+``heurlens.runtime.results_page.HAND_WRITTEN``, is kept when the page is written again.
 
 Run: .venv/bin/python analyses/subtask_induction_figure3_arithmetic.py [--depth 2 runs/transfer] [--seeds 3]
      .venv/bin/python analyses/subtask_induction_figure3_arithmetic.py --preset paper --l0-lambda 1e-7 --seeds 3 \\
@@ -30,9 +30,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from heurlens.analysis.results_page import write_results_page
-from heurlens.distributed import Workers
-from heurlens.run_folders import RunFolder
+from heurlens.runtime.distributed import Workers
+from heurlens.runtime.results_page import write_results_page
+from heurlens.runtime.run_folders import RunFolder
 from heurlens.subtask.settings import FIGURE3_CONDITIONS, FILLINGS, Filling
 from heurlens.subtask.sweep import PER_RUN, SweepSettings, figure3, finished_results, run_sweep
 from heurlens.subtask.weight_subnetwork import WeightSubnetwork
@@ -174,7 +174,7 @@ def main() -> None:
     parser.add_argument("--conditions", nargs="+", default=list(FIGURE3_CONDITIONS))
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--disambiguation", type=int, nargs="+", default=None)
-    parser.add_argument("--workers", type=int, default=None, help="Ray workers (heurlens.distributed)")
+    parser.add_argument("--workers", type=int, default=None, help="Ray workers (heurlens.runtime.distributed)")
     parser.add_argument("--report-only", action="store_true", help="train nothing; report the finished runs")
     parser.add_argument("--docs", type=Path, default=Path("docs/results/subtask-induction-arithmetic.md"))
     args = parser.parse_args()

@@ -25,7 +25,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from heurlens.run_folders import RunFolder
+from heurlens.runtime.run_folders import RunFolder
 from heurlens.subtask.arithmetic import ArithmeticTask, ambiguous_set, evaluation_set
 from heurlens.subtask.released_model import released_arithmetic_model
 from heurlens.subtask.training import arithmetic_model, train_next_token

@@ -15,7 +15,7 @@ import json
 import time
 from pathlib import Path
 
-from heurlens.analysis.results_page import write_results_page
+from heurlens.runtime.results_page import write_results_page
 from heurlens.vision.models import SMALL_ARCHITECTURES
 from heurlens.vision.shape_bias import SCORES, ShapeBiasRun, ShapeBiasSettings, summary
 from heurlens.vision.textured_shapes import BACKGROUND, FASHION_CLASSES, TEXTURES

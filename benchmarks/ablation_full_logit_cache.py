@@ -20,10 +20,10 @@ import time
 import torch
 
 import heurlens
-from heurlens.activation_cache import full_model_logits
 from heurlens.data.hans import generate_hans, resolve_subcases
+from heurlens.data.nli_setup import snli_reference_means
 from heurlens.evaluate import predict_logits, tokenize_pairs
-from heurlens.nli import snli_reference_means
+from heurlens.interventions.activation_cache import full_model_logits
 
 
 def eval_sets(model, by_length: bool):

@@ -73,7 +73,7 @@ def import_times(python_path: Path) -> collections.Counter[str]:
 
 def forget_residuals(layer: int) -> None:
     """Delete every stored residual stream entering ``layer`` (the first run's state for an ablation there)."""
-    from heurlens.cache import cache_dir
+    from heurlens.runtime.cache import cache_dir
 
     for path in (cache_dir() / "activations").glob(f"*/residual-{layer}.safetensors"):
         path.unlink()
@@ -95,9 +95,9 @@ def main() -> None:
     args = parser.parse_args()
 
     import heurlens
-    from heurlens.activation_cache import full_model_logits
-    from heurlens.run_data import NliData
-    from heurlens.units import Unit
+    from heurlens.data.run_data import NliData
+    from heurlens.interventions.activation_cache import full_model_logits
+    from heurlens.interventions.units import Unit
 
     # 1. the main command, three ways
     with tempfile.TemporaryDirectory() as scratch:

@@ -21,9 +21,9 @@ from contextlib import nullcontext
 import torch
 
 import heurlens
-from heurlens.ablation import ablation_hooks
+from heurlens.data.nli_setup import nli_eval_sets, snli_reference_means
 from heurlens.evaluate import accuracy, mean_kl, predict_logits
-from heurlens.nli import nli_eval_sets, snli_reference_means
+from heurlens.interventions.ablation import ablation_hooks
 
 
 def logits_on(model, sets, hooks, bf16: bool) -> list[torch.Tensor]:

@@ -28,20 +28,20 @@ def main() -> None:
     import torch
 
     import heurlens
-    from heurlens.edges import edge_layout
+    from heurlens.data.run_data import PromptTaskData
     from heurlens.evaluate import predict_logits
-    from heurlens.means import compute_means
+    from heurlens.interventions.graph import edge_layout
+    from heurlens.interventions.means import compute_means
     from heurlens.pruning.train import train_edge_masks, train_unit_masks
-    from heurlens.run_data import PromptTaskData
 
     model = heurlens.load_model("smollm2", device=args.device)
     data = PromptTaskData("ioi", args.prompts, 0, batch_size=args.prompts).train(model)
     full, means = predict_logits(model, data), compute_means(model, data)
-    nodes = heurlens.PruneSettings(total_steps=args.steps, ablation="interchange")
-    edges = heurlens.PruneSettings(total_steps=args.steps, ablation="interchange", level="edge")
+    nodes = heurlens.PruneSettings(total_steps=args.steps, ablation="corrupt")
+    edges = heurlens.PruneSettings(total_steps=args.steps, ablation="corrupt", level="edge")
     runs = {"node masks": lambda: train_unit_masks(model, data, full, means, 0.5, [0], nodes, progress=False),
             "edge masks": lambda: train_edge_masks(model, data, full, 0.95, [0], edges, progress=False)}
-    print(f"SmolLM2 on {heurlens.devices.device_of(model)}, {torch.get_num_threads()} threads, {args.prompts} IOI "
+    print(f"SmolLM2 on {heurlens.runtime.devices.device_of(model)}, {torch.get_num_threads()} threads, {args.prompts} IOI "
           f"prompts a step, {model.n_layers * (model.n_heads + 1)} units, {edge_layout(model).n_edges} edges")
     for run in runs.values():
         run()  # warm-up

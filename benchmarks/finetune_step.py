@@ -30,8 +30,8 @@ def main() -> None:
     from transformers import AutoTokenizer, BertForSequenceClassification
 
     from heurlens.data.snli import load_snli
-    from heurlens.models.default import minilm_dir
     from heurlens.models.nli_finetune import epoch_batches
+    from heurlens.runtime.assets import minilm_dir
 
     tokenizer = AutoTokenizer.from_pretrained(minilm_dir())
     train = load_snli("train")

@@ -25,7 +25,7 @@ import pandas as pd
 import torch
 
 if TYPE_CHECKING:
-    from heurlens.precision import Precision
+    from heurlens.runtime.precision import Precision
 
 
 Result = TypeVar("Result")
@@ -44,7 +44,7 @@ def timed(run: Callable[[], Result]) -> tuple[float, Result]:
 def main_command_evaluation(device: str, dtype: Precision = "float32"):
     """``heurlens ablate --heads L4.H0``'s table on ``device`` (the activation cache filled first: the ablation)."""
     import heurlens
-    from heurlens.run_data import NliData
+    from heurlens.data.run_data import NliData
 
     model = heurlens.load_model("default", device=device)
     data = NliData()
@@ -56,7 +56,7 @@ def main_command_evaluation(device: str, dtype: Precision = "float32"):
 def prune_seeds(device: str, seeds: int, steps: int | None, stacked: bool):
     """The default model pruned to 50% with ``seeds`` seeds, one after another or ``stacked``: the kept units."""
     import heurlens
-    from heurlens.run_data import NliData
+    from heurlens.data.run_data import NliData
 
     model = heurlens.load_model("default", device=device)
     data = NliData()

@@ -19,7 +19,7 @@ from mask_timing import mask_step_seconds
 
 import heurlens
 from heurlens.evaluate import EvalSet, predict_logits, tokenize_pairs
-from heurlens.means import compute_means
+from heurlens.interventions.means import compute_means
 
 
 def padding_fraction(data: EvalSet) -> float:

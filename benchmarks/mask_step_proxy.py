@@ -29,9 +29,9 @@ import json, sys, time, torch
 torch.set_num_threads(1)
 from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
 import heurlens
-from heurlens.models.default import minilm_dir
+from heurlens.runtime.assets import minilm_dir
 from heurlens.evaluate import predict_logits, tokenize_pairs
-from heurlens.means import compute_means
+from heurlens.interventions.means import compute_means
 from heurlens.models import load_model
 from heurlens.pruning.settings import PruneSettings
 from heurlens.pruning.train import train_unit_masks

@@ -8,7 +8,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from heurlens.evaluate import EvalSet
-from heurlens.means import UnitMeans
+from heurlens.interventions.means import UnitMeans
 from heurlens.models.classifier import HookedClassifier
 from heurlens.pruning import PruneSettings, train_unit_mask
 

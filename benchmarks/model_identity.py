@@ -1,5 +1,5 @@
 """What a model's identity (``fingerprint()``, the key of every disk cache and run-folder check) costs per call,
-before and after ``heurlens.model_identity``, side by side in one run.
+before and after ``heurlens.runtime.model_identity``, side by side in one run.
 
 Run: .venv/bin/python benchmarks/model_identity.py [--rounds 3] [--skip-1b]
 
@@ -48,7 +48,7 @@ def measured(call: Callable[[], str]) -> tuple[float, int, str]:
 
 
 def compare(label: str, model, rounds: int, before_runs: bool = True) -> list[dict]:
-    from heurlens.model_identity import forget_identity
+    from heurlens.runtime.model_identity import forget_identity
 
     rows = []
     parameters = sum(p.numel() for p in model.parameters())

@@ -4,7 +4,7 @@ Run: .venv/bin/python benchmarks/ray_workers_vs_threads.py [--seeds 4] [--steps 
 
 Both sides prune the same seeds with the same settings (the default recipe, shortened to --steps mask
 steps per seed so that the comparison takes minutes) without a run folder. The process side runs them one
-after another with torch's 2 threads; the Ray side runs them as tasks of ``heurlens.distributed`` on a
+after another with torch's 2 threads; the Ray side runs them as tasks of ``heurlens.runtime.distributed`` on a
 local Ray instance with 2 workers, each given 1 thread. Ray's start-up is timed apart (a user pays it once
 per command) and included in the second ratio. The subnetworks of the two sides are compared.
 """
@@ -18,9 +18,9 @@ import time
 import torch
 
 import heurlens
-from heurlens.distributed import Workers
-from heurlens.nli import snli_pruning_data, snli_reference_means
+from heurlens.data.nli_setup import snli_pruning_data, snli_reference_means
 from heurlens.pruning import PruneSettings, prune
+from heurlens.runtime.distributed import Workers
 
 
 def main() -> None:

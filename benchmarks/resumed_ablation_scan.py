@@ -21,12 +21,12 @@ import pandas as pd
 import torch
 
 import heurlens
-from heurlens.ablation import ablation_hooks
-from heurlens.activation_cache import full_model_logits
 from heurlens.analysis.ablation_studies import single_unit_scan
+from heurlens.data.nli_setup import snli_reference_means
 from heurlens.evaluate import accuracy, mean_kl, predict_logits, tokenize_pairs
-from heurlens.nli import snli_reference_means
-from heurlens.units import all_units
+from heurlens.interventions.ablation import ablation_hooks
+from heurlens.interventions.activation_cache import full_model_logits
+from heurlens.interventions.units import all_units
 
 
 def hook_loop(model, heads, eval_set, means, full) -> pd.DataFrame:

@@ -31,14 +31,14 @@ def main() -> None:
     import torch
 
     import heurlens
+    from heurlens.data.run_data import PromptTaskData
     from heurlens.evaluate import predict_logits
-    from heurlens.means import compute_means
+    from heurlens.interventions.means import compute_means
     from heurlens.pruning.train import train_unit_masks
-    from heurlens.run_data import PromptTaskData
 
     model = heurlens.load_model("smollm2")
     data = PromptTaskData("ioi", args.prompts, 0, batch_size=args.prompts).train(model)
-    settings = heurlens.PruneSettings(total_steps=args.steps, ablation="interchange")
+    settings = heurlens.PruneSettings(total_steps=args.steps, ablation="corrupt")
     full, means = predict_logits(model, data), compute_means(model, data)  # the training steps' references
     scores: dict[bool, torch.Tensor] = {}
 

@@ -19,7 +19,7 @@ import time
 import torch
 
 import heurlens
-from heurlens.nli import snli_pruning_data
+from heurlens.data.nli_setup import snli_pruning_data
 
 
 def seconds_per_batch(model, batch: dict, copies: int, rounds: int) -> float:

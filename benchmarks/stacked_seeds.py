@@ -31,7 +31,7 @@ def main() -> None:
     import heurlens
     from heurlens.data.snli import load_snli
     from heurlens.evaluate import tokenize_pairs
-    from heurlens.means import compute_means
+    from heurlens.interventions.means import compute_means
 
     model = heurlens.load_model("default", device=args.device)
     data = tokenize_pairs("snli-train", load_snli("train", limit=1000, seed=0), model.tokenizer, 16,
@@ -40,7 +40,7 @@ def main() -> None:
     config = heurlens.PruneSettings(total_steps=args.steps)
     heurlens.prune(model, data, sparsity=0.5, seeds=[0], means=means, config=heurlens.PruneSettings(total_steps=2),
                    progress=False)  # warm-up: the full logits cached, kernels loaded
-    print(f"device {heurlens.devices.device_of(model)}, {torch.get_num_threads()} threads, {args.seeds} seeds x "
+    print(f"device {heurlens.runtime.devices.device_of(model)}, {torch.get_num_threads()} threads, {args.seeds} seeds x "
           f"{args.steps} steps")
     seconds: dict[bool, list[float]] = {False: [], True: []}
     kept: dict[bool, list] = {}

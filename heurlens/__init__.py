@@ -1,37 +1,38 @@
 """heurlens: find, compare, ablate and transfer subnetworks of trained models, on TransformerLens.
 
-The names below are imported on first use (``heurlens.lazy``): ``import heurlens`` is instant. The
+The names below are imported on first use (``heurlens.runtime.lazy``): ``import heurlens`` is instant. The
 ``TYPE_CHECKING`` block gives a type checker the same names with their real signatures."""
 
 from typing import TYPE_CHECKING
 
-from heurlens.lazy import lazy_exports
+from heurlens.runtime.deprecations import redirect_moved_modules
+from heurlens.runtime.lazy import lazy_exports
 
 __version__ = "0.1.0"  # the one place it is written: pyproject.toml reads it (tool.setuptools.dynamic)
 
 _EXPORTS = {
-    "ablate": ".ablation", "ablated": ".ablation", "ablation_hooks": ".ablation",
+    "ablate": ".interventions.ablation", "ablated": ".interventions.ablation",
+    "ablation_hooks": ".interventions.ablation",
     "generate_hans": ".data", "load_pair_file": ".data", "load_pair_task": ".data", "load_snli": ".data",
     "HeurlensError": ".errors",
     "EvalSet": ".evaluate", "accuracy": ".evaluate", "mean_kl": ".evaluate", "predict_logits": ".evaluate",
     "tokenize_pairs": ".evaluate",
-    "UnitMeans": ".means", "compute_means": ".means",
+    "UnitMeans": ".interventions.means", "compute_means": ".interventions.means",
     "HookedClassifier": ".models", "load_model": ".models", "wrap_bridge": ".models",
     "HookedModel": ".protocols", "ModelLike": ".protocols", "Metric": ".protocols", "Loss": ".protocols",
     "Task": ".protocols", "is_hooked_model": ".protocols", "is_task": ".protocols",
     "PruneSettings": ".pruning", "Subnetwork": ".pruning", "accuracy_table": ".pruning",
     "evaluate_subnetworks": ".pruning", "prune": ".pruning",
     "TokenSet": ".tasks", "token_batches": ".tasks", "tokenize_texts": ".tasks",
-    "Unit": ".units", "all_units": ".units", "as_units": ".units", "format_units": ".units", "parse_units": ".units",
+    "Unit": ".interventions.units", "all_units": ".interventions.units", "as_units": ".interventions.units",
+    "format_units": ".interventions.units", "parse_units": ".interventions.units",
     "single_unit_scan": ".analysis", "group_superadditivity": ".analysis", "head_detector_scores": ".analysis",
 }
 __all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+redirect_moved_modules()  # ``import heurlens.masking`` and the other 0.1.0 paths still work, with a warning
 
 if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors (never run)
-    from heurlens.ablation import ablate as ablate
-    from heurlens.ablation import ablated as ablated
-    from heurlens.ablation import ablation_hooks as ablation_hooks
     from heurlens.analysis.ablation_studies import group_superadditivity as group_superadditivity
     from heurlens.analysis.ablation_studies import single_unit_scan as single_unit_scan
     from heurlens.analysis.head_detector import head_detector_scores as head_detector_scores
@@ -45,8 +46,16 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors (nev
     from heurlens.evaluate import mean_kl as mean_kl
     from heurlens.evaluate import predict_logits as predict_logits
     from heurlens.evaluate import tokenize_pairs as tokenize_pairs
-    from heurlens.means import UnitMeans as UnitMeans
-    from heurlens.means import compute_means as compute_means
+    from heurlens.interventions.ablation import ablate as ablate
+    from heurlens.interventions.ablation import ablated as ablated
+    from heurlens.interventions.ablation import ablation_hooks as ablation_hooks
+    from heurlens.interventions.means import UnitMeans as UnitMeans
+    from heurlens.interventions.means import compute_means as compute_means
+    from heurlens.interventions.units import Unit as Unit
+    from heurlens.interventions.units import all_units as all_units
+    from heurlens.interventions.units import as_units as as_units
+    from heurlens.interventions.units import format_units as format_units
+    from heurlens.interventions.units import parse_units as parse_units
     from heurlens.models.classifier import HookedClassifier as HookedClassifier
     from heurlens.models.classifier import wrap_bridge as wrap_bridge
     from heurlens.models.loading import load_model as load_model
@@ -65,8 +74,3 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors (nev
     from heurlens.tasks import TokenSet as TokenSet
     from heurlens.tasks import token_batches as token_batches
     from heurlens.tasks import tokenize_texts as tokenize_texts
-    from heurlens.units import Unit as Unit
-    from heurlens.units import all_units as all_units
-    from heurlens.units import as_units as as_units
-    from heurlens.units import format_units as format_units
-    from heurlens.units import parse_units as parse_units

@@ -16,12 +16,12 @@ import torch.nn.functional as F
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from heurlens.argument_checks import checked
-from heurlens.devices import device_of
 from heurlens.errors import HeurlensError
 from heurlens.models.classifier import as_model
-from heurlens.precision import Precision, autocast
 from heurlens.protocols import Batch, HookList, Metric, ModelLike, PreparedModel, Task
+from heurlens.runtime.argument_checks import checked
+from heurlens.runtime.devices import device_of
+from heurlens.runtime.precision import Precision, autocast
 from heurlens.tasks import TaskLike, as_task, batch_examples
 
 
@@ -83,7 +83,7 @@ def predict_logits(model: ModelLike, eval_set: TaskLike, *, fwd_hooks: HookList 
                    dtype: Precision = "float32") -> Float[Tensor, "example label"]:
     """The model's logits on every example (float32, on the CPU), with optional hooks ([(hook name, fn)])
     active; ``eval_set`` a task, a list of texts or a token tensor. ``dtype`` "bfloat16" or "float16" runs the
-    matrix products in that precision (``heurlens.precision``; bfloat16 on this project's CPU: about 2x faster, and
+    matrix products in that precision (``heurlens.runtime.precision``; bfloat16 on this project's CPU: about 2x faster, and
     the predicted label of about 0.2% of pairs changes: ``benchmarks/bf16_evaluation.py``)."""
     model = as_model(model)
     eval_set = as_task(model, eval_set)

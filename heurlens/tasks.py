@@ -20,10 +20,10 @@ from jaxtyping import Float, Int
 from torch import Tensor
 from transformer_lens.model_bridge import TransformerBridge
 
-from heurlens.argument_checks import PositiveInt, checked
 from heurlens.errors import HeurlensError
 from heurlens.models.classifier import as_model
 from heurlens.protocols import Batch, ModelLike, PreparedModel, Task, is_task
+from heurlens.runtime.argument_checks import PositiveInt, checked
 
 TaskLike = Task | Sequence[str] | Tensor  # what the library's functions accept as data
 Positions = Literal["last", "all"] | Tensor  # which positions are scored: see the module's docstring

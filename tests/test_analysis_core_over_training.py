@@ -7,9 +7,9 @@ import torch
 from cli_run import assert_refused, heurlens_in_process
 
 from heurlens.analysis.core_over_training import checkpoint_subnetworks, core_presence
+from heurlens.interventions.units import Unit, parse_units
 from heurlens.pruning.run_folder import subnetwork_stem
 from heurlens.pruning.subnetwork import Subnetwork
-from heurlens.units import Unit, parse_units
 
 KEPT = {  # step -> seed -> heads kept at 50% (2 layers x 2 heads)
     0: {0: "L0.H0", 1: "L1.H1"},

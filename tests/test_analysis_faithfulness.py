@@ -60,8 +60,8 @@ def test_the_faithfulness_command_scores_a_prune_run(tiny_decoder_dirs, tmp_path
 
     from heurlens.analysis.attribution import attribution_circuits, attribution_scores
     from heurlens.data.prompt_tasks import logit_difference
+    from heurlens.data.run_data import PromptTaskData
     from heurlens.pruning.run_folder import load_run_means
-    from heurlens.run_data import PromptTaskData
 
     task = tmp_path / "task.jsonl"
     rows = [{"prompt": "the man sees the", "answer": " dog", "distractors": [" cat"]},

@@ -9,8 +9,8 @@ from transformer_lens.head_detector import compute_head_attention_similarity_sco
 
 from heurlens.analysis.head_detector import DETECTION_PATTERNS, detection_scores, head_detector_scores
 from heurlens.data.prompt_tasks import PromptExample, tokenize_prompt_task
+from heurlens.interventions.units import Unit
 from heurlens.models import load_model
-from heurlens.units import Unit
 
 TOKENS = torch.tensor([[5, 6, 7, 5, 6, 7]])  # a b c a b c
 

@@ -8,8 +8,8 @@ from conftest import word_level_tokenizer
 from heurlens.analysis.ioi_heads import IoiPositions, ioi_head_scores, ioi_positions, ioi_signature_scores
 from heurlens.data.prompt_tasks import PromptExample, tokenize_prompt_task
 from heurlens.errors import HeurlensError
+from heurlens.interventions.units import Unit
 from heurlens.models import load_model
-from heurlens.units import Unit
 
 # "the dog a man runs . dog sees": S1 = 1, IO = 3, S2 = 6, END = 7
 WHERE = IoiPositions(io=3, s1=1, s2=6, end=7)

@@ -18,8 +18,8 @@ from heurlens.analysis.overlap import (
     random_intersection_distribution,
 )
 from heurlens.errors import HeurlensError
+from heurlens.interventions.units import Unit, all_units
 from heurlens.pruning.subnetwork import Subnetwork
-from heurlens.units import Unit, all_units
 
 N_LAYERS, N_HEADS = 4, 6
 HEADS = all_units(N_LAYERS, N_HEADS, include_mlps=False)

@@ -13,8 +13,8 @@ from heurlens.analysis.patterns import (
 )
 from heurlens.errors import HeurlensError
 from heurlens.evaluate import tokenize_pairs
+from heurlens.interventions.units import Unit
 from heurlens.models import load_model
-from heurlens.units import Unit
 
 # [CLS] a b c [SEP] c a d [SEP] [PAD]: ids 101/102 special, 0 padding
 IDS = torch.tensor([[101, 5, 6, 7, 102, 7, 5, 8, 102, 0]])

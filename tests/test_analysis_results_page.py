@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from heurlens.analysis.results_page import GENERATED_LINE, HAND_WRITTEN, write_results_page
 from heurlens.errors import HeurlensError
+from heurlens.runtime.results_page import GENERATED_LINE, HAND_WRITTEN, write_results_page
 
 
 def test_a_rewritten_page_keeps_its_hand_written_end_and_drops_the_old_tables(tmp_path: Path) -> None:

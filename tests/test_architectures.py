@@ -14,14 +14,14 @@ from architectures import CONFIGS, FEATURE_MEANS, FEATURES, REFUSED, build
 from test_single_edges import hand_patched
 
 import heurlens
-from heurlens.call_context import call_context
-from heurlens.edge_masks import edge_mask_forward
-from heurlens.edges import edge_layout
 from heurlens.errors import HeurlensError
-from heurlens.masking import UnitMaskHooks
-from heurlens.resumed_passes import ablated_logits
+from heurlens.interventions.edge_masks import edge_mask_forward
+from heurlens.interventions.graph import edge_layout
+from heurlens.interventions.resumed_passes import ablated_logits
+from heurlens.interventions.unit_masks import UnitMaskHooks
+from heurlens.interventions.units import UnitLayout, parse_units
+from heurlens.runtime.call_context import call_context
 from heurlens.tasks import as_task
-from heurlens.units import UnitLayout, parse_units
 
 CLEAN = torch.tensor([[2, 4, 10, 5, 6], [3, 5, 10, 9, 7]])  # word-level tokens, no padding
 CORRUPTED = torch.tensor([[3, 9, 10, 4, 6], [2, 4, 10, 9, 8]])

@@ -1,4 +1,4 @@
-"""The library's arguments checked at its door (heurlens.argument_checks, issue 63): a wrong type is one line that
+"""The library's arguments checked at its door (heurlens.runtime.argument_checks, issue 63): a wrong type is one line that
 names the function, the argument and the type it needs, before any work; the right ones still run."""
 
 import pytest

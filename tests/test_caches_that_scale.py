@@ -9,16 +9,16 @@ import torch.nn.functional as F
 from test_activation_cache import padded_set
 
 import heurlens
-import heurlens.ablation as ablation
 import heurlens.analysis.faithfulness as faithfulness
 import heurlens.evaluate as evaluate
+import heurlens.interventions.ablation as ablation
 import heurlens.pruning.circuit as circuit
-from heurlens.activation_cache import exact_narrowest, full_model_logits, residual_streams
 from heurlens.analysis.faithfulness import faithfulness_curve
 from heurlens.evaluate import mean_kl, predict_logits
-from heurlens.means import compute_means
+from heurlens.interventions.activation_cache import exact_narrowest, full_model_logits, residual_streams
+from heurlens.interventions.means import compute_means
+from heurlens.interventions.units import Unit
 from heurlens.models import load_model
-from heurlens.units import Unit
 
 
 def models_per_call(monkeypatch, name: str, *modules) -> list[int]:
@@ -113,12 +113,12 @@ def test_edge_circuits_in_chunks_equal_one_chunk(tiny_decoder_dirs, monkeypatch)
     """Edge circuits' table and faithfulness curve with room for one circuit's scores at a time: one circuit a
     pass, the same numbers as all at once."""
     from conftest import word_level_tokenizer
-    from test_interchange import EXAMPLES
+    from test_corruption import EXAMPLES
 
-    from heurlens.call_context import call_context
     from heurlens.data.prompt_tasks import tokenize_prompt_task
-    from heurlens.edges import edge_layout
+    from heurlens.interventions.graph import edge_layout
     from heurlens.pruning.circuit import EdgeCircuit, circuit_table, nodes_of
+    from heurlens.runtime.call_context import call_context
 
     model = load_model(tiny_decoder_dirs["llama"])
     task = tokenize_prompt_task("toy", EXAMPLES, word_level_tokenizer(), n_ctx=32, add_special_tokens=False)

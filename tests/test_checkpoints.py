@@ -1,4 +1,4 @@
-"""The one resumable checkpoint (heurlens.checkpoints): written atomically with its training's identity, read
+"""The one resumable checkpoint (heurlens.runtime.checkpoints): written atomically with its training's identity, read
 back on the CPU; a file cut short reads as none; a fine-tune state written before it (identity under "run")
 still resumes."""
 
@@ -6,7 +6,7 @@ import json
 
 import torch
 
-from heurlens.checkpoints import load_checkpoint, save_checkpoint
+from heurlens.runtime.checkpoints import load_checkpoint, save_checkpoint
 
 
 def test_a_checkpoint_comes_back_with_its_identity_and_a_damaged_one_as_none(tmp_path):

@@ -12,9 +12,9 @@ from transformer_lens.model_bridge import TransformerBridge
 
 import heurlens
 from heurlens.analysis.patterns import pattern_scores
-from heurlens.devices import resolve_device
 from heurlens.errors import HeurlensError
 from heurlens.evaluate import tokenize_pairs
+from heurlens.runtime.devices import resolve_device
 from heurlens.tasks import token_batches
 
 

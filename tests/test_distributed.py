@@ -1,4 +1,4 @@
-"""Runs on Ray workers (heurlens.distributed): same results as in process, nothing lost when a worker dies."""
+"""Runs on Ray workers (heurlens.runtime.distributed): same results as in process, nothing lost when a worker dies."""
 
 import os
 import signal
@@ -10,7 +10,8 @@ from contextlib import contextmanager
 import pytest
 import torch
 
-from heurlens.distributed import (
+from heurlens.errors import HeurlensError, for_command_line
+from heurlens.runtime.distributed import (
     CONNECT_SECONDS,
     Workers,
     check_cluster_address,
@@ -20,7 +21,6 @@ from heurlens.distributed import (
     threads_per_worker,
     workers_from_options,
 )
-from heurlens.errors import HeurlensError, for_command_line
 
 
 def test_threads_per_worker_share_the_cores_without_oversubscribing():
@@ -199,7 +199,7 @@ def test_pair_interactions_on_ray_are_the_hand_derived_ones(local_ray):
 
     from heurlens.analysis.ablation_studies import group_superadditivity, single_unit_scan
     from heurlens.evaluate import EvalSet
-    from heurlens.units import Unit
+    from heurlens.interventions.units import Unit
 
     model, sequence = build_hand_model(), one_sequence([3, 3, 3, 3, 2])  # test_analysis_ablation's derivation
     data = EvalSet("hand", sequence.batches, torch.tensor([0]), sequence.label_names)

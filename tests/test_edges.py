@@ -1,4 +1,5 @@
-"""Edge-level pruning (heurlens.edges, heurlens.edge_masks: Edge Pruning's masks between components). Known answers:
+"""Edge-level pruning (heurlens.interventions.graph, heurlens.interventions.edge_masks: Edge Pruning's masks between
+components). Known answers:
 with every edge kept the masked model is the model and with every edge pruned its run on the corrupted input; on a
 hand-set Llama whose answer flows along one path of edges, edge pruning keeps exactly that path where node pruning
 keeps both heads."""
@@ -8,14 +9,14 @@ import torch
 from planted_edges import N_EDGES, PATH, build_planted_edges_model, planted_edges_task
 
 import heurlens
-from heurlens.edge_masks import LAYERS_A_GROUP, edge_mask_forward
-from heurlens.edges import edge_layout, parse_edges
 from heurlens.errors import HeurlensError
+from heurlens.interventions.edge_masks import LAYERS_A_GROUP, edge_mask_forward
+from heurlens.interventions.graph import edge_layout, parse_edges
 from heurlens.pruning import PruneSettings, Subnetwork
 from heurlens.pruning.circuit import EdgeCircuit
 from heurlens.tasks import as_task
 
-EDGE_LEVEL = PruneSettings(level="edge", ablation="interchange")
+EDGE_LEVEL = PruneSettings(level="edge", ablation="corrupt")
 CLEAN = torch.tensor([[2, 4, 10, 5, 6], [3, 5, 10, 9, 7]])  # word-level tokens, no padding
 CORRUPTED = torch.tensor([[3, 9, 10, 4, 6], [2, 4, 10, 9, 8]])
 
@@ -132,7 +133,7 @@ def test_edge_pruning_keeps_the_path_where_node_pruning_keeps_both_heads(planted
     task = planted_edges_task()
     [circuit] = heurlens.prune(planted, task, sparsity=1 - len(PATH) / N_EDGES, seeds=[0], config=EDGE_LEVEL,
                                out=tmp_path / "edges", progress=False, cache=False)
-    [subnetwork] = heurlens.prune(planted, task, sparsity=4 / 6, seeds=[0], config=PruneSettings(ablation="interchange"),
+    [subnetwork] = heurlens.prune(planted, task, sparsity=4 / 6, seeds=[0], config=PruneSettings(ablation="corrupt"),
                                   progress=False, cache=False)
     assert isinstance(circuit, EdgeCircuit) and sorted(map(str, circuit.edges)) == sorted(PATH)
     assert circuit.metrics["subnetwork_train_kl"] < 1e-6 and circuit.achieved_sparsity == 1 - 3 / N_EDGES
@@ -154,7 +155,7 @@ def test_edge_pruning_is_refused_by_name_where_it_cannot_run(tiny_bert_dir, tiny
         edge_layout(heurlens.load_model(tiny_bert_dir))  # an encoder: no split query/key/value inputs
     with pytest.raises(HeurlensError, match="in parallel"):
         edge_layout(heurlens.load_model(tiny_decoder_dirs["gpt_neox"]))  # its MLP does not read the layer's heads
-    with pytest.raises(HeurlensError, match="ablation='interchange'"):
+    with pytest.raises(HeurlensError, match="ablation='corrupt'"):
         PruneSettings(level="edge")  # pruned edges carry the corrupted input's outputs, not means
     no_corruption = as_task(planted, torch.tensor([[2], [3]]))
     with pytest.raises(HeurlensError, match="corrupted"):
@@ -164,19 +165,19 @@ def test_edge_pruning_is_refused_by_name_where_it_cannot_run(tiny_bert_dir, tiny
 
 
 @pytest.mark.parametrize("deep", [False, True])
-def test_a_node_circuit_as_edges_is_the_same_model_as_its_units_interchange_ablated(tiny_decoder_dirs, deep_llama_dir,
+def test_a_node_circuit_as_edges_is_the_same_model_as_its_units_corrupt_ablated(tiny_decoder_dirs, deep_llama_dir,
                                                                                     deep):
-    """Two computations of one model: the units outside the circuit interchange-ablated at their outputs, and only the
+    """Two computations of one model: the units outside the circuit corrupt-ablated at their outputs, and only the
     edges between the circuit's units (and the embeddings and logits) kept (``edges_between``); on a model deep enough
     for the writers' blocks to be joined in groups too."""
     from conftest import word_level_tokenizer
-    from test_interchange import EXAMPLES
+    from test_corruption import EXAMPLES
 
-    from heurlens.ablation import ablated_scores
-    from heurlens.call_context import call_context
     from heurlens.data.prompt_tasks import tokenize_prompt_task
+    from heurlens.interventions.ablation import ablated_scores
+    from heurlens.interventions.units import UnitLayout, parse_units
     from heurlens.pruning.circuit import circuit_scores
-    from heurlens.units import UnitLayout, parse_units
+    from heurlens.runtime.call_context import call_context
 
     model = heurlens.load_model(deep_llama_dir if deep else tiny_decoder_dirs["llama"])  # heads 2, 3 share KV head 1
     task = tokenize_prompt_task("toy", EXAMPLES, word_level_tokenizer(), n_ctx=32, add_special_tokens=False)
@@ -184,7 +185,7 @@ def test_a_node_circuit_as_edges_is_the_same_model_as_its_units_interchange_abla
     last = model.n_layers - 1
     kept = parse_units(f"L0.H1,L0.MLP,L1.H3,L{last}.H0,L{last}.MLP", model.n_layers, 4)
     outside = [unit for unit in UnitLayout(model.n_layers, 4).units() if unit not in kept]
-    [by_units] = ablated_scores(model, [outside], task, "interchange", None, context)
+    [by_units] = ablated_scores(model, [outside], task, "corrupt", None, context)
     layout = edge_layout(model)
     [by_edges] = circuit_scores(model, [layout.mask(layout.edges_between(kept))], task, context)
     torch.testing.assert_close(by_edges, by_units, atol=1e-5, rtol=1e-5)
@@ -222,7 +223,7 @@ def test_the_cli_prunes_edges_and_scores_them_beside_a_node_run(planted, tmp_pat
     task.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     model_dir = str(planted.model_id)
     common = ["--model", model_dir, "--task", str(task), "--task-examples", "16", "--seeds", "1", "--ablation",
-              "interchange", "--batch-size", "4"]
+              "corrupt", "--batch-size", "4"]
     status, out, err = heurlens_in_process(capsys, "prune", *common, "--level", "edge", "--sparsity",
                                            f"{1 - 3 / N_EDGES:.4f}", "--out", str(tmp_path / "edges"))
     assert status == 0, err
@@ -266,7 +267,7 @@ def test_stacked_seeds_train_the_edge_masks_each_seed_trains_alone(planted):
     """Two seeds in one forward pass (each example masked by its seed's draw: per-example edge masks) against each
     seed alone: the same log_alphas to float rounding."""
     task = planted_edges_task()
-    settings = PruneSettings(level="edge", ablation="interchange", total_steps=40, warmup_steps=20,
+    settings = PruneSettings(level="edge", ablation="corrupt", total_steps=40, warmup_steps=20,
                              log_alpha_init=1.0, lr_log_alpha=0.3)
     stacked = heurlens.prune(planted, task, sparsity=0.9, seeds=[0, 1], config=settings, progress=False, cache=False,
                              stack_seeds=True)
@@ -284,7 +285,7 @@ def test_a_circuit_whose_masks_did_not_reach_the_target_is_flagged(planted):
 
     with pytest.warns(SparsityTargetMissed, match="expected sparsity ended at 0.00, not 0.98"):
         [circuit] = heurlens.prune(planted, planted_edges_task(), sparsity=0.98, seeds=[0], progress=False, cache=False,
-                                   config=PruneSettings(level="edge", ablation="interchange", total_steps=2))
+                                   config=PruneSettings(level="edge", ablation="corrupt", total_steps=2))
     assert circuit.missed_target and circuit.achieved_sparsity == pytest.approx(1 - round(0.02 * N_EDGES) / N_EDGES)
 
 
@@ -294,10 +295,10 @@ def test_a_model_pickled_after_a_forward_pass_prunes_to_the_same_edges(planted):
     silent and every MLP input kept all its edges (issue 63): the copy now prunes to the same bytes, and a pass in
     which a reader's hook point stays silent is refused."""
     cloudpickle = pytest.importorskip("ray.cloudpickle")
-    from heurlens.edge_masks import EdgeMaskHooks
+    from heurlens.interventions.edge_masks import EdgeMaskHooks
 
     task = planted_edges_task()
-    settings = PruneSettings(level="edge", ablation="interchange", total_steps=40, warmup_steps=20)
+    settings = PruneSettings(level="edge", ablation="corrupt", total_steps=40, warmup_steps=20)
     with torch.no_grad():
         planted(**task.batches[0])  # the capture hooks are wired now
     copy = cloudpickle.loads(cloudpickle.dumps(planted))
@@ -315,7 +316,7 @@ def test_a_model_pickled_after_a_forward_pass_prunes_to_the_same_edges(planted):
             planted(**clean)
 
 
-def test_an_edge_circuit_asked_for_another_ablation_is_refused_not_scored_with_interchange(planted, tmp_path, capsys):
+def test_an_edge_circuit_asked_for_another_ablation_is_refused_not_scored_with_corrupt(planted, tmp_path, capsys):
     """``evaluate_subnetworks(method="mean")`` on edge circuits returned the interchange numbers, and ``faithfulness
     --ablation mean`` scored the circuits with interchange but attribution with mean (issue 63): refused, in the
     library and on the command line (before the model loads)."""
@@ -325,7 +326,7 @@ def test_an_edge_circuit_asked_for_another_ablation_is_refused_not_scored_with_i
 
     task = planted_edges_task()
     [circuit] = heurlens.prune(planted, task, sparsity=0.8, seeds=[0], out=tmp_path / "edges", progress=False,
-                               cache=False, config=PruneSettings(level="edge", ablation="interchange", total_steps=4))
+                               cache=False, config=PruneSettings(level="edge", ablation="corrupt", total_steps=4))
     means = heurlens.compute_means(planted, task)
     for method in ("mean", "zero"):
         with pytest.raises(HeurlensError, match=f"method='{method}': an edge circuit's pruned edges carry"):

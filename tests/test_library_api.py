@@ -8,10 +8,10 @@ from transformer_lens.model_bridge import TransformerBridge
 
 import heurlens
 from heurlens.errors import HeurlensError
+from heurlens.interventions.units import Unit, as_units
 from heurlens.models.classifier import as_model
 from heurlens.protocols import is_hooked_model, is_prepared_model, is_task
 from heurlens.tasks import TokenSet, token_batches
-from heurlens.units import Unit, as_units
 
 
 @pytest.fixture(scope="module")

@@ -31,11 +31,11 @@ def test_the_default_models_tables_from_cached_residual_streams(monkeypatch, tmp
     from the activation cache equals the one computed with nothing stored (an empty cache capped at 0: the residual
     streams kept in memory, padding included), number for number. (Every layer, against whole passes, on a tiny
     model: tests/test_activation_cache.py.)"""
-    from heurlens.ablation import ablate_groups
-    from heurlens.activation_cache import entry_dir, full_model_logits, residual_streams
-    from heurlens.call_context import call_context
+    from heurlens.data.run_data import NliData
+    from heurlens.interventions.ablation import ablate_groups
+    from heurlens.interventions.activation_cache import entry_dir, full_model_logits, residual_streams
     from heurlens.models import load_model
-    from heurlens.run_data import NliData
+    from heurlens.runtime.call_context import call_context
 
     model = load_model("default")
     data = NliData(in_domain_examples=500, per_subcase=50)

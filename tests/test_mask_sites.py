@@ -3,7 +3,7 @@ hand-made activations whose answers are written out."""
 
 import torch
 
-from heurlens.mask_sites import MaskSite, SiteMeans, head_site, mlp_site
+from heurlens.interventions.mask_sites import MaskSite, SiteMeans, head_site, mlp_site
 
 
 def test_split_heads_keep_or_take_the_replacement():

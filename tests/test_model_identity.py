@@ -1,4 +1,4 @@
-"""A model's identity (``heurlens.model_identity``): the same digest as before for float32 weights, any dtype,
+"""A model's identity (``heurlens.runtime.model_identity``): the same digest as before for float32 weights, any dtype,
 hashed once per state of the weights, and a new identity whenever a weight changes."""
 
 import hashlib
@@ -7,7 +7,7 @@ import torch
 from planted import build_planted_model
 
 from heurlens import model_identity
-from heurlens.model_identity import forget_identity
+from heurlens.runtime.model_identity import forget_identity
 
 
 def digest_as_before(model) -> str:

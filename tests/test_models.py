@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from heurlens.errors import HeurlensError
+from heurlens.interventions.units import Unit
 from heurlens.models import load_model
-from heurlens.units import Unit
 
 PAIRS = (["A man plays a guitar on the street corner near the old market.", "Two dogs run."],
          ["A person plays music outside.", "Cats sleep."])
@@ -201,7 +201,7 @@ def test_ablating_a_query_head_is_zeroing_its_slice_of_the_output_projection_inp
     key-value head it shares stays)."""
     from transformers import AutoModelForCausalLM
 
-    from heurlens.ablation import ablation_hooks
+    from heurlens.interventions.ablation import ablation_hooks
 
     model = load_model(tiny_decoder_dirs[family])
     reference = AutoModelForCausalLM.from_pretrained(tiny_decoder_dirs[family]).eval()
@@ -239,8 +239,8 @@ def test_an_architecture_transformerlens_does_not_bridge_is_one_clear_error(tmp_
 
 
 def test_a_next_token_model_on_labelled_pairs_is_one_clear_error(tiny_decoder_dirs):
+    from heurlens.data.nli_setup import nli_eval_sets
     from heurlens.evaluate import accuracy, predict_logits
-    from heurlens.nli import nli_eval_sets
 
     model = load_model(tiny_decoder_dirs["llama"])
     pairs = nli_eval_sets(model, "snli", in_domain_examples=4, per_subcase=2, subcases=["SO-Swap"])[0]

@@ -6,11 +6,11 @@ import torch
 from test_resumed_passes import random_set
 from transformers import BertForSequenceClassification
 
-import heurlens.pooled_final_block as pooled
-from heurlens.ablation import ablation_hooks
+import heurlens.models.pooled_final_block as pooled
 from heurlens.evaluate import predict_logits
+from heurlens.interventions.ablation import ablation_hooks
+from heurlens.interventions.units import Unit
 from heurlens.models import load_model
-from heurlens.units import Unit
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""One precision setting (``heurlens.precision``): ``--dtype`` on ablate, prune and evaluate, ``--bf16`` its
+"""One precision setting (``heurlens.runtime.precision``): ``--dtype`` on ablate, prune and evaluate, ``--bf16`` its
 shorthand; masks keep training in float32 while the model's products run in bfloat16, and a subnetwork records
 the precision it was found in."""
 

@@ -7,11 +7,11 @@ import torch
 
 from heurlens.errors import HeurlensError
 from heurlens.evaluate import tokenize_pairs
+from heurlens.interventions.units import Unit
 from heurlens.models import load_model
 from heurlens.pruning import HardConcrete, PruneSettings, Subnetwork, discretize, prune, train_unit_mask
 from heurlens.pruning import runs as runs_module
 from heurlens.pruning.schedule import MIN_SCALED_STEPS, paper_steps, scaled_steps, target_at
-from heurlens.units import Unit
 
 
 def test_expected_l0_closed_form_matches_monte_carlo():
@@ -147,7 +147,7 @@ def test_gradients_reach_log_alpha_and_never_the_weights(pruning_data):
     model, data = pruning_data
     before = {k: v.clone() for k, v in model.state_dict().items()}
     from heurlens.evaluate import predict_logits
-    from heurlens.means import compute_means
+    from heurlens.interventions.means import compute_means
 
     result = train_unit_mask(model, data, predict_logits(model, data), compute_means(model, data), 0.5, seed=0,
                              config=PruneSettings(total_steps=3), progress=False)

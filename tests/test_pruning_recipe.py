@@ -6,12 +6,12 @@ import pytest
 import torch
 
 from heurlens.evaluate import predict_logits, tokenize_pairs
-from heurlens.means import compute_means
+from heurlens.interventions.means import compute_means
+from heurlens.interventions.units import Unit
 from heurlens.models import load_model
 from heurlens.pruning import HardConcrete, PruneSettings, discretize, train_unit_mask
 from heurlens.pruning.objective import expected_sparsity, mask_optimizer, sampled_sparsity
 from heurlens.pruning.subnetwork import per_layer_soft_mask
-from heurlens.units import Unit
 
 
 def learning_rates(config: PruneSettings, total: int) -> list[float]:

@@ -8,12 +8,12 @@ import sys
 import pytest
 from cli_run import assert_one_line_error, assert_refused, heurlens, heurlens_in_process
 
-from heurlens.cache import cache_dir
 from heurlens.errors import HeurlensError
 from heurlens.models import load_model
 from heurlens.models.default import default_model_dir
 from heurlens.models.nli_finetune import FINETUNE_RECORD, finetune_nli
 from heurlens.models.settings import FinetuneSettings
+from heurlens.runtime.cache import cache_dir
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json")
 
@@ -253,7 +253,7 @@ def test_run_means_recomputed_on_another_device_resume_and_other_means_are_refus
     off are another run's: refused, nothing overwritten."""
     import shutil
 
-    from heurlens.means import UnitMeans
+    from heurlens.interventions.means import UnitMeans
     from heurlens.pruning import PruneSettings, prune
     from heurlens.pruning.run_folder import MEANS_FILE, load_run_means
 
@@ -336,7 +336,7 @@ def test_damaged_run_means_are_named_with_their_fix(small_run, tmp_path):
 def test_damaged_means_cache_is_computed_again(tiny_bert_dir, tmp_path, monkeypatch):
     import torch
 
-    from heurlens.nli import snli_reference_means
+    from heurlens.data.nli_setup import snli_reference_means
 
     real_cache = cache_dir()
     monkeypatch.setenv("HEURLENS_CACHE", str(tmp_path))
@@ -427,7 +427,7 @@ def test_a_stored_stage_is_computed_once_and_recomputed_when_damaged(tmp_path):
     second, computed again when its file cannot be read back whole."""
     import json as json_module
 
-    from heurlens.cache import atomic_write_json, stored
+    from heurlens.runtime.cache import atomic_write_json, stored
 
     path, calls = tmp_path / "stage.json", []
 

@@ -83,7 +83,7 @@ def test_list_and_boolean_labels_in_a_pair_file_are_refused(tmp_path, label):
 
 def test_a_prompt_task_on_a_classifier_and_no_hans_pairs_are_refused(tiny_bert_dir, tmp_path):
     import heurlens
-    from heurlens.run_data import PromptTaskData
+    from heurlens.data.run_data import PromptTaskData
 
     path = _jsonl(tmp_path / "task.jsonl", '{"prompt": "a man", "answer": " sleeps"}')
     with pytest.raises(HeurlensError, match="is a classifier with labels entailment"):
@@ -104,8 +104,8 @@ def test_a_cached_means_file_of_the_wrong_shape_is_computed_again(tiny_bert_dir)
     from safetensors.torch import load_file, save_file
 
     import heurlens
-    from heurlens.cache import cache_dir
-    from heurlens.nli import snli_reference_means
+    from heurlens.data.nli_setup import snli_reference_means
+    from heurlens.runtime.cache import cache_dir
 
     model = heurlens.load_model(tiny_bert_dir)
     first = snli_reference_means(model, examples=8)
@@ -180,7 +180,7 @@ def test_a_cache_that_cannot_be_written_is_named_with_the_fix(monkeypatch, tmp_p
     import errno
     import tempfile
 
-    from heurlens.cache import atomic_write_bytes
+    from heurlens.runtime.cache import atomic_write_bytes
 
     monkeypatch.setenv("HEURLENS_CACHE", str(tmp_path / "cache"))
 

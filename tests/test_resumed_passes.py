@@ -4,12 +4,12 @@ with the lower blocks really skipped."""
 import pytest
 import torch
 
-from heurlens.ablation import ablate_groups, ablation_hooks
-from heurlens.call_context import call_context
 from heurlens.evaluate import EvalSet, predict_logits
+from heurlens.interventions.ablation import ablate_groups, ablation_hooks
+from heurlens.interventions.resumed_passes import ablated_logits
+from heurlens.interventions.units import Unit
 from heurlens.models import load_model
-from heurlens.resumed_passes import ablated_logits
-from heurlens.units import Unit
+from heurlens.runtime.call_context import call_context
 
 
 @pytest.fixture(autouse=True)
@@ -110,7 +110,7 @@ def test_blocks_are_whole_again_after_an_error(three_layer_bert):
 
 def test_ablate_groups_rows_group_by_group(three_layer_bert):
     """One row per (group, set) in group order; the rows equal ablating each group on its own."""
-    from heurlens.ablation import ablate
+    from heurlens.interventions.ablation import ablate
 
     model = three_layer_bert
     sets = [random_set(30522, True, seed=0), random_set(30522, True, seed=1)]
@@ -129,7 +129,7 @@ def test_a_first_ablation_keeps_its_streams_from_the_full_models_pass(three_laye
     """With nothing cached, ablating from layers 1 and 2 runs block 0 once per batch (the full model's pass, which
     also stores the streams entering layers 1 and 2), not twice; the streams are those of a pass of their own and
     the table that of a run with no cache at all."""
-    from heurlens.activation_cache import _compute, _unpadded, residual_streams
+    from heurlens.interventions.activation_cache import _compute, _unpadded, residual_streams
 
     monkeypatch.setenv("HEURLENS_CACHE", str(tmp_path))
     model = three_layer_bert

@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from heurlens.analysis.results_page import GENERATED_LINE, HAND_WRITTEN
 from heurlens.errors import HeurlensError
-from heurlens.run_folders import RunFolder
+from heurlens.runtime.results_page import GENERATED_LINE, HAND_WRITTEN
+from heurlens.runtime.run_folders import RunFolder
 
 
 def test_a_finished_stage_is_read_back_and_a_cut_one_is_computed_again(tmp_path):
@@ -47,7 +47,7 @@ def test_the_page_keeps_its_reading_and_the_lock_is_reentrant_in_one_process(tmp
 def test_a_lock_beside_someone_elses_file_marks_nothing_and_a_lock_alone_is_an_empty_folder(tmp_path):
     """A refused run leaves heurlens' lock behind: beside a user's file it made the folder look like heurlens' (issue
     63); alone, the folder is as good as empty."""
-    from heurlens.run_folders import LOCK_FILE
+    from heurlens.runtime.run_folders import LOCK_FILE
 
     theirs = tmp_path / "theirs"
     theirs.mkdir()

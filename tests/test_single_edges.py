@@ -9,9 +9,9 @@ import pytest
 import torch
 
 import heurlens
-from heurlens.edge_masks import edge_mask_forward
-from heurlens.edges import edge_layout
 from heurlens.errors import HeurlensError
+from heurlens.interventions.edge_masks import edge_mask_forward
+from heurlens.interventions.graph import edge_layout
 
 CLEAN = torch.tensor([[2, 4, 10, 5, 6], [3, 5, 10, 9, 7]])  # word-level tokens, no padding
 CORRUPTED = torch.tensor([[3, 9, 10, 4, 6], [2, 4, 10, 9, 8]])
@@ -119,11 +119,11 @@ def test_post_norm_models_are_refused_edge_masks_by_name(architecture, tmp_path)
     model = heurlens.load_model(build(architecture, tmp_path))
     with pytest.raises(HeurlensError, match=r"blocks.0.hook_attn_out is read after ln1_post.*--level node"):
         edge_layout(model)
-    layout_would_be = heurlens.edges.EdgeLayout(model.n_layers, model.n_heads,
+    layout_would_be = heurlens.interventions.graph.EdgeLayout(model.n_layers, model.n_heads,
                                                 int(model.bridge.cfg.n_key_value_heads or model.n_heads))
     assert layout_would_be.n_edges > 0
     # what the refusal prevents: heurlens' write for L0.H1 is not the change the block makes
-    from heurlens.edge_masks import EdgeMaskHooks
+    from heurlens.interventions.edge_masks import EdgeMaskHooks
 
     hooks = EdgeMaskHooks(layout_would_be, 1 - layout_would_be.mask(["L0.H1->logits"]))
     with hooks.attached(model), torch.no_grad():

@@ -10,11 +10,12 @@ from planted import PLANTED, build_planted_model
 import heurlens
 from heurlens.data.snli import load_snli
 from heurlens.evaluate import predict_logits, tokenize_pairs
-from heurlens.masking import UnitMaskHooks
-from heurlens.means import compute_means
-from heurlens.pruning.train import stacked_batches, train_unit_masks
+from heurlens.interventions.means import compute_means
+from heurlens.interventions.unit_masks import UnitMaskHooks
+from heurlens.interventions.units import UnitLayout
+from heurlens.pruning.mask_loop import stacked_batches
+from heurlens.pruning.train import train_unit_masks
 from heurlens.tasks import token_batches
-from heurlens.units import UnitLayout
 
 
 def test_stacked_batches_pad_each_batch_on_the_right_and_keep_its_rows():

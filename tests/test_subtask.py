@@ -552,7 +552,7 @@ def test_a_second_sweep_process_waits_for_the_folders_t1_and_discovery(tmp_path)
     import subprocess
     import sys
 
-    from heurlens.run_folders import LOCK_FILE, RunFolder
+    from heurlens.runtime.run_folders import LOCK_FILE, RunFolder
 
     settings = SweepSettings(max_value=12, t1_epochs=1, discovery_epochs=1, disambiguation=(5,),
                              conditions=("random init",), transfer_epochs=1)
@@ -574,7 +574,7 @@ def test_a_second_sweep_process_waits_for_the_folders_t1_and_discovery(tmp_path)
 def test_a_sweep_folder_says_what_it_holds_through_one_reader(tmp_path):
     """RunFolder: the settings a sweep records come back as the same SweepSettings (the scripts that table a sweep
     read them so); a folder without them, or with a damaged file, is refused by name."""
-    from heurlens.run_folders import RunFolder
+    from heurlens.runtime.run_folders import RunFolder
     from heurlens.subtask.sweep import recorded_settings
 
     settings = SweepSettings.paper(seeds=2)

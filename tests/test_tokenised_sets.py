@@ -4,11 +4,11 @@ made them changed or the entry is damaged, never stored with the disk cache off.
 import pytest
 import torch
 
-import heurlens.nli
-from heurlens.cache import disk_cache
+import heurlens.data.nli_setup
+from heurlens.data.nli_setup import nli_eval_sets
+from heurlens.data.tokenised_sets import KIND, content_key
 from heurlens.models import load_model
-from heurlens.nli import nli_eval_sets
-from heurlens.tokenised_sets import KIND, content_key
+from heurlens.runtime.cache import disk_cache
 
 
 @pytest.fixture
@@ -16,13 +16,13 @@ def builds(monkeypatch, tmp_path):
     """Each test its own cache; counts how often the sets are really built (drawn and tokenised)."""
     monkeypatch.setenv("HEURLENS_CACHE", str(tmp_path / "cache"))
     calls = []
-    build = heurlens.nli.nli_eval_sets_for
+    build = heurlens.data.nli_setup.nli_eval_sets_for
 
     def counted(*args, **kwargs):
         calls.append(args)
         return build(*args, **kwargs)
 
-    monkeypatch.setattr(heurlens.nli, "nli_eval_sets_for", counted)
+    monkeypatch.setattr(heurlens.data.nli_setup, "nli_eval_sets_for", counted)
     return calls
 
 

@@ -102,7 +102,7 @@ def test_the_best_epoch_rule_states_which_of_two_equal_epochs_is_kept():
 
 def test_work_run_with_denormals_flushed_sees_the_callers_disk_cache_setting():
     """The work runs in a thread of its own; ``disk_cache(False)`` (a context variable) did not reach it (issue 63)."""
-    from heurlens.cache import disk_cache, disk_cache_enabled
+    from heurlens.runtime.cache import disk_cache, disk_cache_enabled
     from heurlens.training_helpers import run_with_denormals_flushed
 
     with disk_cache(False):

@@ -37,8 +37,8 @@ def test_no_private_transformerlens_module_is_imported():
 
 
 def test_an_outer_hook_survives_heurlens_inner_hook_contexts_and_run_with_cache(tiny_decoder_dirs):
-    from heurlens.edge_masks import edge_mask_forward
-    from heurlens.edges import edge_layout
+    from heurlens.interventions.edge_masks import edge_mask_forward
+    from heurlens.interventions.graph import edge_layout
 
     model = heurlens.load_model(tiny_decoder_dirs["llama"])
     batch = {"input_ids": TOKENS, "attention_mask": torch.ones_like(TOKENS)}

@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from heurlens.errors import HeurlensError
-from heurlens.units import Unit, UnitLayout, all_units, format_units, heads_hook_name, parse_units
+from heurlens.interventions.units import Unit, UnitLayout, all_units, format_units, heads_hook_name, parse_units
 
 
 def test_parse_single_list_layer_and_mlp():

@@ -18,18 +18,18 @@ from itertools import combinations
 import pandas as pd
 from torch import Tensor
 
-from heurlens.ablation import Method, ablated_tables, metric_names
-from heurlens.activation_cache import full_model_logits
-from heurlens.argument_checks import checked
-from heurlens.call_context import CallContext, call_context
-from heurlens.distributed import Workers, run_each
 from heurlens.errors import HeurlensError
-from heurlens.means import UnitMeans
+from heurlens.interventions.ablation import Method, MethodName, ablated_tables, as_method, metric_names
+from heurlens.interventions.activation_cache import full_model_logits
+from heurlens.interventions.means import UnitMeans
+from heurlens.interventions.units import Unit, UnitsLike, as_units, format_units
 from heurlens.models.classifier import as_model
-from heurlens.precision import Precision
 from heurlens.protocols import Metrics, ModelLike, PreparedModel, Task
+from heurlens.runtime.argument_checks import checked
+from heurlens.runtime.call_context import CallContext, call_context
+from heurlens.runtime.distributed import Workers, run_each
+from heurlens.runtime.precision import Precision
 from heurlens.tasks import TaskLike, as_task
-from heurlens.units import Unit, UnitsLike, as_units, format_units
 
 CHUNKS_PER_WORKER = 4  # Ray tasks per worker in a scan: enough to even out heads of different depths
 
@@ -47,14 +47,14 @@ class _AblationJob:
     metrics: Metrics | None = None
 
 
-def _job(model: ModelLike, eval_sets: Sequence[TaskLike], method: Method, means: UnitMeans | None,
+def _job(model: ModelLike, eval_sets: Sequence[TaskLike], method: MethodName, means: UnitMeans | None,
          full_logits: dict[str, Tensor] | None, dtype: Precision, metrics: Metrics | None,
          cache: bool | None = None) -> _AblationJob:
     model = as_model(model)
     tasks = [as_task(model, data) for data in eval_sets]
     context = call_context(model, dtype, cache)  # resolved here: Ray workers do not see a surrounding disk_cache
     full = full_logits or {s.name: full_model_logits(model, s, context) for s in tasks}
-    return _AblationJob(model, tasks, method, means, full, context, metrics)
+    return _AblationJob(model, tasks, as_method(method), means, full, context, metrics)
 
 
 def _deltas(job: _AblationJob, groups: list[list[Unit]], progress: bool, desc: str,
@@ -86,7 +86,7 @@ def _delta_table(job: _AblationJob, groups: list[list[Unit]], progress: bool = F
 
 @checked
 def single_unit_scan(model: ModelLike, units: UnitsLike, eval_sets: Sequence[TaskLike], *,
-                     means: UnitMeans | None = None, method: Method = "mean",
+                     means: UnitMeans | None = None, method: MethodName = "mean",
                      full_logits: dict[str, Tensor] | None = None, progress: bool = True,
                      workers: Workers | None = None, dtype: Precision = "float32", metrics: Metrics | None = None,
                      cache: bool | None = None) -> pd.DataFrame:
@@ -124,7 +124,7 @@ def scan_table(scan: pd.DataFrame, core: list[Unit] | None = None) -> pd.DataFra
 
 @checked
 def group_superadditivity(model: ModelLike, group: UnitsLike, eval_sets: Sequence[TaskLike], *,
-                          means: UnitMeans | None = None, method: Method = "mean", pairs: bool = True,
+                          means: UnitMeans | None = None, method: MethodName = "mean", pairs: bool = True,
                           full_logits: dict[str, Tensor] | None = None,
                           progress: bool = True, workers: Workers | None = None,
                           dtype: Precision = "float32", metrics: Metrics | None = None,

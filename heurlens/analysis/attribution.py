@@ -20,31 +20,32 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from heurlens.ablation import Method, unit_replacement
-from heurlens.devices import device_of, to_device
 from heurlens.errors import HeurlensError
-from heurlens.interchange import corrupted_activations, corruption_of
-from heurlens.mask_sites import head_site, mlp_site
-from heurlens.means import UnitMeans
+from heurlens.interventions.ablation import MethodName, as_method, unit_replacement
+from heurlens.interventions.corruption import corrupted_activations, corruption_of
+from heurlens.interventions.mask_sites import head_site, mlp_site
+from heurlens.interventions.means import UnitMeans
+from heurlens.interventions.units import Unit, UnitLayout, as_units
 from heurlens.metrics import metric_output
 from heurlens.models.classifier import as_model
 from heurlens.protocols import Batch, Metric, ModelLike, PreparedModel, Task
+from heurlens.runtime.devices import device_of, to_device
 from heurlens.tasks import TaskLike, as_task, batch_rows, scored_rows
 from heurlens.training_helpers import frozen_parameters
-from heurlens.units import Unit, UnitLayout, as_units
 
 
-def attribution_scores(model: ModelLike, task: TaskLike, metric: Metric, *, method: Method = "mean",
+def attribution_scores(model: ModelLike, task: TaskLike, metric: Metric, *, method: MethodName = "mean",
                        means: UnitMeans | None = None) -> pd.DataFrame:
     """One row per unit (layer order): ``unit`` and ``score``, the estimated change of ``metric`` when the unit alone
-    is ablated by ``method`` ("mean" with ``means``, "zero", or "interchange"). ``metric(scores, task)`` or
+    is ablated by ``method`` ("mean" with ``means``, "zero", or "corrupt"). ``metric(scores, task)`` or
     ``metric(scores)`` must return a one-element tensor with a gradient (e.g. ``prompt_tasks.logit_difference``)."""
     model = as_model(model)
     task = as_task(model, task)
     device = device_of(model)
-    # interchange: set batch by batch from the corrupted batch
-    replacement = None if method == "interchange" else unit_replacement(model, method, means, device)
-    corruption = corruption_of(task) if method == "interchange" else None
+    method = as_method(method)
+    # corrupt: set batch by batch from the corrupted batch
+    replacement = None if method == "corrupt" else unit_replacement(model, method, means, device)
+    corruption = corruption_of(task) if method == "corrupt" else None
     layout = UnitLayout(model.n_layers, model.n_heads)
     heads, mlps = torch.zeros(model.n_layers, model.n_heads), torch.zeros(model.n_layers)
     total_rows = scored_rows(task)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from heurlens.edges import EMBED, LOGITS, Edge
+from heurlens.interventions.graph import EMBED, LOGITS, Edge
 from heurlens.pruning.circuit import EdgeCircuit
 
 INPUT_COLOURS = {"q": "#1f77b4", "k": "#2ca02c", "v": "#d62728", "MLP": "#9467bd", LOGITS: "#7f7f7f"}

@@ -17,9 +17,9 @@ import plotly.graph_objects as go
 
 from heurlens.analysis.effective_size import checkpoint_step
 from heurlens.errors import HeurlensError
+from heurlens.interventions.units import Unit
 from heurlens.pruning.run_folder import find_subnetworks
 from heurlens.pruning.subnetwork import Subnetwork
-from heurlens.units import Unit
 
 
 def checkpoint_subnetworks(folder: Path, sparsity: float) -> dict[int, list[Subnetwork]]:

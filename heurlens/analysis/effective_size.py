@@ -22,18 +22,19 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from heurlens.ablation import metric_names
-from heurlens.cache import atomic_write_csv
-from heurlens.distributed import Workers
 from heurlens.errors import HeurlensError
-from heurlens.means import UnitMeans
+from heurlens.interventions.ablation import metric_names
+from heurlens.interventions.means import UnitMeans
+from heurlens.interventions.units import UnitLayout
 from heurlens.protocols import Loss, Metrics, PreparedModel, Task
 from heurlens.pruning.evaluation import evaluate_subnetworks
-from heurlens.pruning.run_folder import SPARSITY_TOLERANCE, data_id_of
+from heurlens.pruning.run_folder import data_id_of
 from heurlens.pruning.runs import prune
 from heurlens.pruning.settings import PruneSettings
-from heurlens.run_folders import RunFolder
-from heurlens.units import UnitLayout
+from heurlens.pruning.subnetwork import SPARSITY_TOLERANCE
+from heurlens.runtime.cache import atomic_write_csv
+from heurlens.runtime.distributed import Workers
+from heurlens.runtime.run_folders import RunFolder
 
 SPARSITY_GRID = [round(0.05 * i, 2) for i in range(1, 20)]  # 5%, 10%, ..., 95%
 EFFECTIVE_SIZE_FILE = "effective-size.csv"
@@ -169,8 +170,8 @@ def effective_size_over_checkpoints(checkpoints: Sequence[str | Path], out: Path
     time as a fine-tune writes them, from several processes at once. ``out/settings.json`` records what makes
     rows comparable (grid, search, tolerance, seeds, pruning data and settings, evaluation sets); a call with
     other settings is refused before anything is pruned."""
+    from heurlens.data.nli_setup import snli_pruning_data, snli_reference_means
     from heurlens.models.loading import load_model
-    from heurlens.nli import snli_pruning_data, snli_reference_means
 
     if not checkpoints:
         raise HeurlensError("give checkpoint directories; make them with "

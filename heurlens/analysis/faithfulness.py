@@ -20,21 +20,21 @@ from dataclasses import dataclass
 import pandas as pd
 import torch
 
-from heurlens.ablation import Method, ablated_scores, one_chunk_at_a_time
-from heurlens.activation_cache import full_model_logits
-from heurlens.argument_checks import checked
-from heurlens.call_context import call_context
 from heurlens.data.prompt_tasks import PromptSet, logit_difference
-from heurlens.edges import edge_layout
 from heurlens.errors import HeurlensError
-from heurlens.means import UnitMeans
+from heurlens.interventions.ablation import MethodName, ablated_scores, as_method, one_chunk_at_a_time
+from heurlens.interventions.activation_cache import full_model_logits
+from heurlens.interventions.graph import edge_layout
+from heurlens.interventions.means import UnitMeans
+from heurlens.interventions.units import UnitLayout, UnitsLike, as_units
 from heurlens.metrics import metric_value
 from heurlens.models.classifier import as_model
 from heurlens.protocols import Metric, ModelLike, Task
 from heurlens.pruning.circuit import EdgeCircuit, circuit_scores
 from heurlens.pruning.subnetwork import Subnetwork
+from heurlens.runtime.argument_checks import checked
+from heurlens.runtime.call_context import call_context
 from heurlens.tasks import TaskLike, as_task
-from heurlens.units import UnitLayout, UnitsLike, as_units
 
 
 @dataclass
@@ -73,18 +73,19 @@ def _area(curve: pd.DataFrame, height) -> float:
 
 @checked
 def faithfulness_curve(model: ModelLike, circuits: Sequence[Subnetwork] | Mapping[str, UnitsLike], task: TaskLike, *,
-                       metric: Metric | None = None, method: Method | None = None, means: UnitMeans | None = None,
+                       metric: Metric | None = None, method: MethodName | None = None, means: UnitMeans | None = None,
                        cache: bool | None = None, edges: bool = False) -> FaithfulnessCurve:
     """f(k) of each circuit on ``task``: ``circuits`` are subnetworks (a pruning sweep) or kept units by label
     (``{"top 10%": "L9.H6,L9.H9,..."}``); every unit outside a circuit is ablated by ``method`` ("mean" with
-    ``means``, "zero", or "interchange": its activation on the example's corrupted prompt). ``metric``: a function of
+    ``means``, "zero", or "corrupt": its activation on the example's corrupted prompt). ``metric``: a function of
     (scores, task) or (scores) to one number; default the logit difference of a prompt task with distractors.
     ``edges``: k is the fraction of edges kept (node circuits as the edges between their units,
     ``EdgeLayout.edges_between``), every other edge carrying its writer's output on the corrupted prompt, as edge
-    circuits (``prune --level edge``) are always scored: ``method`` None is "interchange" there and "mean" for units,
+    circuits (``prune --level edge``) are always scored: ``method`` None is "corrupt" there and "mean" for units,
     and another ``method`` on the edge axis is refused."""
     model = as_model(model)
     task = as_task(model, task)
+    method = as_method(method) if method else None
     metric = metric or _default_metric(task)
     context = call_context(model, cache=cache)
     full_scores = full_model_logits(model, task, context)
@@ -102,10 +103,10 @@ def faithfulness_curve(model: ModelLike, circuits: Sequence[Subnetwork] | Mappin
     if not named:
         raise HeurlensError("give at least one circuit: subnetworks of a pruning run, or {label: units}")
     on_edges = edges or any(isinstance(circuit, EdgeCircuit) for circuit in circuits)
-    if on_edges and method not in (None, "interchange"):
+    if on_edges and method not in (None, "corrupt"):
         raise HeurlensError(f"method={method!r}: on the edge axis every edge outside a circuit carries its writer's "
-                            "output on the corrupted prompt (interchange ablation), the only ablation heurlens defines "
-                            "for edges; give method='interchange' (or None)")
+                            "output on the corrupted prompt (corrupt ablation), the only ablation heurlens defines "
+                            "for edges; give method='corrupt' (or None)")
     if on_edges:
         layout = edge_layout(model)
         kept_edges = {label: circuit.edges if isinstance(circuit, EdgeCircuit) else layout.edges_between(named[label])

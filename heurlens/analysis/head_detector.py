@@ -25,11 +25,11 @@ from transformer_lens.head_detector import (
 )
 
 from heurlens.analysis.patterns import attention_patterns, best_label
-from heurlens.argument_checks import checked
+from heurlens.interventions.units import Unit, UnitsLike, as_units
 from heurlens.models.classifier import as_model
 from heurlens.protocols import ModelLike
+from heurlens.runtime.argument_checks import checked
 from heurlens.tasks import TaskLike, as_task
-from heurlens.units import Unit, UnitsLike, as_units
 
 DETECTION_PATTERNS = {"previous_token": get_previous_token_head_detection_pattern,
                       "duplicate_token": get_duplicate_token_head_detection_pattern,

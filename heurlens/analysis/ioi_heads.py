@@ -29,10 +29,10 @@ from heurlens.analysis.head_detector import labelled_heads
 from heurlens.analysis.patterns import attention_patterns
 from heurlens.data.prompt_tasks import PromptSet
 from heurlens.errors import HeurlensError
+from heurlens.interventions.units import UnitsLike, as_units
 from heurlens.models.classifier import as_model
 from heurlens.protocols import ModelLike
 from heurlens.tasks import TaskLike, as_task, batch_examples
-from heurlens.units import UnitsLike, as_units
 
 SIGNATURES = ("name_mover", "s_inhibition", "duplicate_token", "induction")
 

@@ -20,8 +20,8 @@ from scipy.stats import hypergeom, spearmanr
 
 from heurlens.analysis.report import Report
 from heurlens.errors import HeurlensError
+from heurlens.interventions.units import Unit, all_units, format_units
 from heurlens.pruning.subnetwork import Subnetwork
-from heurlens.units import Unit, all_units, format_units
 
 
 def _check_same_model(subnetworks: Sequence[Subnetwork]) -> tuple[int, int]:
@@ -53,8 +53,8 @@ def heuristic_core(subnetworks: Sequence[Subnetwork]) -> list[Unit]:
 def core_from(spec: str, n_layers: int, n_heads: int) -> tuple[list[Unit], list[Subnetwork]]:
     """A core given as a run directory of ``heurlens prune`` (its heads kept by every subnetwork) or as a
     list of heads (``L2.H5,L4.H1``); returns (core heads, the run's subnetworks or [])."""
+    from heurlens.interventions.units import parse_units
     from heurlens.pruning.run_folder import find_subnetworks
-    from heurlens.units import parse_units
 
     if Path(spec).is_dir():
         paths = find_subnetworks(Path(spec))
@@ -198,7 +198,7 @@ def frequencies_by_sparsity(groups: Mapping[float, Sequence[Subnetwork]]) -> pd.
 def write_overlap_files(groups: Mapping[float, Sequence[Subnetwork]], out: Path) -> None:
     """``frequencies.csv``, ``intersection.csv``, one frequency heatmap per sparsity and one Figure 5 per pair of
     neighbouring sparsities (standalone HTML) in ``out``."""
-    from heurlens.cache import atomic_write_csv
+    from heurlens.runtime.cache import atomic_write_csv
 
     names = {sparsity: f"{sparsity:.0%}" for sparsity in groups}
     atomic_write_csv(out / "frequencies.csv", frequencies_by_sparsity(groups))

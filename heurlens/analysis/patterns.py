@@ -25,10 +25,10 @@ import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
-from heurlens.devices import device_of, to_device
 from heurlens.errors import HeurlensError
+from heurlens.interventions.units import Unit
 from heurlens.protocols import Batch, PreparedModel, Task
-from heurlens.units import Unit
+from heurlens.runtime.devices import device_of, to_device
 
 PATTERNS = ("repeated_token", "previous_token", "next_token", "cls", "sep", "self")
 

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from heurlens.activation_cache import data_fingerprint
 from heurlens.analysis.accuracy_curve import accuracy_curve_figure, highest_faithful_sparsity
 from heurlens.analysis.circuit_graph import circuit_figure
 from heurlens.analysis.effective_size import EFFECTIVE_SIZE_FILE, effective_size_figure
@@ -20,12 +19,13 @@ from heurlens.analysis.head_detector import head_detector_scores
 from heurlens.analysis.overlap import analysed_core, overlap_report
 from heurlens.analysis.patterns import attention_plot, pattern_scores
 from heurlens.analysis.report import Report
-from heurlens.cache import atomic_write_csv, stored
 from heurlens.errors import HeurlensError
+from heurlens.interventions.activation_cache import data_fingerprint
 from heurlens.protocols import PreparedModel, Task
 from heurlens.pruning.circuit import EdgeCircuit
 from heurlens.pruning.evaluation import accuracy_table, evaluate_subnetworks
 from heurlens.pruning.run_folder import MEANS_FILE, find_subnetworks, load_run_means, subnetworks_by_sparsity
+from heurlens.runtime.cache import atomic_write_csv, stored
 
 EXAMPLE_PAIR = ("The doctor advised the president.", "The president advised the doctor.")  # Figure 7's SO-Swap pair
 

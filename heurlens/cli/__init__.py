@@ -85,9 +85,13 @@ def refuse_repeated_options(argv: list[str]) -> None:
 
 
 def _warnings_in_command_line_terms() -> None:
-    """Warnings (a subnetwork that missed its target) name what to change as flags, as errors do."""
+    """Warnings (a subnetwork that missed its target) name what to change as flags, as errors do; heurlens' own
+    deprecations (a renamed choice such as ``--ablation interchange``) are shown, which Python would hide."""
     import warnings
 
+    from heurlens.runtime.deprecations import STILL_WORKS
+
+    warnings.filterwarnings("default", message=f".*{STILL_WORKS}", category=DeprecationWarning)
     shown = warnings.showwarning
     if getattr(shown, "command_line_terms", False):
         return
@@ -120,7 +124,7 @@ def main(argv: list[str] | None = None) -> None:
         click.echo(f"heurlens: error: {error.format_message()}", err=True)
         sys.exit(2)
     except OSError as error:  # a write refused anywhere (a cache folder made read-only, an --out on a read-only disk)
-        from heurlens.cache import UNWRITABLE, unwritable_error
+        from heurlens.runtime.cache import UNWRITABLE, unwritable_error
 
         if error.errno not in UNWRITABLE or error.filename is None:
             raise

@@ -18,13 +18,13 @@ from heurlens.cli.options import (
     task_options,
     workers_options,
 )
+from heurlens.data.nli_setup import REFERENCE_PAIRS
 from heurlens.errors import HeurlensError
-from heurlens.nli import REFERENCE_PAIRS
 
 if TYPE_CHECKING:
-    from heurlens.ablation import Method
-    from heurlens.distributed import Workers
-    from heurlens.precision import Precision
+    from heurlens.interventions.ablation import MethodName
+    from heurlens.runtime.distributed import Workers
+    from heurlens.runtime.precision import Precision
 
 
 @cli.command()
@@ -38,10 +38,11 @@ if TYPE_CHECKING:
 @click.option("--superadditivity", is_flag=True,
               help="Ablate --heads together, alone and in pairs: group drop vs sum of single drops.")
 @model_option
-@click.option("--method", type=click.Choice(["mean", "zero", "interchange"]), default="mean", show_default=True,
-              help="What an ablated unit is replaced by: its mean, zero, or (interchange) its activation on each "
+@click.option("--method", type=click.Choice(["mean", "zero", "corrupt", "interchange"]), default="mean",
+              show_default=True,
+              help="What an ablated unit is replaced by: its mean, zero, or (corrupt) its activation on each "
                    "example's corrupted prompt, position by position (--task ioi or greater-than, or a prompt file "
-                   "with a corrupted_prompt field).")
+                   "with a corrupted_prompt field). interchange: corrupt's name before, deprecated.")
 @dtype_option
 @click.option("--reference-examples", type=click.IntRange(min=1), default=REFERENCE_PAIRS, show_default=True,
               help="SNLI training pairs (sample seed 0) the unit means are taken over (mean ablation); the default "
@@ -50,13 +51,15 @@ if TYPE_CHECKING:
 @workers_options
 @eval_options(default_subcases=None)
 def ablate(heads: str | None, scan: bool, core: str | None, superadditivity: bool, model: str, device: str | None,
-           weights_dtype: str | None, method: Method, dtype: Precision, reference_examples: int, task: str | None,
+           weights_dtype: str | None, method: MethodName, dtype: Precision, reference_examples: int, task: str | None,
            task_examples: int, workers: Workers | None, data: str, in_domain_examples: int, per_subcase: int,
            subcases: str | None, seed: int, as_json: bool, as_csv: bool) -> None:
     """Ablate heads/MLPs; print accuracy of full vs ablated model per evaluation set, and the KL."""
     import heurlens
-    from heurlens.means import zero_means
+    from heurlens.interventions.ablation import as_method
+    from heurlens.interventions.means import zero_means
 
+    method = as_method(method)  # "interchange" is "corrupt", with a warning
     if scan and superadditivity:
         raise HeurlensError("choose one of --scan and --superadditivity")
     if heads is None and not scan:

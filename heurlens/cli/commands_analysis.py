@@ -25,10 +25,10 @@ from heurlens.cli.options import (
 )
 from heurlens.cli.settings_options import FiniteFloatRange
 from heurlens.errors import HeurlensError
-from heurlens.run_folders import check_writable_dir, check_writable_file
+from heurlens.runtime.run_folders import check_writable_dir, check_writable_file
 
 if TYPE_CHECKING:
-    from heurlens.distributed import Workers
+    from heurlens.runtime.distributed import Workers
 
 
 @cli.command()
@@ -76,7 +76,7 @@ def patterns(heads: str | None, model: str, device: str | None, weights_dtype: s
     with --task (decoder LMs), TransformerLens' previous-token, duplicate-token and induction scores."""
     import heurlens
     from heurlens.analysis.patterns import attention_plot, pattern_scores
-    from heurlens.cache import atomic_write_bytes
+    from heurlens.runtime.cache import atomic_write_bytes
 
     if html_out:
         check_writable_file(Path(html_out), "--html")
@@ -193,7 +193,7 @@ def core_over_training(checkpoint_runs: str, core_spec: str, sparsity: float, ht
     heurlens effective-size, one folder per checkpoint)."""
     from heurlens.analysis.core_over_training import checkpoint_subnetworks, core_presence, core_presence_figure
     from heurlens.analysis.overlap import core_from
-    from heurlens.cache import atomic_write_bytes
+    from heurlens.runtime.cache import atomic_write_bytes
 
     if html_out:
         check_writable_file(Path(html_out), "--html")

@@ -26,8 +26,8 @@ def list_entries(as_json: bool, as_csv: bool) -> None:
     """Every entry: kind, model, what it holds, size, last use; then the total per kind and the cap."""
     import pandas as pd
 
-    from heurlens.cache import cache_dir
-    from heurlens.cache_contents import cache_limit, entries, foreign
+    from heurlens.runtime.cache import cache_dir
+    from heurlens.runtime.cache_contents import cache_limit, entries, foreign
 
     root = cache_dir()
     rows = [{"kind": e.kind, "model": e.model, "what": _what(root / e.kind / e.name, e.name),
@@ -65,9 +65,9 @@ def list_entries(as_json: bool, as_csv: bool) -> None:
 def clear(kinds: tuple[str, ...], models: tuple[str, ...], unused_days: float | None, everything: bool) -> None:
     """Remove cache entries: the computed ones matching every option given (models and downloads too when --kind
     names them), or everything with --all. Each is rebuilt when next needed."""
-    from heurlens.cache import cache_dir
-    from heurlens.cache_contents import COMPUTED_KINDS, HEURLENS_KINDS, kind_folders
-    from heurlens.cache_contents import clear as clear_entries
+    from heurlens.runtime.cache import cache_dir
+    from heurlens.runtime.cache_contents import COMPUTED_KINDS, HEURLENS_KINDS, kind_folders
+    from heurlens.runtime.cache_contents import clear as clear_entries
 
     if not (kinds or models or unused_days is not None or everything):
         raise HeurlensError("say what to clear: --kind activations, --model FINGERPRINT, --unused-days N, or --all "
@@ -101,7 +101,7 @@ def _what(path: Path, name: str) -> str:
             about = handle.metadata() or {}
     except Exception:  # a damaged or vanished entry: listed by name, recomputed when next read
         return name
-    if "sets" in about:  # heurlens.tokenised_sets
+    if "sets" in about:  # heurlens.data.tokenised_sets
         import json
 
         names = [entry["name"] for entry in json.loads(about["sets"])]

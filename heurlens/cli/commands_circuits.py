@@ -12,7 +12,7 @@ from heurlens.cli.group import cli
 from heurlens.cli.options import device_option, print_table, table_output_options, weights_dtype_option
 
 if TYPE_CHECKING:
-    from heurlens.ablation import Method
+    from heurlens.interventions.ablation import MethodName
 
 
 @cli.command()
@@ -24,8 +24,9 @@ if TYPE_CHECKING:
               help="Prompts of --task the circuits are scored on (drawn with --seed + 1, as prune evaluates).")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
               help="The --seed the run was pruned with (its means come from its prompts).")
-@click.option("--ablation", type=click.Choice(["mean", "zero", "interchange"]), default=None,
-              help="What the units outside a circuit are replaced by (default: as the run pruned them).")
+@click.option("--ablation", type=click.Choice(["mean", "zero", "corrupt", "interchange"]), default=None,
+              help="What the units outside a circuit are replaced by (default: as the run pruned them; interchange: "
+                   "corrupt's name before, deprecated).")
 @click.option("--figure", type=click.Path(dir_okay=False), default=None,
               help="Also write the curves (faithfulness against the fraction of units or edges kept) as a plotly HTML "
                    "page.")
@@ -47,14 +48,15 @@ def faithfulness(run_dirs: tuple[str, ...], task: str, task_examples: int, seed:
     import heurlens
     from heurlens.analysis.attribution import attribution_circuits, attribution_scores
     from heurlens.analysis.faithfulness import faithfulness_curve, faithfulness_figure
-    from heurlens.cache import atomic_write_bytes
     from heurlens.data.prompt_tasks import logit_difference
+    from heurlens.data.run_data import PromptTaskData
     from heurlens.errors import HeurlensError
+    from heurlens.interventions.ablation import as_method
     from heurlens.pruning.circuit import EdgeCircuit
     from heurlens.pruning.evaluation import ablation_of
     from heurlens.pruning.run_folder import load_run_means, subnetworks_by_sparsity
-    from heurlens.run_data import PromptTaskData
-    from heurlens.run_folders import check_writable_file
+    from heurlens.runtime.cache import atomic_write_bytes
+    from heurlens.runtime.run_folders import check_writable_file
 
     if figure:
         check_writable_file(Path(figure), "--figure")
@@ -62,11 +64,11 @@ def faithfulness(run_dirs: tuple[str, ...], task: str, task_examples: int, seed:
             for run_dir in run_dirs}
     everything = [sub for subnetworks in runs.values() for sub in subnetworks]
     edges = any(isinstance(sub, EdgeCircuit) for sub in everything)
-    method = cast("Method", ablation) if ablation else ablation_of(everything)
-    if edges and method != "interchange":
+    method = as_method(cast("MethodName", ablation)) if ablation else ablation_of(everything)
+    if edges and method != "corrupt":
         raise HeurlensError(f"--ablation {method}: an edge run's circuits prune edges to the corrupted prompt's outputs, "
                             "the only ablation heurlens defines for edges, and every curve beside it is on the edge "
-                            "axis; give --ablation interchange (or leave it out)")
+                            "axis; give --ablation corrupt (or leave it out)")
     hooked = heurlens.load_model(model or everything[0].model_id, device=device, dtype=weights_dtype)
     data = PromptTaskData(task, task_examples, seed)
     [prompts] = data.eval_sets(hooked)

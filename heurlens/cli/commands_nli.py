@@ -26,14 +26,14 @@ from heurlens.cli.options import (
     workers_options,
 )
 from heurlens.cli.settings_options import FiniteFloatRange, settings_from_options, settings_options
+from heurlens.data.nli_setup import PRUNING_BATCH, PRUNING_PAIRS, REFERENCE_PAIRS
 from heurlens.errors import HeurlensError
 from heurlens.models.settings import CHECKPOINT_EVERY_PAPER, FinetuneSettings
 from heurlens.models.settings import PRESETS as FINETUNE_PRESETS
-from heurlens.nli import PRUNING_BATCH, PRUNING_PAIRS, REFERENCE_PAIRS
 
 if TYPE_CHECKING:
-    from heurlens.distributed import Workers
-    from heurlens.precision import Precision
+    from heurlens.runtime.distributed import Workers
+    from heurlens.runtime.precision import Precision
 
 
 @cli.command()
@@ -110,10 +110,10 @@ def _report(hooked, subnetworks, means, eval_sets, as_json, as_csv, dtype: Preci
     from heurlens.pruning.evaluation import ablation_of
 
     evaluation = evaluate_subnetworks(hooked, subnetworks, eval_sets, means=means, dtype=dtype)
-    interchange = ablation_of(subnetworks) == "interchange"
+    corrupt = ablation_of(subnetworks) == "corrupt"
     pruned = ("its edge circuits (pruned edges carrying their writers' outputs on each example's corrupted prompt)"
               if any(isinstance(sub, EdgeCircuit) for sub in subnetworks) else
-              f"its subnetworks (pruned units replaced by {replacement_label(None if interchange else means)})")
+              f"its subnetworks (pruned units replaced by {replacement_label(None if corrupt else means)})")
 
     def pretty(evaluation):
         wide = accuracy_table(evaluation)

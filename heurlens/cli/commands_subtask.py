@@ -14,7 +14,7 @@ from heurlens.subtask.settings import FIGURE3_CONDITIONS, TRANSFER_CONDITIONS, S
 from heurlens.vision.settings import ShapeBiasSettings
 
 if TYPE_CHECKING:
-    from heurlens.distributed import Workers
+    from heurlens.runtime.distributed import Workers
 
 
 @cli.command()
@@ -75,8 +75,8 @@ def transfer_changes(source: str, out: str, seeds: int, disambiguation: int, row
                      device: str | None, as_json: bool, as_csv: bool) -> None:
     """Subtask Induction's transfer one change at a time (dropout, tied embeddings, batch size, weight decay) on a
     sweep's T1 model and subnetwork, every condition at one sample count; the first row is the sweep's own."""
-    from heurlens.analysis.results_page import check_results_page
     from heurlens.errors import HeurlensError
+    from heurlens.runtime.results_page import check_results_page
     from heurlens.subtask.one_change import one_change_folder, run_one_change
 
     try:

@@ -8,7 +8,7 @@ import click
 
 from heurlens.cli.settings_options import FiniteFloatRange
 from heurlens.errors import HeurlensError
-from heurlens.precision import PRECISIONS
+from heurlens.runtime.precision import PRECISIONS
 
 FOCUS = "SO-Swap,Prep,Embed-If,Embed-Verb"
 
@@ -22,14 +22,14 @@ def model_option(function):
 def _checked_device(context, parameter, value: str | None) -> str | None:
     """--device checked before anything loads (an unknown device, or CUDA on a machine without it)."""
     if value is not None:
-        from heurlens.devices import resolve_device
+        from heurlens.runtime.devices import resolve_device
 
         resolve_device(value)
     return value
 
 
 def device_option(function):
-    """--device: where the model runs (``heurlens.devices.resolve_device``)."""
+    """--device: where the model runs (``heurlens.runtime.devices.resolve_device``)."""
     return click.option("--device", default=None, callback=_checked_device, is_eager=True,
                         help="Where the model runs: cpu, cuda, cuda:1, mps. Default: $HEURLENS_DEVICE, else cuda "
                              "when torch sees a GPU (TransformerLens' choice), else cpu.")(function)
@@ -44,7 +44,7 @@ def weights_dtype_option(function):
 
 
 def dtype_option(function):
-    """--dtype float32|bfloat16|float16 (the matrix products' precision, ``heurlens.precision``) and --bf16, its
+    """--dtype float32|bfloat16|float16 (the matrix products' precision, ``heurlens.runtime.precision``) and --bf16, its
     shorthand for bfloat16, passed on as one ``dtype`` argument; --bf16 with another --dtype is refused."""
     @functools.wraps(function)
     def with_dtype(*args, dtype: str | None, bf16: bool, **kwargs):
@@ -62,7 +62,7 @@ def dtype_option(function):
 
 
 def replacement_label(means) -> str:
-    """What ablated units are replaced by, in a table's header (no means: interchange ablation)."""
+    """What ablated units are replaced by, in a table's header (no means: corrupt ablation)."""
     if means is None:
         return "their activations on each example's corrupted prompt"
     return "zero" if means.source == "zeros" else f"the unit means over {means.source}"
@@ -71,8 +71,8 @@ def replacement_label(means) -> str:
 def model_label(model, dtype: str) -> str:
     """A model's name in a table's header, with the weights' precision and the products' (``dtype``) when they
     are not float32: ``default``, ``default (bfloat16)``, ``smollm2 (bfloat16 weights)``."""
-    from heurlens.devices import weights_dtype_of
-    from heurlens.precision import precision_name
+    from heurlens.runtime.devices import weights_dtype_of
+    from heurlens.runtime.precision import precision_name
 
     weights = precision_name(weights_dtype_of(model))
     notes = ([] if weights == "float32" else [f"{weights} weights"]) + ([] if dtype == "float32" else [dtype])
@@ -80,11 +80,11 @@ def model_label(model, dtype: str) -> str:
 
 
 def workers_options(function):
-    """--workers N / --ray-address A: the command's independent runs as Ray tasks (``heurlens.distributed``),
+    """--workers N / --ray-address A: the command's independent runs as Ray tasks (``heurlens.runtime.distributed``),
     passed on as one ``workers`` argument (None without --workers: everything in this process, no Ray)."""
     @functools.wraps(function)
     def with_workers(*args, workers: int | None, ray_address: str | None, gpus_per_worker: float | None, **kwargs):
-        from heurlens.distributed import workers_from_options
+        from heurlens.runtime.distributed import workers_from_options
 
         return function(*args, workers=workers_from_options(workers, ray_address, gpus_per_worker,
                                                             kwargs.get("device")), **kwargs)
@@ -146,7 +146,7 @@ def eval_options(default_subcases: str | None, table_output: bool = True):
 def nli_data(data: str = "snli", in_domain_examples: int = 2000, per_subcase: int = 200, subcases: str | None = None,
              seed: int = 0, **choices):
     """The library's ``NliData`` for the evaluation options (``--in-domain-examples 0``: all pairs)."""
-    from heurlens.run_data import NliData
+    from heurlens.data.run_data import NliData
 
     return NliData(in_domain=data, in_domain_examples=in_domain_examples or None, per_subcase=per_subcase,
                    subcases=tuple(subcases.split(",")) if subcases else None, seed=seed, **choices)
@@ -198,7 +198,7 @@ def run_data(task: str | None, task_examples: int, data: str = "snli", in_domain
              **nli_choices):
     """The library's ``PromptTaskData`` for ``--task`` (its seed convention: ``seed`` for training prompts and
     means, ``seed + 1`` for evaluation), else its ``NliData`` for the evaluation options."""
-    from heurlens.run_data import PromptTaskData
+    from heurlens.data.run_data import PromptTaskData
 
     if task:
         return PromptTaskData(task, task_examples, seed, batch_size or 32)

@@ -1,9 +1,9 @@
 """NLI data that works offline (SNLI, HANS-style), loaders for the real sets, local files, and prompt tasks. Names are
-imported on first use (``heurlens.lazy``)."""
+imported on first use (``heurlens.runtime.lazy``)."""
 
 from typing import TYPE_CHECKING
 
-from heurlens.lazy import lazy_exports
+from heurlens.runtime.lazy import lazy_exports
 
 _EXPORTS = {"load_pair_file": ".files", "FOCUS_SUBCASES": ".hans", "HANS_LABELS": ".hans", "SUBCASES": ".hans",
             "generate_hans": ".hans", "load_pair_task": ".hub", "NLI_LABELS": ".snli", "load_snli": ".snli",

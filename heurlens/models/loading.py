@@ -15,24 +15,26 @@ from __future__ import annotations
 
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
+from jaxtyping import Float
 from safetensors import SafetensorError
+from torch import Tensor, nn
 from transformer_lens.factories.architecture_adapter_factory import SUPPORTED_ARCHITECTURES
 from transformer_lens.model_bridge import TransformerBridge
 from transformer_lens.model_bridge.sources import build_bridge_from_module
 from transformer_lens.model_bridge.sources.native import boot as boot_native
 from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
-from heurlens.argument_checks import checked
-from heurlens.devices import resolve_device
 from heurlens.errors import HeurlensError
-from heurlens.models.classifier import BertPoolerHead, HookedClassifier, padded_right, wrap_bridge
+from heurlens.models.classifier import HookedClassifier, padded_right, wrap_bridge
 from heurlens.models.nli_finetune import FINETUNE_RECORD, check_finetuned_files
 from heurlens.models.settings import PAPER_LENGTH_MODEL
 from heurlens.models.smollm2 import SMOLLM2, smollm2_dir
-from heurlens.precision import weights_precision
+from heurlens.runtime.argument_checks import checked
+from heurlens.runtime.devices import resolve_device
+from heurlens.runtime.precision import weights_precision
 
 BERT_FAMILY = {"bert"}
 GPT2_FAMILY = {"gpt2"}
@@ -267,3 +269,16 @@ def _bridge_causal_lm(path, config, tokenizer, attn, model_id, dtype) -> HookedC
                             "heurlens' units are attention heads and MLPs, so it cannot ablate, prune or score this "
                             "model; the architectures it was checked on are in docs/architectures.md")
     return HookedClassifier(bridge, model_id=model_id)
+
+
+class BertPoolerHead(nn.Module):
+    """HF ``BertForSequenceClassification``'s head: tanh(W_p h_[CLS] + b_p), dropout, then W_c . + b_c."""
+
+    def __init__(self, pooler: nn.Module, dropout: nn.Module, classifier: nn.Linear):
+        super().__init__()
+        self.dense = cast(nn.Linear, pooler.dense)
+        self.dropout = dropout
+        self.classifier = classifier
+
+    def forward(self, cls_hidden: Float[Tensor, "batch d_model"]) -> Float[Tensor, "batch label"]:
+        return self.classifier(self.dropout(torch.tanh(self.dense(cls_hidden))))

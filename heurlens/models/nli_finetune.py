@@ -28,14 +28,14 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from heurlens.assets import MINILM_WHEEL, sha256_of
-from heurlens.cache import atomic_write_csv, atomic_write_json
-from heurlens.checkpoints import load_checkpoint, save_checkpoint
 from heurlens.data.snli import NLI_LABELS, load_snli
-from heurlens.devices import resolve_device, to_device
 from heurlens.errors import HeurlensError
 from heurlens.models.settings import FinetuneSettings
-from heurlens.run_folders import LOCK_FILE, RunFolder, check_writable_dir
+from heurlens.runtime.assets import MINILM_WHEEL, minilm_dir, sha256_of
+from heurlens.runtime.cache import atomic_write_csv, atomic_write_json
+from heurlens.runtime.checkpoints import load_checkpoint, save_checkpoint
+from heurlens.runtime.devices import resolve_device, to_device
+from heurlens.runtime.run_folders import LOCK_FILE, RunFolder, check_writable_dir
 from heurlens.training_helpers import random_state, restore_random_state
 
 FINETUNE_RECORD = "heurlens_finetune.json"  # written last: marks a finished fine-tuning run, lists its files
@@ -78,7 +78,7 @@ def finetune_nli(out: Path, settings: FinetuneSettings = FinetuneSettings(), che
     HANS-style subcase, into ``curve.csv``. An ``out`` that already holds this fine-tuning run is returned as it
     is; any other non-empty ``out`` is refused, never deleted. A second process on the same ``out`` is refused
     at once, or with ``wait`` waits for the first and returns what it wrote (the default model's first use).
-    ``device``: where it trains (``heurlens.devices.resolve_device``; checked before anything is written).
+    ``device``: where it trains (``heurlens.runtime.devices.resolve_device``; checked before anything is written).
     """
     target = resolve_device(device)
     out = Path(out)
@@ -117,7 +117,6 @@ def _train(out, work, run, settings, checkpoint_every, evaluate, base, per_subca
            device: torch.device) -> Path:
     from transformers import AutoTokenizer, BertForSequenceClassification, get_linear_schedule_with_warmup
 
-    from heurlens.models.default import minilm_dir
 
     base = Path(base) if base is not None else minilm_dir()
     torch.manual_seed(settings.seed)
@@ -200,7 +199,7 @@ def _resume(work: Path, run: dict, model, optimizer, schedule, device: torch.dev
 
 def _save_resume_state(work: Path, run: dict, model, optimizer, schedule, step: int, seconds: float,
                        device: torch.device) -> None:
-    """Everything a killed run needs to go on from ``step`` as if never stopped (``heurlens.checkpoints``)."""
+    """Everything a killed run needs to go on from ``step`` as if never stopped (``heurlens.runtime.checkpoints``)."""
     save_checkpoint(work / RESUME_STATE, json.dumps(run, sort_keys=True),
                     {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
                      "schedule": schedule.state_dict(), "step": step, "seconds": seconds, **random_state(device)})
@@ -208,8 +207,8 @@ def _save_resume_state(work: Path, run: dict, model, optimizer, schedule, step: 
 
 def _checkpoint_evaluation(tokenizer, per_subcase: int, in_domain_examples: int | None) -> Callable:
     """A function scoring a model's accuracy on SNLI test and every HANS-style subcase: [(set name, n, acc)]."""
+    from heurlens.data.nli_setup import nli_eval_sets_for
     from heurlens.evaluate import accuracy
-    from heurlens.nli import nli_eval_sets_for
 
     eval_sets = nli_eval_sets_for(tokenizer, in_domain_examples=in_domain_examples, per_subcase=per_subcase)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from heurlens.settings_checks import check_settings
+from heurlens.runtime.settings_checks import check_settings
 
 
 @dataclass(frozen=True)

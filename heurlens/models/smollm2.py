@@ -9,8 +9,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from heurlens.assets import SMOLLM2_WHEEL, extract_members
-from heurlens.cache import cache_dir
+from heurlens.runtime.assets import SMOLLM2_WHEEL, extract_members
+from heurlens.runtime.cache import cache_dir
 
 SMOLLM2 = "smollm2"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"

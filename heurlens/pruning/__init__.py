@@ -1,9 +1,9 @@
 """Structured pruning of heads and MLPs with hard-concrete masks (Heuristic Core paper, Section 2, Appendix B).
-Names are imported on first use (``heurlens.lazy``)."""
+Names are imported on first use (``heurlens.runtime.lazy``)."""
 
 from typing import TYPE_CHECKING
 
-from heurlens.lazy import lazy_exports
+from heurlens.runtime.lazy import lazy_exports
 
 _EXPORTS = {"HardConcrete": ".hard_concrete", "accuracy_table": ".evaluation", "evaluate_subnetworks": ".evaluation",
             "prune": ".runs", "Subnetwork": ".subnetwork", "discretize": ".subnetwork", "PruneSettings": ".settings",

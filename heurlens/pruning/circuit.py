@@ -19,20 +19,20 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from heurlens.ablation import one_chunk_at_a_time
-from heurlens.cache import atomic_save_tensors, atomic_write_json
-from heurlens.call_context import CallContext
-from heurlens.devices import to_device
-from heurlens.edge_masks import EdgeMaskHooks
-from heurlens.edges import LOGITS, Edge, EdgeLayout, edge_layout, parse_edges
 from heurlens.errors import HeurlensError
 from heurlens.evaluate import mean_kl
-from heurlens.interchange import corruption_of
+from heurlens.interventions.ablation import one_chunk_at_a_time
+from heurlens.interventions.corruption import corruption_of
+from heurlens.interventions.edge_masks import EdgeMaskHooks
+from heurlens.interventions.graph import LOGITS, Edge, EdgeLayout, edge_layout, parse_edges
+from heurlens.interventions.units import Unit, parse_units
 from heurlens.metrics import metric_value
-from heurlens.precision import autocast
 from heurlens.protocols import Metrics, PreparedModel, Task
 from heurlens.pruning.subnetwork import Subnetwork, target_percent
-from heurlens.units import Unit, parse_units
+from heurlens.runtime.cache import atomic_save_tensors, atomic_write_json
+from heurlens.runtime.call_context import CallContext
+from heurlens.runtime.devices import to_device
+from heurlens.runtime.precision import autocast
 
 
 @dataclass

@@ -8,39 +8,40 @@ from typing import cast
 
 import pandas as pd
 
-from heurlens.ablation import Method, ablated_tables
-from heurlens.activation_cache import full_model_logits
-from heurlens.argument_checks import checked
-from heurlens.call_context import CallContext, call_context
 from heurlens.errors import HeurlensError
 from heurlens.evaluate import accuracy_metric
-from heurlens.means import UnitMeans
+from heurlens.interventions.ablation import Method, MethodName, ablated_tables, as_method
+from heurlens.interventions.activation_cache import full_model_logits
+from heurlens.interventions.means import UnitMeans
 from heurlens.metrics import metric_value
 from heurlens.models.classifier import as_model
-from heurlens.precision import Precision
 from heurlens.protocols import Metrics, ModelLike, PreparedModel, Task
 from heurlens.pruning.circuit import EdgeCircuit, circuit_table
 from heurlens.pruning.subnetwork import Subnetwork
+from heurlens.runtime.argument_checks import checked
+from heurlens.runtime.call_context import CallContext, call_context
+from heurlens.runtime.precision import Precision
 from heurlens.tasks import TaskLike, as_task
 
 
 @checked
 def evaluate_subnetworks(model: ModelLike, subnetworks: list[Subnetwork], eval_sets: Sequence[TaskLike], *,
                          means: UnitMeans, metrics: Metrics | None = None, dtype: Precision = "float32",
-                         cache: bool | None = None, method: Method | None = None) -> pd.DataFrame:
+                         cache: bool | None = None, method: MethodName | None = None) -> pd.DataFrame:
     """Each metric (default: accuracy) and the KL to the full model of the full model and each subnetwork on
     each set.
 
     Long format: one row per (subnetwork, eval set) with columns subnetwork, target_sparsity,
     achieved_sparsity, seed, eval_set, examples, one column per metric (``accuracy``), kl. The full model's
-    rows come first. ``dtype``: the matrix products' precision (``heurlens.precision``), the full model's too.
-    ``cache=False``: nothing read from or written to heurlens' cache folder (``heurlens.cache.disk_cache``).
-    ``method``: how pruned units are replaced ("mean" by ``means``, "zero", "interchange"); None: as the subnetworks
+    rows come first. ``dtype``: the matrix products' precision (``heurlens.runtime.precision``), the full model's too.
+    ``cache=False``: nothing read from or written to heurlens' cache folder (``heurlens.runtime.cache.disk_cache``).
+    ``method``: how pruned units are replaced ("mean" by ``means``, "zero", "corrupt"); None: as the subnetworks
     were pruned (``PruneSettings.ablation``, the same for all).
     """
     model = as_model(model)
     return _evaluate_subnetworks(model, subnetworks, [as_task(model, data) for data in eval_sets], means, metrics,
-                                 call_context(model, dtype, cache), method or ablation_of(subnetworks))
+                                 call_context(model, dtype, cache),
+                                 as_method(method) if method else ablation_of(subnetworks))
 
 
 def ablation_of(subnetworks: Sequence[Subnetwork]) -> Method:
@@ -49,7 +50,7 @@ def ablation_of(subnetworks: Sequence[Subnetwork]) -> Method:
     own = {sub.hyperparameters.get("ablation", "mean") for sub in subnetworks} or {"mean"}
     if len(own) > 1:
         raise HeurlensError(f"these subnetworks were pruned with different ablations ({', '.join(sorted(own))}): "
-                            "evaluate them with one, method='mean' or method='interchange' (heurlens faithfulness: "
+                            "evaluate them with one, method='mean' or method='corrupt' (heurlens faithfulness: "
                             "--ablation)")
     return cast(Method, own.pop())
 
@@ -70,11 +71,11 @@ def _evaluate_subnetworks(model: PreparedModel, subnetworks: list[Subnetwork], t
     if circuits and len(circuits) < len(subnetworks):
         raise HeurlensError("evaluate edge circuits (heurlens prune --level edge) and node subnetworks apart: a circuit "
                             "prunes edges, a subnetwork units")
-    if circuits and method != "interchange":
+    if circuits and method != "corrupt":
         raise HeurlensError(f"method={method!r}: an edge circuit's pruned edges carry their writers' outputs on the "
-                            "corrupted prompt (interchange ablation), the only ablation heurlens defines for edges; "
-                            "evaluate edge circuits with method='interchange' (heurlens faithfulness: --ablation "
-                            "interchange)")
+                            "corrupted prompt (corrupt ablation), the only ablation heurlens defines for edges; "
+                            "evaluate edge circuits with method='corrupt' (heurlens faithfulness: --ablation "
+                            "corrupt)")
     table = (circuit_table(model, circuits, tasks, full_logits, chosen, context) if circuits else
              ablated_tables(model, [sub.pruned for sub in subnetworks], tasks, method, means, full_logits, context,
                             metrics=chosen))

@@ -17,11 +17,11 @@ import torch.nn.functional as F
 from jaxtyping import Bool, Float
 from torch import Tensor
 
+from heurlens.interventions.units import UnitLayout
 from heurlens.protocols import Loss, Task
 from heurlens.pruning.hard_concrete import HardConcrete
 from heurlens.pruning.settings import PruneSettings
 from heurlens.tasks import batch_rows
-from heurlens.units import UnitLayout
 
 
 def prunable_units(layout: UnitLayout, units: str, device: torch.device | str = "cpu") -> Bool[Tensor, " unit"]:

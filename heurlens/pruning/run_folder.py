@@ -14,17 +14,17 @@ from pathlib import Path
 
 import torch
 
-from heurlens.activation_cache import data_fingerprint
 from heurlens.errors import HeurlensError
-from heurlens.interchange import corruption_of
-from heurlens.means import UnitMeans
+from heurlens.interventions.activation_cache import data_fingerprint
+from heurlens.interventions.corruption import corruption_of
+from heurlens.interventions.means import UnitMeans
 from heurlens.protocols import Loss, ModelLike, PreparedModel, Task
 from heurlens.pruning.settings import PruneSettings
+from heurlens.pruning.subnetwork import SPARSITY_TOLERANCE as SPARSITY_TOLERANCE  # where it was before
 from heurlens.pruning.subnetwork import Subnetwork, shortest_decimals
-from heurlens.run_folders import RunFolder
+from heurlens.runtime.run_folders import RunFolder
 
 MEANS_FILE = "unit-means.safetensors"
-SPARSITY_TOLERANCE = 0.05  # a subnetwork whose masks miss the target by more is flagged (``Subnetwork.missed_target``)
 
 
 class SparsityTargetMissed(UserWarning):
@@ -35,6 +35,16 @@ def subnetwork_stem(out: Path, sparsity: float, seed: int) -> Path:
     """``OUT/sparsity-0.50/seed-03``: the target with two decimals, or as many more as it needs (0.995 ->
     ``sparsity-0.995``), so that two targets never share a folder (edge sparsities differ in the third)."""
     return out / f"sparsity-{shortest_decimals(sparsity, 2, 6)}" / f"seed-{seed:02d}"
+
+
+def record_name(folder: RunFolder, target: float, seed: int) -> str:
+    """The subnetwork's JSON record in the folder, relative to it (``sparsity-0.50/seed-00.json``)."""
+    return str(subnetwork_stem(folder.path, target, seed).with_suffix(".json").relative_to(folder.path))
+
+
+def seed_finished(folder: RunFolder, target: float, seed: int) -> bool:
+    """Whether the folder holds that seed's finished subnetwork."""
+    return folder.finished(record_name(folder, target, seed))
 
 
 def load_run_means(run_dir: Path, model: ModelLike | None = None) -> UnitMeans:
@@ -96,7 +106,7 @@ def hyperparameters_of(config: PruneSettings, target: float, data: Task, means: 
     batch = data.batches[0]["input_ids"].shape[0]
     warmup, total = config.steps_for(target, len(data), batch)
     loss_name = {} if loss is None else {"loss": getattr(loss, "__qualname__", type(loss).__name__)}
-    corruption = {"corrupted_data": data_id_of(corruption_of(data))} if config.ablation == "interchange" else {}
+    corruption = {"corrupted_data": data_id_of(corruption_of(data))} if config.ablation == "corrupt" else {}
     return {**config.to_dict(), "warmup_steps": warmup, "total_steps": total, "batch_size": batch,
             "means": means.source, **loss_name, **corruption}
 

@@ -18,17 +18,14 @@ from pathlib import Path
 import datasets
 from torch import Tensor
 
-from heurlens.ablation import ablated_scores
-from heurlens.activation_cache import full_model_logits
-from heurlens.argument_checks import PositiveInt, checked
-from heurlens.call_context import CallContext, call_context
-from heurlens.devices import describe_device
-from heurlens.distributed import Workers, run_each
-from heurlens.edges import edge_layout
 from heurlens.errors import HeurlensError
 from heurlens.evaluate import tokenize_pairs
-from heurlens.interchange import corruption_of
-from heurlens.means import UnitMeans, compute_means
+from heurlens.interventions.ablation import ablated_scores, as_method
+from heurlens.interventions.activation_cache import full_model_logits
+from heurlens.interventions.corruption import corruption_of
+from heurlens.interventions.graph import edge_layout
+from heurlens.interventions.means import UnitMeans, compute_means
+from heurlens.interventions.units import UnitLayout
 from heurlens.metrics import metric_loss
 from heurlens.models.classifier import as_model
 from heurlens.protocols import Loss, Metric, ModelLike, PreparedModel, Task, is_task
@@ -36,21 +33,25 @@ from heurlens.pruning.circuit import EdgeCircuit, circuit_scores, nodes_of
 from heurlens.pruning.hard_concrete import HardConcrete
 from heurlens.pruning.objective import kl_loss, prunable_units, subnetwork_loss
 from heurlens.pruning.run_folder import (
-    SPARSITY_TOLERANCE,
     SparsityTargetMissed,
     check_run_folder,
     data_id_of,
     hyperparameters_of,
     prune_folder,
+    record_name,
+    seed_finished,
     subnetwork_stem,
 )
 from heurlens.pruning.schedule import steps_before_pruning
 from heurlens.pruning.settings import PruneSettings
-from heurlens.pruning.subnetwork import Subnetwork, discretize, grid_threshold, top_k
+from heurlens.pruning.subnetwork import SPARSITY_TOLERANCE, Subnetwork, discretize, grid_threshold, top_k
 from heurlens.pruning.train import MaskTrainingResult, train_edge_masks, train_unit_masks
-from heurlens.run_folders import RunFolder
+from heurlens.runtime.argument_checks import PositiveInt, checked
+from heurlens.runtime.call_context import CallContext, call_context
+from heurlens.runtime.devices import describe_device
+from heurlens.runtime.distributed import Workers, run_each
+from heurlens.runtime.run_folders import RunFolder
 from heurlens.tasks import TaskLike, as_task
-from heurlens.units import UnitLayout
 
 
 @checked
@@ -70,7 +71,7 @@ def prune(model: ModelLike, data: TaskLike | datasets.Dataset, *, sparsity: floa
     ``config.units``. With ``out``, each subnetwork is saved when found and a repeated call
     resumes; ``out`` is refused if it holds anything but a heurlens prune run of this model, data and settings
     (and loss), or if another process is writing to it. With ``workers`` the runs go to Ray workers
-    (``heurlens.distributed``), each writing its subnetwork into ``out`` itself. A subnetwork whose masks miss
+    (``heurlens.runtime.distributed``), each writing its subnetwork into ``out`` itself. A subnetwork whose masks miss
     its target by more than ``SPARSITY_TOLERANCE`` (``Subnetwork.missed_target``) raises a ``SparsityTargetMissed``
     warning and says so in its metrics (``missed_target``); so does, before any training, a sparsity whose steps
     end before a unit can be pruned. ``stack_seeds``: train a sparsity's seeds together, one
@@ -102,7 +103,7 @@ def prune(model: ModelLike, data: TaskLike | datasets.Dataset, *, sparsity: floa
         raise HeurlensError(f"sparsity {', '.join(map(str, twice))} is given twice; give each target once (more "
                             "seeds: seeds=range(n))")
     _warn_of_too_few_steps(config, sparsities, data)
-    if config.ablation == "interchange":
+    if config.ablation == "corrupt":
         corruption_of(data)  # refused before any work when the data has no corrupted examples of the same lengths
     if config.level == "edge":
         edge_layout(model)  # refused before any work when TransformerLens cannot split the model's attention inputs
@@ -159,7 +160,7 @@ def _prune_each(model: PreparedModel, data: Task, sparsities: list[float], seeds
     (sparsity, seed), or with ``stack_seeds`` one run per sparsity training its missing seeds together."""
     seeds = list(seeds)
     runs = [(target, seed) for target in sparsities for seed in seeds]
-    missing = out is None or any(not _finished(out, *run) for run in runs)
+    missing = out is None or any(not seed_finished(out, *run) for run in runs)
     job = _PruneJob(model, data, out, config, means, full_model_logits(model, data, context) if missing else None,
                     data_id_of(data), context.fingerprint or model.fingerprint(), context, progress and workers is None,
                     loss)
@@ -189,7 +190,7 @@ def _stored_subnetwork(folder: RunFolder, target: float, seed: int, compute: Cal
     """The subnetwork of (target, seed) in the run folder (what is there was checked against this run:
     ``check_run_folder``), or ``compute()``'s, saved there."""
     stem = subnetwork_stem(folder.path, target, seed)
-    return folder.stored(_record_name(folder, target, seed), compute, lambda subnetwork: subnetwork.save(stem),
+    return folder.stored(record_name(folder, target, seed), compute, lambda subnetwork: subnetwork.save(stem),
                          partial(Subnetwork.load, stem))
 
 
@@ -197,22 +198,13 @@ def _subnetworks_of_sparsity(job: _PruneJob, group: tuple[float, list[int]]) -> 
     """Every seed of one sparsity: those on disk in ``job.out`` loaded, the others trained together
     (``train_unit_masks``) and each saved as it would be alone."""
     target, seeds = group
-    on_disk = {seed for seed in seeds if job.out is not None and _finished(job.out, target, seed)}
+    on_disk = {seed for seed in seeds if job.out is not None and seed_finished(job.out, target, seed)}
     to_train = [seed for seed in seeds if seed not in on_disk]
     trained = dict(zip(to_train, _trained_together(job, target, to_train))) if to_train else {}
     if job.out is None:
         return [trained[seed] for seed in seeds]
     return [_stored_subnetwork(job.out, target, seed, partial(trained.__getitem__, seed) if seed in trained
                                else partial(_trained, job, target, seed)) for seed in seeds]
-
-
-def _record_name(folder: RunFolder, target: float, seed: int) -> str:
-    """The subnetwork's JSON record in the folder, relative to it (``sparsity-0.50/seed-00.json``)."""
-    return str(subnetwork_stem(folder.path, target, seed).with_suffix(".json").relative_to(folder.path))
-
-
-def _finished(folder: RunFolder, target: float, seed: int) -> bool:
-    return folder.finished(_record_name(folder, target, seed))
 
 
 def _trained(job: _PruneJob, target: float, seed: int) -> Subnetwork:
@@ -237,8 +229,8 @@ def _trained_together(job: _PruneJob, target: float, seeds: list[int]) -> list[S
                                    job.loss)
         seconds = round((time.time() - start) / len(seeds), 1)
         subnetworks = [_unit_subnetwork(job, target, seed, result, seconds) for seed, result in zip(seeds, results)]
-        all_scores = ablated_scores(model, [sub.pruned for sub in subnetworks], job.data, config.ablation, job.means,
-                                    job.context)
+        all_scores = ablated_scores(model, [sub.pruned for sub in subnetworks], job.data, as_method(config.ablation),
+                                    job.means, job.context)
     loss_name = "train_kl" if job.loss is None else "train_loss"
     for subnetwork, scores in zip(subnetworks, all_scores):
         subnetwork.metrics[f"subnetwork_{loss_name}"] = subnetwork_loss(scores, job.data, full_logits,

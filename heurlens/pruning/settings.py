@@ -12,9 +12,10 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Literal
 
 from heurlens.errors import HeurlensError
-from heurlens.precision import Precision
 from heurlens.pruning.schedule import paper_steps, scaled_steps
-from heurlens.settings_checks import check_settings
+from heurlens.runtime.deprecations import ablation_name
+from heurlens.runtime.precision import Precision
+from heurlens.runtime.settings_checks import check_settings
 
 
 @dataclass(frozen=True)
@@ -74,12 +75,13 @@ class PruneSettings:
     units: Literal["all", "heads", "mlps"] = field(default="all", metadata={
         "help": "Which units pruning may drop: all (heads and MLPs), heads or mlps; the others are always kept, and "
                 "the sparsity counts the prunable ones."})
-    ablation: Literal["mean", "interchange"] = field(default="mean", metadata={
-        "help": "What a pruned unit is replaced by: its mean (the paper's), or interchange: its activation on the "
-                "example's corrupted prompt, position by position (Edge Pruning's; a task with corrupted prompts)."})
+    ablation: Literal["mean", "corrupt", "interchange"] = field(default="mean", metadata={
+        "help": "What a pruned unit is replaced by: its mean (the paper's), or corrupt: its activation on the "
+                "example's corrupted prompt, position by position (Edge Pruning's; a task with corrupted prompts). "
+                "interchange: corrupt's name before, deprecated."})
     level: Literal["node", "edge"] = field(default="node", metadata={
         "help": "What the masks prune: node (heads and MLPs, the Heuristic Core's) or edge (which component reads "
-                "which other's output, Edge Pruning's; needs --ablation interchange, a decoder TransformerLens splits "
+                "which other's output, Edge Pruning's; needs --ablation corrupt, a decoder TransformerLens splits "
                 "per head, and a sparsity over edges, e.g. 0.95)."})
     dtype: Precision = field(default="float32", metadata={
         "help": "Precision of the model's matrix products while the masks train and in the evaluation "
@@ -89,18 +91,19 @@ class PruneSettings:
     def __post_init__(self) -> None:
         """Refuse NaN and infinite values and values outside each field's range up front."""
         check_settings(self, "pruning setting")
+        object.__setattr__(self, "ablation", ablation_name(self.ablation))  # "interchange" is "corrupt", with a warning
         if self.extend_steps and self.lr_schedule == "linear":
             raise HeurlensError("extend_steps (--extend-steps) trains on after the last step, where the linear learning-"
                                 "rate schedule has reached 0 and the masks no longer move: use lr_schedule='constant' "
                                 "or extend_steps=0")
         if self.level == "edge":
             wrong = [f"{name}={value!r}" for name, value, needed in (
-                ("ablation", self.ablation, "interchange"), ("discretization", self.discretization, "top-k"),
+                ("ablation", self.ablation, "corrupt"), ("discretization", self.discretization, "top-k"),
                 ("units", self.units, "all")) if value != needed]
             if wrong:
                 raise HeurlensError(f"edge-level pruning ({', '.join(wrong)}) replaces a pruned edge by its writer's "
                                     "output on the example's corrupted input and keeps the top-k edges of every edge: "
-                                    "use ablation='interchange' (--ablation interchange), discretization='top-k' and "
+                                    "use ablation='corrupt' (--ablation corrupt), discretization='top-k' and "
                                     "units='all'")
 
     @classmethod

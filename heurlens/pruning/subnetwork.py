@@ -6,22 +6,22 @@ fingerprint, data id, hyper-parameters, metrics) plus ``NAME.safetensors`` (the 
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import torch
 from jaxtyping import Float
-from safetensors.torch import load_file
 from torch import Tensor
 
-from heurlens.cache import atomic_save_tensors, atomic_write_json
 from heurlens.errors import HeurlensError
+from heurlens.interventions.units import Unit, UnitLayout, format_units, parse_units
 from heurlens.protocols import PreparedModel
 from heurlens.pruning.hard_concrete import BETA, HardConcrete
-from heurlens.units import Unit, UnitLayout, format_units, parse_units
+from heurlens.pruning.records import load_record
+from heurlens.runtime.cache import atomic_save_tensors, atomic_write_json
 
 THRESHOLD_GRID = [round(0.05 * i, 2) for i in range(21)]  # [0, 1], stride 0.05 (Heuristic Core paper, App. B)
+SPARSITY_TOLERANCE = 0.05  # a subnetwork whose masks miss the target by more is flagged (``Subnetwork.missed_target``)
 
 
 def shortest_decimals(value: float, least: int, most: int) -> str:
@@ -97,8 +97,6 @@ class Subnetwork:
                       "grid), so the top-k cut chose among units the masks had not told apart: ")
         extended = self.metrics.get("extension_steps")
         if extended:
-            from heurlens.pruning.run_folder import SPARSITY_TOLERANCE  # run_folder imports this module
-
             expected = self.metrics.get("final_expected_sparsity")
             if isinstance(expected, int | float) and abs(expected - self.target_sparsity) > SPARSITY_TOLERANCE:
                 return missed + (f"its masks trained on for {extended} steps more, the limit, and stayed off target, "
@@ -174,29 +172,19 @@ class Subnetwork:
 
     @classmethod
     def load(cls, path: Path) -> Subnetwork:
-        """Read ``stem.json`` (+ ``stem.safetensors``); a file that cannot be read whole is refused with a
-        HeurlensError naming it and how to train that seed again."""
-        path = Path(path)
-        stem = path.with_suffix("") if path.suffix in (".json", ".safetensors") else path
-        repair = (f"delete {stem}.json and {stem}.safetensors, then run the heurlens prune command that made it "
-                  "again: it trains that seed afresh and keeps the others")
-        try:
-            record = json.loads(stem.with_suffix(".json").read_text())
-            record.pop("pruned", None)
-            tensors_path = stem.with_suffix(".safetensors")
-            tensors = load_file(str(tensors_path)) if tensors_path.exists() else None
-            if "edges" in record:  # an edge circuit (heurlens prune --level edge)
-                from heurlens.pruning.circuit import EdgeCircuit
+        """Read ``stem.json`` (+ ``stem.safetensors``), a unit subnetwork or an edge circuit by what the record holds
+        (``heurlens.pruning.records``); a file that cannot be read whole is refused with a HeurlensError naming it
+        and how to train that seed again."""
+        return load_record(path)
 
-                return EdgeCircuit.from_record(record, tensors)
-            record["kept"] = parse_units(record["kept"], record["n_layers"], record["n_heads"]) if record["kept"] else []
-            if tensors is not None:  # a tensors file without both log_alphas is refused below
-                record |= {k: tensors[k] for k in ("log_alpha_heads", "log_alpha_mlps")}
-            return cls(**record)
-        except Exception as error:  # unreadable, truncated, or a JSON without the fields (e.g. {})
-            raise HeurlensError(f"subnetwork {stem} cannot be read ({type(error).__name__}: "
-                                f"{str(error).splitlines()[0][:120] if str(error) else ''}); {repair}") from error
-
+    @classmethod
+    def from_record(cls, record: dict, tensors: dict[str, Tensor] | None) -> Subnetwork:
+        """The subnetwork of a JSON record and its log_alphas (``load_record`` hands unit records here)."""
+        record = {**record, "kept": parse_units(record["kept"], record["n_layers"], record["n_heads"])
+                  if record["kept"] else []}
+        if tensors is not None:  # a tensors file without both log_alphas is refused
+            record |= {k: tensors[k] for k in ("log_alpha_heads", "log_alpha_mlps")}
+        return cls(**record)
 
 def per_layer_soft_mask(log_alpha_heads: Float[Tensor, "layer head"], log_alpha_mlps: Float[Tensor, " layer"]
                         ) -> tuple[Float[Tensor, "layer head"], Float[Tensor, " layer"]]:

@@ -1,9 +1,9 @@
 """Subtask Induction (Zhang et al. 2023): weight-level subnetworks found by continuous sparsification and
-transferred, frozen, into freshly initialised models. Names are imported on first use (``heurlens.lazy``)."""
+transferred, frozen, into freshly initialised models. Names are imported on first use (``heurlens.runtime.lazy``)."""
 
 from typing import TYPE_CHECKING
 
-from heurlens.lazy import lazy_exports
+from heurlens.runtime.lazy import lazy_exports
 
 _EXPORTS = {
     "ArithmeticTask": ".arithmetic", "ambiguous_set": ".arithmetic", "evaluation_set": ".arithmetic",

@@ -33,10 +33,10 @@ from torch import Tensor, nn
 from torch.func import functional_call, stack_module_state, vmap
 from tqdm.auto import tqdm
 
-from heurlens.checkpoints import load_checkpoint, save_checkpoint
-from heurlens.devices import device_of
 from heurlens.errors import HeurlensError
-from heurlens.model_identity import weight_bytes
+from heurlens.runtime.checkpoints import load_checkpoint, save_checkpoint
+from heurlens.runtime.devices import device_of
+from heurlens.runtime.model_identity import weight_bytes
 from heurlens.subtask.keyed_dropout import key_dropouts
 from heurlens.subtask.training import (
     TrainingResult,
@@ -240,7 +240,8 @@ def _fingerprint(stacked: StackedModels, held: FrozenWeights, trains: Sequence[T
 
 def _save(path: Path, identity: str, progress: _Progress, stacked: StackedModels, optimizer: torch.optim.Optimizer,
           generators: Sequence[torch.Generator]) -> None:
-    """Write everything the training needs to go on after ``progress.epochs_done`` epochs (``heurlens.checkpoints``)."""
+    """Write everything the training needs to go on after ``progress.epochs_done`` epochs
+    (``heurlens.runtime.checkpoints``)."""
     save_checkpoint(path, identity, {
         "epochs_done": progress.epochs_done, "best": progress.best, "histories": json.dumps(progress.histories),
         "parameters": {name: stack.detach().cpu() for name, stack in stacked.parameters.items()},

@@ -22,9 +22,9 @@ import pandas as pd
 import torch
 from safetensors.torch import load_file
 
-from heurlens.devices import resolve_device
 from heurlens.errors import HeurlensError
-from heurlens.run_folders import SETTINGS_FILE, RunFolder
+from heurlens.runtime.devices import resolve_device
+from heurlens.runtime.run_folders import SETTINGS_FILE, RunFolder
 from heurlens.subtask.arithmetic import ArithmeticTask
 from heurlens.subtask.released_model import released_arithmetic_model
 from heurlens.subtask.settings import SweepSettings
@@ -74,7 +74,7 @@ def run_one_change(source: str | Path, out: str | Path, *, seeds: int = 3, disam
                    rows: Sequence[int] | None = None, progress: bool = True,
                    device: str | torch.device | None = None) -> pd.DataFrame:
     """Train the pending runs of the chosen ``rows`` of ``CHANGES`` (default all), ``seeds`` seeds of each
-    condition, on ``device`` (``heurlens.devices.resolve_device``), and return ``one_change_table``. A folder keeps
+    condition, on ``device`` (``heurlens.runtime.devices.resolve_device``), and return ``one_change_table``. A folder keeps
     the sweep and sample count it was started with (refused otherwise); more seeds or rows may be added later."""
     source, target = Path(source), resolve_device(device)
     sweep = recorded_settings(source)

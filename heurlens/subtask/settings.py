@@ -10,7 +10,7 @@ from functools import partial
 from typing import Any, Literal
 
 from heurlens.errors import HeurlensError
-from heurlens.settings_checks import check_settings
+from heurlens.runtime.settings_checks import check_settings
 
 TRANSFER_CONDITIONS = ("subtask induction", "subtask induction (unfrozen)", "random subnetwork",
                        "random subnetwork (unfrozen)", "random complement", "full model", "random init")

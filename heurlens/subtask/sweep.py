@@ -28,11 +28,11 @@ import plotly.graph_objects as go
 import torch
 from safetensors.torch import load_file
 
-from heurlens.cache import atomic_save_tensors, atomic_write_json
-from heurlens.devices import resolve_device
-from heurlens.distributed import Workers, run_each
 from heurlens.errors import HeurlensError
-from heurlens.run_folders import RunFolder
+from heurlens.runtime.cache import atomic_save_tensors, atomic_write_json
+from heurlens.runtime.devices import resolve_device
+from heurlens.runtime.distributed import Workers, run_each
+from heurlens.runtime.run_folders import RunFolder
 from heurlens.subtask.arithmetic import ArithmeticTask, evaluation_set, training_set
 from heurlens.subtask.settings import SweepSettings
 from heurlens.subtask.sweep_discovery import chosen_subnetwork
@@ -55,7 +55,7 @@ def run_sweep(out: Path, settings: SweepSettings = SweepSettings(), progress: bo
               workers: Workers | None = None, device: str | torch.device | None = None) -> pd.DataFrame:
     """Run (or resume) the experiment in ``out``; return one row per finished transfer run. With Ray
     ``workers`` the sample counts train at once, each count's runs together in one task. The models train on
-    ``device`` (``heurlens.devices.resolve_device``: default a GPU when there is one); data, subnetworks and
+    ``device`` (``heurlens.runtime.devices.resolve_device``: default a GPU when there is one); data, subnetworks and
     every file of the run folder stay on the CPU, so a folder started on one device is resumed on another."""
     out = Path(out)
     t1 = ArithmeticTask(settings.t1, settings.max_value, settings.modulus)  # each refuses a bad expression

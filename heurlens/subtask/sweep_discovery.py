@@ -9,10 +9,10 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from heurlens.devices import device_of
-from heurlens.distributed import Workers, run_each
 from heurlens.errors import HeurlensError
-from heurlens.run_folders import RunFolder
+from heurlens.runtime.devices import device_of
+from heurlens.runtime.distributed import Workers, run_each
+from heurlens.runtime.run_folders import RunFolder
 from heurlens.subtask.arithmetic import ArithmeticTask, evaluation_set, training_set
 from heurlens.subtask.masks import DiscoverySettings, discover_subnetwork, masked_forward
 from heurlens.subtask.settings import SweepSettings

@@ -16,10 +16,10 @@ from pathlib import Path
 
 from torch import nn
 
-from heurlens.cache import atomic_write_json
-from heurlens.devices import device_of
 from heurlens.errors import HeurlensError
-from heurlens.run_folders import LOCK_FILE, RunFolder
+from heurlens.runtime.cache import atomic_write_json
+from heurlens.runtime.devices import device_of
+from heurlens.runtime.run_folders import LOCK_FILE, RunFolder
 from heurlens.subtask.arithmetic import ArithmeticTask, ambiguous_set, evaluation_set
 from heurlens.subtask.batched_training import checkpoint_path, train_together_with_lr_search
 from heurlens.subtask.settings import Filling, SweepSettings

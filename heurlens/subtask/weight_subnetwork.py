@@ -14,8 +14,8 @@ from jaxtyping import Bool
 from safetensors.torch import load_file
 from torch import Tensor, nn
 
-from heurlens.cache import atomic_save_tensors, atomic_write_json
 from heurlens.errors import HeurlensError
+from heurlens.runtime.cache import atomic_save_tensors, atomic_write_json
 
 
 @dataclass

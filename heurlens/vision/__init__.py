@@ -1,11 +1,11 @@
 """Vision (Subtask Induction paper, Section 5): unit masks and caches on timm classifiers through forward hooks,
 mean-pooled images, shape-bias metrics, and the offline textured Fashion-MNIST experiment. Names are imported
-on first use (``heurlens.lazy``). They need the extra ``heurlens[vision]`` (``check_vision_installed``)."""
+on first use (``heurlens.runtime.lazy``). They need the extra ``heurlens[vision]`` (``check_vision_installed``)."""
 
 from typing import TYPE_CHECKING
 
 from heurlens.errors import HeurlensError
-from heurlens.lazy import lazy_exports
+from heurlens.runtime.lazy import lazy_exports
 
 VISION_PACKAGES = {"timm": "timm", "torchvision": "torchvision", "skimage": "scikit-image"}  # module: distribution
 

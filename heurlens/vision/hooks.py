@@ -1,5 +1,5 @@
 """Unit masks and activation caches for timm image classifiers, attached with forward hooks (the module
-adapters of ``heurlens.mask_sites``, whose one formula they apply).
+adapters of ``heurlens.interventions.mask_sites``, whose one formula they apply).
 
 The mask sites of timm models:
 
@@ -27,10 +27,10 @@ import torch
 from jaxtyping import Float
 from torch import Tensor, nn
 
-from heurlens.devices import device_of
 from heurlens.errors import HeurlensError
-from heurlens.mask_sites import MaskSite, SiteMeans, attached
-from heurlens.units import UnitLayout, parse_units
+from heurlens.interventions.mask_sites import MaskSite, SiteMeans, attached
+from heurlens.interventions.units import UnitLayout, parse_units
+from heurlens.runtime.devices import device_of
 
 
 def _residual_end(block: nn.Module) -> str:

@@ -23,8 +23,8 @@ from safetensors.torch import load_file
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from heurlens.cache import atomic_save_tensors, cache_dir, stored
 from heurlens.errors import HeurlensError
+from heurlens.runtime.cache import atomic_save_tensors, cache_dir, stored
 
 
 class Segmenter(Protocol):

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from heurlens.settings_checks import check_settings
+from heurlens.runtime.settings_checks import check_settings
 
 SMALL_ARCHITECTURES: dict[str, tuple[str, dict[str, Any]]] = {
     "resnet18-quarter": ("resnet18", {"channels": (16, 32, 64, 128)}),

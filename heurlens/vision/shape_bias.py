@@ -29,11 +29,11 @@ import pandas as pd
 import torch
 from safetensors.torch import load_file
 
-from heurlens.cache import atomic_save_tensors
-from heurlens.devices import resolve_device
-from heurlens.distributed import Workers, run_each
 from heurlens.errors import HeurlensError
-from heurlens.run_folders import RunFolder
+from heurlens.runtime.cache import atomic_save_tensors
+from heurlens.runtime.devices import resolve_device
+from heurlens.runtime.distributed import Workers, run_each
+from heurlens.runtime.run_folders import RunFolder
 from heurlens.subtask.masks import DiscoverySettings, discover_subnetwork, masked_forward
 from heurlens.subtask.transfer import transfer_condition
 from heurlens.subtask.weight_subnetwork import WeightSubnetwork
@@ -57,7 +57,7 @@ class ShapeBiasRun:
 
     def __init__(self, settings: ShapeBiasSettings, out: Path, progress: bool = True,
                  device: str | torch.device | None = None):
-        """``device``: where the models train (``heurlens.devices.resolve_device``: default a GPU when there is
+        """``device``: where the models train (``heurlens.runtime.devices.resolve_device``: default a GPU when there is
         one); data, subnetworks and run files stay on the CPU, so a run resumes on another device."""
         self.settings, self.out, self.progress = settings, Path(out), progress
         self.folder = RunFolder(self.out, "shape-bias run")

@@ -30,8 +30,8 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from heurlens.assets import sha256_of
 from heurlens.errors import HeurlensError
+from heurlens.runtime.assets import sha256_of
 
 FASHION_MNIST_ENV_VAR = "HEURLENS_FASHION_MNIST"
 DEBIAN_FASHION_MNIST = Path("/usr/share/datasets/fashion-mnist")

@@ -16,8 +16,8 @@ from jaxtyping import Float, Int
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
-from heurlens.devices import device_of
 from heurlens.errors import HeurlensError
+from heurlens.runtime.devices import device_of
 from heurlens.training_helpers import FrozenWeights, is_best_epoch, optimizer_step, shuffled_batches
 from heurlens.vision.metrics import prediction_accuracy
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from heurlens.cache import cache_dir, disk_cache_enabled, stored
+from heurlens.runtime.cache import cache_dir, disk_cache_enabled, stored
 
 if TYPE_CHECKING:  # the functions import what they run on: the CLI reads the defaults below without torch
     from heurlens.evaluate import EvalSet
-    from heurlens.means import UnitMeans
+    from heurlens.interventions.means import UnitMeans
     from heurlens.protocols import PreparedModel
 
 
@@ -19,12 +19,12 @@ def nli_eval_sets(model: PreparedModel, in_domain: str | Path = "snli", in_domai
                   batch_size: int = 64) -> list[EvalSet]:
     """The in-domain set (SNLI test, or a local pair file) followed by one set per HANS-style subcase, each
     batched by length (less padding; accuracy and KL are means, so the order does not change them). Built once per
-    model and choice of data, then read from heurlens' cache (``heurlens.tokenised_sets``)."""
+    model and choice of data, then read from heurlens' cache (``heurlens.data.tokenised_sets``)."""
     import heurlens.data.hans
     import heurlens.data.snli
     import heurlens.evaluate
     from heurlens.data.hans import resolve_subcases
-    from heurlens.tokenised_sets import cached_eval_sets, content_key
+    from heurlens.data.tokenised_sets import cached_eval_sets, content_key
 
     chosen = [str(in_domain), str(in_domain_examples), str(per_subcase), ",".join(resolve_subcases(subcases)),
               str(seed), str(batch_size)]
@@ -78,7 +78,7 @@ def snli_reference_means(model: PreparedModel, examples: int = REFERENCE_PAIRS, 
     cache file that cannot be read back whole is computed again)."""
     from heurlens.data.snli import load_snli
     from heurlens.evaluate import tokenize_pairs
-    from heurlens.means import UnitMeans, compute_means
+    from heurlens.interventions.means import UnitMeans, compute_means
 
     def compute() -> UnitMeans:
         pairs = load_snli("train", limit=examples, seed=seed)

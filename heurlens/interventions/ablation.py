@@ -3,9 +3,10 @@
 Ablating a unit replaces its output by a constant: for head h of layer L, its slice
 ``z[:, :, h, :]`` of ``blocks.L.attn.hook_z`` (the head's output before W_O, so its whole
 contribution W_O^h z_h becomes W_O^h mean(z_h)); for an MLP layer, ``blocks.L.hook_mlp_out``.
-Mean ablation uses the unit's mean over a reference set (``heurlens.means``), zero ablation 0, interchange
-ablation the unit's own activation on each example's corrupted input (``heurlens.interchange``).
-It is a binary unit mask (``heurlens.masking``): 0 on the ablated units, 1 elsewhere.
+Mean ablation uses the unit's mean over a reference set (``heurlens.interventions.means``), zero ablation 0, corrupt
+ablation (TransformerLens' ``ablation="corrupt"``; "interchange" in heurlens 0.1.0) the unit's own activation on
+each example's corrupted input (``heurlens.interventions.corruption``).
+It is a binary unit mask (``heurlens.interventions.unit_masks``): 0 on the ablated units, 1 elsewhere.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import partial
-from typing import Literal, TypeVar
+from typing import Literal, TypeVar, cast
 
 import pandas as pd
 import torch
@@ -21,29 +22,31 @@ from jaxtyping import Float
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from heurlens.activation_cache import full_model_logits
-from heurlens.argument_checks import checked
-from heurlens.call_context import CallContext, call_context
-from heurlens.devices import device_of, to_device
 from heurlens.errors import HeurlensError
 from heurlens.evaluate import accuracy_metric, mean_kl
-from heurlens.interchange import corrupted_activations, corruption_of
-from heurlens.masking import UnitMaskHooks
-from heurlens.means import UnitMeans, zero_means
+from heurlens.interventions.activation_cache import full_model_logits
+from heurlens.interventions.corruption import corrupted_activations, corruption_of
+from heurlens.interventions.means import UnitMeans, zero_means
+from heurlens.interventions.resumed_passes import ablated_logits
+from heurlens.interventions.unit_masks import UnitMaskHooks
+from heurlens.interventions.units import Unit, UnitLayout, UnitsLike, as_units, format_units
 from heurlens.metrics import metric_value
 from heurlens.models.classifier import as_model
-from heurlens.precision import Precision
 from heurlens.protocols import HookList, Metrics, ModelLike, PreparedModel, Task
-from heurlens.resumed_passes import ablated_logits
+from heurlens.runtime.argument_checks import checked
+from heurlens.runtime.call_context import CallContext, call_context
+from heurlens.runtime.deprecations import ablation_name
+from heurlens.runtime.devices import device_of, to_device
+from heurlens.runtime.precision import Precision
 from heurlens.tasks import TaskLike, as_task
-from heurlens.units import Unit, UnitLayout, UnitsLike, as_units, format_units
 
-Method = Literal["mean", "zero", "interchange"]
+Method = Literal["mean", "zero", "corrupt"]  # what an ablated unit takes: its mean, zero, its value on the corrupted input
+MethodName = Literal["mean", "zero", "corrupt", "interchange"]  # accepted: "interchange" is "corrupt", deprecated
 T = TypeVar("T")
 
 
 @checked
-def ablation_hooks(model: ModelLike, units: UnitsLike, *, method: Method = "mean",
+def ablation_hooks(model: ModelLike, units: UnitsLike, *, method: MethodName = "mean",
                    means: UnitMeans | None = None) -> HookList:
     """Hooks that replace each unit's output by its mean (or zero) and leave every other unit as is (only the
     layers with an ablated unit are hooked), for
@@ -51,28 +54,33 @@ def ablation_hooks(model: ModelLike, units: UnitsLike, *, method: Method = "mean
     is). ``units``: ``"L4.H0,L2.*"``, ``Unit``s, or a list of either."""
     model = as_model(model)
     device = device_of(model)
-    return _unit_mask(model, units, unit_replacement(model, method, means, device), device).changing_hooks
+    return _unit_mask(model, units, unit_replacement(model, as_method(method), means, device), device).changing_hooks
 
 
 @contextmanager
 @checked
-def ablated(model: ModelLike, units: UnitsLike, *, method: Method = "mean",
+def ablated(model: ModelLike, units: UnitsLike, *, method: MethodName = "mean",
             means: UnitMeans | None = None) -> Iterator[PreparedModel]:
     """Inside the block ``model`` runs with ``units`` mean- (or zero-) ablated; the model is restored on
     leaving, by an error too: ``with heurlens.ablated(model, "L4.H0", means=means) as m: m(**batch)``."""
     model = as_model(model)
     device = device_of(model)
-    with _unit_mask(model, units, unit_replacement(model, method, means, device), device).attached(model):
+    with _unit_mask(model, units, unit_replacement(model, as_method(method), means, device), device).attached(model):
         yield model
+
+
+def as_method(method: MethodName) -> Method:
+    """``method`` with "interchange" read as "corrupt" and a DeprecationWarning (``heurlens.runtime.deprecations``)."""
+    return cast(Method, ablation_name(method))
 
 
 def unit_replacement(model: PreparedModel, method: Method, means: UnitMeans | None, device: torch.device
                      ) -> UnitMeans:
     """What ablated units are replaced by: ``means`` (checked to fit the model) or zeros, on the model's device."""
-    if method not in ("mean", "zero", "interchange"):
-        raise HeurlensError(f"unknown ablation method {method!r}; use mean, zero or interchange")
-    if method == "interchange":
-        raise HeurlensError("interchange ablation replaces a unit by its activation on each example's corrupted "
+    if method not in ("mean", "zero", "corrupt"):
+        raise HeurlensError(f"unknown ablation method {method!r}; use mean, zero or corrupt")
+    if method == "corrupt":
+        raise HeurlensError("corrupt ablation replaces a unit by its activation on each example's corrupted "
                             "input, which a fixed set of hooks cannot know: use heurlens.ablate or ablate_groups with a "
                             "task that carries its corruption")
     if method == "zero":
@@ -93,7 +101,7 @@ def _unit_mask(model: PreparedModel, units: UnitsLike, replacement: UnitMeans, d
 
 
 @checked
-def ablate(model: ModelLike, units: UnitsLike, eval_sets: Sequence[TaskLike], *, method: Method = "mean",
+def ablate(model: ModelLike, units: UnitsLike, eval_sets: Sequence[TaskLike], *, method: MethodName = "mean",
            means: UnitMeans | None = None, full_logits: dict[str, Tensor] | None = None,
            dtype: Precision = "float32", metrics: Metrics | None = None, cache: bool | None = None) -> pd.DataFrame:
     """Each metric of the full and the ablated model on each evaluation set, the change, and KL.
@@ -104,14 +112,16 @@ def ablate(model: ModelLike, units: UnitsLike, eval_sets: Sequence[TaskLike], *,
     (scores, task) -> float, as TransformerLens' ``patching_metric`` (default: the task's accuracy; ``{}``: KL
     only).
     ``units``: ``"L4.H0,L2.*"``, ``Unit``s or a list of either; ``eval_sets``: tasks, lists of texts or token
-    tensors. ``method``: "mean" (``means``), "zero", or "interchange": each unit takes its activation on the
-    example's corrupted input, position by position (the tasks must carry their corruption: ``heurlens.interchange``;
+    tensors. ``method``: "mean" (``means``), "zero", or "corrupt": each unit takes its activation on the
+    example's corrupted input, position by position (the tasks must carry their corruption:
+    ``heurlens.interventions.corruption``;
     ``means`` is then not used). ``full_logits`` (by set name) reuses an earlier run of the full model; otherwise
-    they come from the activation cache (``heurlens.activation_cache``). ``dtype``: both models' matrix products in
-    bfloat16 or float16 (``heurlens.precision``; bfloat16 about 2x faster on a CPU with AVX-512 BF16); the full
+    they come from the activation cache (``heurlens.interventions.activation_cache``). ``dtype``: both models' matrix
+    products in
+    bfloat16 or float16 (``heurlens.runtime.precision``; bfloat16 about 2x faster on a CPU with AVX-512 BF16); the full
     logits passed in must then be ones in that precision too. ``cache=False``: the full model's logits and residual
     streams are computed here and nothing is read from or written to heurlens' cache folder; None (default): as a
-    surrounding ``heurlens.cache.disk_cache(...)`` block says, else the cache is used.
+    surrounding ``heurlens.runtime.cache.disk_cache(...)`` block says, else the cache is used.
     """
     model = as_model(model)
     if not as_units(units, model.n_layers, model.n_heads):
@@ -122,19 +132,19 @@ def ablate(model: ModelLike, units: UnitsLike, eval_sets: Sequence[TaskLike], *,
 
 
 def ablate_groups(model: ModelLike, groups: Sequence[UnitsLike], eval_sets: Sequence[TaskLike], *,
-                  method: Method = "mean", means: UnitMeans | None = None,
+                  method: MethodName = "mean", means: UnitMeans | None = None,
                   full_logits: dict[str, Tensor] | None = None, dtype: Precision = "float32",
                   progress: bool = False, desc: str = "ablations", metrics: Metrics | None = None,
                   cache: bool | None = None) -> pd.DataFrame:
     """``ablate`` for each group of units, the group named in a first column ``ablated``; rows group by group.
 
     Every ablated pass starts at the group's lowest layer from the full model's residual stream there, kept in
-    the activation cache (``heurlens.resumed_passes``): the same logits as whole passes, with less computed the
+    the activation cache (``heurlens.interventions.resumed_passes``): the same logits as whole passes, with less computed the
     higher the ablated units sit. ``progress``: a bar named
     ``desc`` counting ablated passes over a batch. ``cache``: as for ``ablate``.
     """
     model = as_model(model)
-    return ablated_tables(model, groups, [as_task(model, data) for data in eval_sets], method, means, full_logits,
+    return ablated_tables(model, groups, [as_task(model, data) for data in eval_sets], as_method(method), means, full_logits,
                           call_context(model, dtype, cache), progress, desc, metrics)
 
 
@@ -194,22 +204,22 @@ def ablated_scores(model: PreparedModel, groups: Sequence[list[Unit]], task: Tas
                    means: UnitMeans | None, context: CallContext, bar: tqdm | None = None
                    ) -> list[Float[Tensor, "row output"]]:
     """The scores on ``task`` of the model with each group of units ablated by ``method`` (CPU, float32), every
-    pass resumed at the group's lowest layer (``resumed_passes.ablated_logits``). Interchange ablation sets the
-    masks' replacement batch by batch from the task's corrupted batch (``_interchanged``)."""
-    interchange = method == "interchange"
-    # checked and moved once for every group (interchange's placeholder is replaced before every batch)
-    replacement = zero_means(model, context.device) if interchange else unit_replacement(model, method, means,
+    pass resumed at the group's lowest layer (``resumed_passes.ablated_logits``). Corrupt ablation sets the
+    masks' replacement batch by batch from the task's corrupted batch (``_corrupted_replacement``)."""
+    corrupt = method == "corrupt"
+    # checked and moved once for every group (the corrupt ablation's placeholder is replaced before every batch)
+    replacement = zero_means(model, context.device) if corrupt else unit_replacement(model, method, means,
                                                                                       context.device)
     masks = [_unit_mask(model, group, replacement, context.device) for group in groups]
     ablations = [(min((unit.layer for unit in group), default=0), mask.changing_hooks)
                  for group, mask in zip(groups, masks)]
-    before_batch = partial(_interchanged, model, corruption_of(task), masks, context) if interchange else None
+    before_batch = partial(_corrupted_replacement, model, corruption_of(task), masks, context) if corrupt else None
     return ablated_logits(model, ablations, task, context, bar, before_batch)
 
 
-def _interchanged(model: PreparedModel, corruption: Task, masks: list[UnitMaskHooks], context: CallContext,
+def _corrupted_replacement(model: PreparedModel, corruption: Task, masks: list[UnitMaskHooks], context: CallContext,
                   index: int) -> None:
-    """Interchange ablation's replacement for batch ``index``: every unit's activation on its corrupted batch."""
+    """Corrupt ablation's replacement for batch ``index``: every unit's activation on its corrupted batch."""
     activations = corrupted_activations(model, to_device(corruption.batches[index], context.device))
     for mask in masks:
         mask.replacement = activations

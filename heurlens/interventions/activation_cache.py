@@ -5,10 +5,10 @@ Ablations, scans, super-additivity and subnetwork evaluations compare many ablat
 model on the same data, and an ablation whose lowest unit sits in layer l changes nothing below l. So the
 residual stream entering block l (the output of block l-1) is computed once per model fingerprint (weights
 and vocabulary), token fingerprint and layer, and every later ablated pass starts there
-(``heurlens.resumed_passes``). The final logits are the entry's last file. One entry is a folder
-``cache_dir()/activations/{model}-{tokens}[-bf16|-fp16]/`` (the suffix: the precision, ``heurlens.precision``)
+(``heurlens.interventions.resumed_passes``). The final logits are the entry's last file. One entry is a folder
+``cache_dir()/activations/{model}-{tokens}[-bf16|-fp16]/`` (the suffix: the precision, ``heurlens.runtime.precision``)
 holding ``residual-{l}.safetensors`` (the real tokens only, padding dropped) and ``logits.safetensors``; all are
-written atomically, within the cache's size cap (``heurlens.cache_contents``), and a file that cannot be read back
+written atomically, within the cache's size cap (``heurlens.runtime.cache_contents``), and a file that cannot be read back
 whole, or does not fit the data, is computed again. Each is stored in the narrowest precision that holds its
 values exactly (``exact_narrowest``): a model with bfloat16 weights, or run under bfloat16 autocast, produces
 logits (and a bfloat16 model residual streams) that bfloat16 holds bit for bit, half the bytes of float32.
@@ -28,14 +28,14 @@ from safetensors import safe_open
 from torch import Tensor
 from transformer_lens.model_bridge.exceptions import StopAtLayerException
 
-from heurlens.cache import UNREADABLE, atomic_save_tensors, cache_dir, stored
-from heurlens.cache_contents import mark_used
-from heurlens.call_context import CallContext, call_context
-from heurlens.devices import to_device
 from heurlens.errors import HeurlensError
 from heurlens.evaluate import predict_logits
-from heurlens.precision import CACHE_SUFFIX, Precision, autocast, check_precision
 from heurlens.protocols import Batch, PreparedModel, Task
+from heurlens.runtime.cache import UNREADABLE, atomic_save_tensors, cache_dir, stored
+from heurlens.runtime.cache_contents import mark_used
+from heurlens.runtime.call_context import CallContext, call_context
+from heurlens.runtime.devices import to_device
+from heurlens.runtime.precision import CACHE_SUFFIX, Precision, autocast, check_precision
 from heurlens.tasks import scored_rows
 
 BlockInput = Float[Tensor, "batch pos d_model"]
@@ -67,7 +67,7 @@ def data_fingerprint(data: Task) -> str:
 
 
 def entry_dir(model_fingerprint: str, data: Task, dtype: Precision = "float32") -> Path:
-    """The folder of the full model's activations on ``data``, one per precision (``heurlens.precision``)."""
+    """The folder of the full model's activations on ``data``, one per precision (``heurlens.runtime.precision``)."""
     return cache_dir() / "activations" / (f"{model_fingerprint}-{data_fingerprint(data)}"
                                           + CACHE_SUFFIX[check_precision(dtype)])
 
@@ -77,7 +77,7 @@ def full_model_logits(model: PreparedModel, eval_set: Task, context: CallContext
     """``predict_logits`` of the model without hooks, read from the activation cache or computed and kept
     there: evaluation sets do not change, so ablations, scans and subnetwork evaluations read the full model's
     logits instead of recomputing them. ``context``: the call's device, precision, cache use and fingerprint
-    (``heurlens.call_context``; None: the model's own, in float32, as a surrounding ``disk_cache`` says).
+    (``heurlens.runtime.call_context``; None: the model's own, in float32, as a surrounding ``disk_cache`` says).
     ``streams_for``: layers an ablation will start from; when the logits are computed, the residual streams
     entering those layers that the cache lacks are kept from the same pass and stored (``residual_streams`` then
     reads them), instead of a second pass over the data for them."""

@@ -10,11 +10,11 @@ from functools import partial
 from jaxtyping import Float
 from torch import Tensor
 
-from heurlens.interchange import corrupted_activations
-from heurlens.mask_sites import Edit, MaskSite, attached, head_site, mlp_site
-from heurlens.means import UnitMeans
+from heurlens.interventions.corruption import corrupted_activations
+from heurlens.interventions.mask_sites import Edit, MaskSite, attached, head_site, mlp_site
+from heurlens.interventions.means import UnitMeans
+from heurlens.interventions.units import UnitLayout
 from heurlens.protocols import Batch, HookList, PreparedModel
-from heurlens.units import UnitLayout
 
 
 class UnitMaskHooks:
@@ -39,7 +39,7 @@ class UnitMaskHooks:
         self.heads, self.mlps = UnitLayout(*self.heads.shape[-2:]).split(flat)
 
     def use_corrupted(self, model: PreparedModel, batch: Batch) -> None:
-        """Interchange ablation: masked units take their activations on ``batch`` (the corrupted inputs, on the
+        """Corrupt ablation: masked units take their activations on ``batch`` (the corrupted inputs, on the
         model's device), computed with the masks off."""
         with self.disabled():
             self.replacement = corrupted_activations(model, batch)
@@ -63,7 +63,7 @@ class UnitMaskHooks:
     def changing_hooks(self) -> HookList:
         """``hooks`` less those of the sites whose masks are all 1, which leave their activations exactly as they
         are (1 * x + 0 * c): for masks that stay fixed, so an ablation hooks only the layers it changes (and a
-        classifier's final block without a hook can run at [CLS] only: ``heurlens.pooled_final_block``)."""
+        classifier's final block without a hook can run at [CLS] only: ``heurlens.models.pooled_final_block``)."""
         n_layers = self.heads.shape[-2]
         changes = ([bool((self.heads[..., layer, :] != 1).any()) for layer in range(n_layers)]
                    + [bool((self.mlps[..., layer] != 1).any()) for layer in range(n_layers)])

@@ -14,15 +14,15 @@ from jaxtyping import Float
 from safetensors.torch import load_file
 from torch import Tensor
 
-from heurlens.argument_checks import checked
-from heurlens.cache import atomic_save_tensors
-from heurlens.devices import device_of
 from heurlens.errors import HeurlensError
-from heurlens.mask_sites import SiteMeans, head_site, mlp_site
+from heurlens.interventions.mask_sites import SiteMeans, head_site, mlp_site
+from heurlens.interventions.units import heads_hook_name, mlp_hook_name
 from heurlens.models.classifier import as_model
 from heurlens.protocols import ModelLike, PreparedModel
+from heurlens.runtime.argument_checks import checked
+from heurlens.runtime.cache import atomic_save_tensors
+from heurlens.runtime.devices import device_of
 from heurlens.tasks import TaskLike, as_task
-from heurlens.units import heads_hook_name, mlp_hook_name
 
 
 @dataclass

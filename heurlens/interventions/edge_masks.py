@@ -1,9 +1,9 @@
 """Edge masks in a forward pass (Edge Pruning, Bhaskar et al., NeurIPS 2024, Section 3): an edge mask m_wr on each
-writer-reader pair (``heurlens.edges``) makes reader r's input
+writer-reader pair (``heurlens.interventions.graph``) makes reader r's input
 
     x_r = sum_w m_wr out_w + (1 - m_wr) out_w~ = x_r(model) - sum_w (1 - m_wr) (out_w - out_w~),
 
-out_w~ the writer's output on the example's corrupted input (interchange ablation), so m = 1 on every edge is the
+out_w~ the writer's output on the example's corrupted input (corrupt ablation), so m = 1 on every edge is the
 model and m = 0 on every edge its run on the corrupted input. Each reader is normalised on its own input, as Edge
 Pruning does. Writers are read at ``blocks.0.hook_resid_pre``, ``blocks.L.attn.hook_z`` (times each head's W_O) and
 ``blocks.L.hook_mlp_out``; readers are corrected where they read (the layout's hook points).
@@ -20,10 +20,10 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from heurlens.edges import FINAL_HOOK, EdgeLayout, ReaderGroup, edge_bridge, edge_layout, split_inputs
 from heurlens.errors import HeurlensError
+from heurlens.interventions.graph import FINAL_HOOK, EdgeLayout, ReaderGroup, edge_bridge, edge_layout, split_inputs
+from heurlens.interventions.units import heads_hook_name, mlp_hook_name
 from heurlens.protocols import Batch, HookList, PreparedModel
-from heurlens.units import heads_hook_name, mlp_hook_name
 
 EMBED_HOOK = "blocks.0.hook_resid_pre"
 LAYERS_A_GROUP = 8  # writers' blocks of this many layers are joined into one (each writer kept twice)
@@ -114,7 +114,7 @@ class EdgeMaskHooks:
     @torch.no_grad()
     def use_corrupted(self, model: PreparedModel, batch: Batch) -> None:
         """Run ``batch`` (the corrupted inputs, on the model's device) with the edges untouched and keep every
-        writer's output as what the pruned edges will carry (interchange ablation)."""
+        writer's output as what the pruned edges will carry (corrupt ablation)."""
         self._capturing = True
         try:
             model(**batch)

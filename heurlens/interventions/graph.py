@@ -7,7 +7,7 @@ residual (the logits); in a pre-norm transformer a reader's input is the sum of 
 constant biases). Readers are TransformerLens 4's split inputs (``set_use_split_qkv_input``:
 ``blocks.L.attn.hook_q_input`` ``[batch, pos, head, d_model]``, ``hook_k_input``/``hook_v_input`` per key-value head,
 so a grouped-query model's edges go into each *key-value* head; ``set_use_hook_mlp_in``: ``blocks.L.hook_mlp_in``)
-and ``ln_final.hook_in``. How masks on these edges act in a forward pass: ``heurlens.edge_masks``.
+and ``ln_final.hook_in``. How masks on these edges act in a forward pass: ``heurlens.interventions.edge_masks``.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from jaxtyping import Float
 from torch import Tensor
 
 from heurlens.errors import HeurlensError
+from heurlens.interventions.units import Unit
 from heurlens.protocols import PreparedModel
-from heurlens.units import Unit
 
 EMBED, LOGITS = "embed", "logits"
 FINAL_HOOK = "ln_final.hook_in"
@@ -111,7 +111,7 @@ class EdgeLayout:
 
     def edges_between(self, units: Iterable[Unit]) -> list[Edge]:
         """A node circuit as edges: every edge from the embeddings or one of ``units`` into one of their inputs or the
-        logits (a key-value head's inputs when a query head sharing it is one of them). With interchange ablation the
+        logits (a key-value head's inputs when a query head sharing it is one of them). With corrupt ablation the
         two are the same model: a unit outside the circuit reads only corrupted writers, so its output is its
         output on the corrupted input, which every edge out of it carries."""
         names = {str(unit) for unit in units}

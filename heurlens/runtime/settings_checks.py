@@ -1,6 +1,6 @@
 """The one check every settings dataclass runs when it is made (``PruneSettings``, ``SweepSettings``,
 ``ShapeBiasSettings``, ``FinetuneSettings``), so a library call refuses what the CLI refuses, before any work:
-values not of the field's type (beartype's ``is_bearable``, as ``heurlens.argument_checks``), NaN and infinite
+values not of the field's type (beartype's ``is_bearable``, as ``heurlens.runtime.argument_checks``), NaN and infinite
 numbers, numbers outside a field's bounds (``metadata["min"]``, default 0, above it with ``"min_open"``, None for
 unbounded; ``metadata["max"]``), and ``Literal`` values that are not among its choices.
 """

@@ -33,7 +33,7 @@ from jaxtyping import Float
 from torch import Tensor, nn
 from torch.utils.hooks import RemovableHandle
 
-from heurlens.units import heads_hook_name, mlp_hook_name
+from heurlens.interventions.units import heads_hook_name, mlp_hook_name
 
 Kind = Literal["heads", "packed heads", "mlp", "residual", "channels"]
 Adapter = Literal["hook point", "module input", "module output"]
@@ -79,7 +79,7 @@ class MaskSite:
                per_example: bool = False) -> Tensor:
         """m * x + (1 - m) * c at this site; ``replacement`` (c) is shaped like one example's activation,
         or like any suffix of it that broadcasts (a head's mean ``[head, d_head]``), or like the whole batch's
-        activation (interchange ablation: each example's own value at each position), or None for zero.
+        activation (corrupt ablation: each example's own value at each position), or None for zero.
         ``per_example``: ``mask`` holds one row per example (``mask_view``)."""
         view = self.unit_view(activation)
         m = self.mask_view(mask.to(activation.device, activation.dtype), view.dim(), per_example)

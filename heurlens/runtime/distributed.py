@@ -56,7 +56,7 @@ def workers_from_options(count: int | None, address: str | None, gpus_per_worker
                          device: str | None = None) -> Workers | None:
     """The CLI's ``--workers N``, ``--ray-address A`` and ``--gpus-per-worker G``: None (in process) when no
     --workers is given. G defaults to 1 when the command's ``device`` (``--device``, resolved as
-    ``heurlens.devices.resolve_device``) is CUDA, else 0."""
+    ``heurlens.runtime.devices.resolve_device``) is CUDA, else 0."""
     if count is None:
         for given, name in ((address, "--ray-address"), (gpus_per_worker, "--gpus-per-worker")):
             if given is not None:
@@ -68,7 +68,7 @@ def workers_from_options(count: int | None, address: str | None, gpus_per_worker
     if address is not None:
         check_cluster_address(address, given_as)
     if gpus_per_worker is None:
-        from heurlens.devices import resolve_device
+        from heurlens.runtime.devices import resolve_device
 
         gpus_per_worker = 1 if resolve_device(device).type == "cuda" else 0
     if address is None and gpus_per_worker:  # Ray on this machine alone: its GPUs are known before anything starts

@@ -1,12 +1,12 @@
 """Tokenised evaluation sets kept in heurlens' cache, so a command builds its data once, not on every run.
 
-The NLI evaluation (SNLI test pairs and 30 HANS-style subcases, ``heurlens.nli``) takes about 1.5 s to draw and
+The NLI evaluation (SNLI test pairs and 30 HANS-style subcases, ``heurlens.data.nli_setup``) takes about 1.5 s to draw and
 tokenise on a 2-core CPU, as long as the default ablation's own model loading; read back from one safetensors
 file it takes a few milliseconds. An entry is named by everything its tokens depend on: the model's fingerprint
 (its tokenizer's vocabulary is part of it), the choice of data (names, counts, seed, batch size), and the bytes of
 the code and data files that make the pairs (the HANS-style generator's templates, a local pair file). So an
 edited template or pair file gives a new entry instead of stale tokens. Entries are a computed kind
-(``heurlens.cache_contents``): evicted least recently used first, rebuilt when missing or damaged.
+(``heurlens.runtime.cache_contents``): evicted least recently used first, rebuilt when missing or damaged.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from pathlib import Path
 
 from safetensors import safe_open
 
-from heurlens.cache import atomic_save_tensors, cache_dir, disk_cache_enabled, stored
 from heurlens.errors import HeurlensError
 from heurlens.evaluate import EvalSet
+from heurlens.runtime.cache import atomic_save_tensors, cache_dir, disk_cache_enabled, stored
 
 KIND = "eval_sets"
 

@@ -1,4 +1,4 @@
-"""Interchange ablation: an ablated unit takes its own activation on the paired corrupted input, example by
+"""Corrupt ablation: an ablated unit takes its own activation on the paired corrupted input, example by
 example and position by position, instead of a mean (Edge Pruning, Bhaskar et al. 2024; the MIB benchmark):
 
     z_h(clean) -> z_h(corrupted),
@@ -18,8 +18,8 @@ import torch
 from torch import Tensor
 
 from heurlens.errors import HeurlensError
-from heurlens.mask_sites import head_site, mlp_site
-from heurlens.means import UnitMeans
+from heurlens.interventions.mask_sites import head_site, mlp_site
+from heurlens.interventions.means import UnitMeans
 from heurlens.protocols import Batch, PreparedModel, Task
 from heurlens.tasks import batch_examples
 
@@ -29,7 +29,7 @@ def corruption_of(task: Task) -> Task:
     the task has none or when a corrupted example is not as long as its clean one."""
     corrupted = getattr(task, "corrupted", None)
     if corrupted is None:
-        raise HeurlensError(f"interchange ablation needs each example's corrupted input, and the task {task.name!r} "
+        raise HeurlensError(f"corrupt ablation needs each example's corrupted input, and the task {task.name!r} "
                             "carries none: use a prompt task whose examples have corrupted prompts (ioi, greater-than, "
                             "or a prompt file with a corrupted_prompt field), or ablate with method='mean'")
     if len(corrupted.batches) != len(task.batches):
@@ -45,7 +45,7 @@ def corruption_of(task: Task) -> Task:
             example = batch_examples(task.batches, index).start + row
             raise HeurlensError(
                 f"example {example} of {task.name!r} is {int(lengths[row])} tokens and its corrupted input "
-                f"{int(corrupted_lengths[row])}: interchange ablation patches position by position, so each corrupted "
+                f"{int(corrupted_lengths[row])}: corrupt ablation patches position by position, so each corrupted "
                 "prompt must be as many tokens as its clean one (e.g. names and years of one token each)")
     return corrupted
 

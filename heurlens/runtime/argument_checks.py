@@ -58,7 +58,7 @@ def checked(function: Callable[P, R]) -> Callable[P, R]:
 
 def _needed(violation: str, written: Any) -> str:
     """What the parameter takes, as its signature ``written`` says it, or its choices where beartype's ``violation``
-    names a ``Literal`` (``Method``: one of 'mean', 'zero', 'interchange')."""
+    names a ``Literal`` (``Method``: one of 'mean', 'zero', 'corrupt')."""
     hint = re.search(r"violates type hint (.*?), as ", violation, re.DOTALL)
     choices = re.search(r"Literal\[(.*?)\]", hint.group(1)) if hint else None
     if choices:

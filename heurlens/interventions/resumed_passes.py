@@ -2,7 +2,7 @@
 
 Ablating units whose lowest layer is L changes nothing below L: the input of block L is the full model's
 output of block L-1, which the activation cache keeps per model, data and layer
-(``heurlens.activation_cache.residual_streams``: computed on first use, read from disk after). Each ablated
+(``heurlens.interventions.activation_cache.residual_streams``: computed on first use, read from disk after). Each ablated
 pass runs with blocks 0..L-1 stood in for by a function that returns that residual stream
 (``lower_blocks_replaced``): only the embeddings and blocks L and up are computed, with every hook point there
 live. (TransformerLens' own ``start_at_layer`` still runs the lower blocks, on discarded input.) The logits are
@@ -21,11 +21,11 @@ from jaxtyping import Float
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from heurlens.activation_cache import residual_streams
-from heurlens.call_context import CallContext, call_context
-from heurlens.devices import to_device
-from heurlens.precision import autocast
+from heurlens.interventions.activation_cache import residual_streams
 from heurlens.protocols import HookList, PreparedModel, Task
+from heurlens.runtime.call_context import CallContext, call_context
+from heurlens.runtime.devices import to_device
+from heurlens.runtime.precision import autocast
 
 Ablation = tuple[int, HookList]  # (first ablated layer, hooks [(hook name, fn)]) of one ablated model
 
@@ -55,7 +55,7 @@ def ablated_logits(model: PreparedModel, ablations: Sequence[Ablation], eval_set
     full model's residual stream entering L (from the activation cache; ``context``: the call's, as for
     ``full_model_logits``). ``L`` must not exceed the lowest layer the hooks change (0 is always right). ``bar`` (a
     progress bar) advances by one per ablated pass over a batch. ``before_batch(index)`` runs before the ablated
-    passes over batch ``index`` (interchange ablation sets its hooks' replacements from the corrupted batch there)."""
+    passes over batch ``index`` (corrupt ablation sets its hooks' replacements from the corrupted batch there)."""
     context = context or call_context(model)
     layers = {layer for layer, _ in ablations if layer > 0}
     streams = residual_streams(model, eval_set, layers, context) if layers else {}

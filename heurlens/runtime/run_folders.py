@@ -24,8 +24,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
-from heurlens.cache import atomic_write_json, stored
 from heurlens.errors import HeurlensError
+from heurlens.runtime.cache import atomic_write_json, stored
 
 
 def check_writable_dir(path: Path, what: str) -> Path:
@@ -115,11 +115,11 @@ class RunFolder:
       patterns, that show a non-empty folder is one of heurlens'; then ``check_writable_dir``);
     - ``writing()``: its lock (``exclusive``), held while the run writes;
     - ``settings.json``: ``record_settings`` refuses a run with other settings, ``settings`` reads them back;
-    - ``stored(name, ...)``: one resumable stage (``heurlens.cache.stored``): finished stages are read back,
+    - ``stored(name, ...)``: one resumable stage (``heurlens.runtime.cache.stored``): finished stages are read back,
       the others computed and written atomically; ``finished(name)`` / ``result(name, compute)`` for a stage
       kept as JSON, so a run cut short says which of its parts are done;
     - ``write_results_page``: the page that reports the folder, written atomically, keeping its hand-written
-      reading (``heurlens.analysis.results_page``).
+      reading (``heurlens.runtime.results_page``).
     """
 
     path: Path
@@ -157,7 +157,7 @@ class RunFolder:
 
     def write_results_page(self, page: Path, generated: str) -> None:
         """Write the page that reports this folder (``generated``), keeping what a person wrote at its end."""
-        from heurlens.analysis.results_page import write_results_page
+        from heurlens.runtime.results_page import write_results_page
 
         write_results_page(Path(page), generated)
 

@@ -1,6 +1,6 @@
 """What one library call runs with, decided once at its top and handed down the path: the model's device, the
-precision of its matrix products (``heurlens.precision``), whether heurlens' disk cache is read and written
-(``heurlens.cache.disk_cache``), and, only then, the model's fingerprint that keys the cache entries. Below the
+precision of its matrix products (``heurlens.runtime.precision``), whether heurlens' disk cache is read and written
+(``heurlens.runtime.cache.disk_cache``), and, only then, the model's fingerprint that keys the cache entries. Below the
 public functions nothing asks the model for its device or hashes its weights again."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from dataclasses import dataclass
 
 import torch
 
-from heurlens.cache import disk_cache_enabled
-from heurlens.devices import device_of
-from heurlens.precision import Precision, check_precision
 from heurlens.protocols import PreparedModel
+from heurlens.runtime.cache import disk_cache_enabled
+from heurlens.runtime.devices import device_of
+from heurlens.runtime.precision import Precision, check_precision
 
 
 @dataclass(frozen=True)

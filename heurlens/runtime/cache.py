@@ -14,8 +14,8 @@ from typing import Any, TypeVar
 
 from safetensors import SafetensorError
 
-from heurlens.cache_contents import COMPUTED_KINDS, make_room, mark_used
 from heurlens.errors import HeurlensError
+from heurlens.runtime.cache_contents import COMPUTED_KINDS, make_room, mark_used
 
 CACHE_ENV_VAR = "HEURLENS_CACHE"
 # what reading back a damaged file of heurlens' own raises: such an entry is computed again, never trusted
@@ -67,7 +67,7 @@ def cache_dir() -> Path:
 def atomic_write_bytes(path: Path, data: bytes) -> bool:
     """Write ``data`` to ``path`` so that a reader sees the old file or the new one, never half of one. A folder
     that cannot be written (read-only, immutable, another user's) is refused naming it. A computed cache entry
-    is written within the cache's size cap (``heurlens.cache_contents``): least recently used entries make room,
+    is written within the cache's size cap (``heurlens.runtime.cache_contents``): least recently used entries make room,
     and one larger than the cap is not written (False; True when written)."""
     root = cache_root_of(path)
     if root is not None and _kind_in(root, path) in COMPUTED_KINDS and not make_room(root, path, len(data)):

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from heurlens.cache import atomic_write_bytes
+from heurlens.runtime.cache import atomic_write_bytes
 
 _LEGACY_IDENTITY = "run"  # the fine-tune's key before 2026-11-26: the same string, its settings as JSON
 

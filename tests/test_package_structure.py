@@ -1,0 +1,130 @@
+"""The package's shape (issue 64): a ground floor of at most 12 modules beside the folders that show its layers, no
+module over 300 lines, no import cycle between heurlens' modules (counting imports inside functions and under
+TYPE_CHECKING: a cycle there is still two modules that need each other), and the module paths of 0.1.0 that moved
+still importing, with a warning."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import sys
+import warnings
+from collections.abc import Iterable
+from pathlib import Path
+
+import pytest
+
+from heurlens.runtime.deprecations import MOVED_MODULES
+
+PACKAGE = Path(__file__).resolve().parent.parent / "heurlens"
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def modules() -> dict[str, Path]:
+    return {module_name(path): path for path in PACKAGE.rglob("*.py")}
+
+
+def imported_modules(name: str, path: Path, known: Iterable[str]) -> set[str]:
+    """The heurlens modules (not packages' ``__init__``) that ``path`` imports anywhere in its text."""
+    known = set(known)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[:len(package.split(".")) - (node.level - 1)]
+                base = ".".join(anchor + ([base] if base else []))
+            targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base for alias in node.names]
+        else:
+            continue
+        for target in targets:
+            while target not in known and "." in target:
+                target = target.rpartition(".")[0]
+            if target in known and target != name and not (PACKAGE.parent / target.replace(".", "/")).is_dir():
+                found.add(target)
+    return found
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, edges = work[-1]
+            step = next(edges, None)
+            if step is not None:
+                if step not in index:
+                    index[step] = low[step] = len(index)
+                    stack.append(step)
+                    on_stack.add(step)
+                    work.append((step, iter(sorted(graph.get(step, ())))))
+                elif step in on_stack:
+                    low[node] = min(low[node], index[step])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_the_cycle_finder_finds_a_cycle_and_nothing_else():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set(), "e": {"d"}}
+    assert cycles(graph) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_cycle_between_heurlens_modules():
+    known = modules()
+    graph = {name: imported_modules(name, path, known) for name, path in known.items()}
+    assert "heurlens.interventions.means" in graph["heurlens.interventions.ablation"]  # the graph sees imports
+    assert cycles(graph) == []
+
+
+def test_the_ground_floor_holds_at_most_12_modules():
+    ground = sorted(path.name for path in PACKAGE.glob("*.py"))
+    assert len(ground) <= 12, ground
+
+
+def test_no_module_is_over_300_lines():
+    long = {name: n for name, path in modules().items() if (n := len(path.read_text().splitlines())) > 300}
+    assert long == {}
+
+
+@pytest.mark.parametrize("old", sorted(MOVED_MODULES))
+def test_a_moved_module_imports_from_its_old_path_with_a_warning(old):
+    new = importlib.import_module(MOVED_MODULES[old])
+    sys.modules.pop(old, None)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        module = importlib.import_module(old)
+    assert module is new and module.__spec__ is not None and module.__spec__.name == MOVED_MODULES[old]
+    assert [str(w.message).split(":")[0] for w in caught if w.category is DeprecationWarning] == [
+        f"{old} moved to {MOVED_MODULES[old]}"]
+    assert not (PACKAGE.parent / (old.replace(".", "/") + ".py")).exists()
