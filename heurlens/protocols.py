@@ -149,3 +149,22 @@ def is_prepared_model(obj: object) -> TypeIs[PreparedModel]:
 def is_task(obj: object) -> TypeIs[Task]:
     """Whether ``obj`` has every member of ``Task`` (``EvalSet``, ``PromptSet``, ``TokenSet``, or a user's own)."""
     return _has_members(obj, Task)
+
+
+class MaskHooks(Protocol):
+    """What training and scoring need of the hooks that mask a model (``UnitMaskHooks``, ``EdgeMaskHooks``): masks
+    set before each pass (a flat keep mask, or one row per example), the corrupted batch's activations as what a
+    pruned component carries, and the hooks themselves, for a whole block (training) or for one pass."""
+
+    def set_masks(self, flat: Float[Tensor, "*example mask"]) -> None: ...
+
+    def use_corrupted(self, model: PreparedModel, batch: Batch) -> None: ...
+
+    def attached(self, model: PreparedModel) -> AbstractContextManager[None]: ...
+
+    def prepared(self, model: PreparedModel) -> AbstractContextManager[None]: ...
+
+    @property
+    def pass_hooks(self) -> HookList: ...
+
+    def start_layer(self) -> int: ...

@@ -118,7 +118,7 @@ def check_edges(model, full) -> None:
         kv = "KV" if layout.n_kv_heads < layout.n_heads else "H"
         for edge in ("L0.H1->L1.H2.q", f"L0.H1->L1.{kv}0.v", "L0.H3->logits", "L0.MLP->L1.H2.q", "embed->L0.MLP"):
             writer, reader = edge.split("->")
-            ours = edge_mask_forward(model, 1 - layout.mask([edge]), clean, corrupted)
+            ours = edge_mask_forward(model, 1 - layout.keep_mask([edge]), clean, corrupted)
             torch.testing.assert_close(ours, hand_patched(model, writer, reader), atol=2e-6, rtol=1e-4,
                                        msg=lambda m, e=edge: f"{e}: {m}")
 

@@ -9,10 +9,9 @@ import torch.nn.functional as F
 from test_activation_cache import padded_set
 
 import heurlens
-import heurlens.analysis.faithfulness as faithfulness
 import heurlens.evaluate as evaluate
 import heurlens.interventions.ablation as ablation
-import heurlens.pruning.circuit as circuit
+import heurlens.interventions.scoring as scoring
 from heurlens.analysis.faithfulness import faithfulness_curve
 from heurlens.evaluate import mean_kl, predict_logits
 from heurlens.interventions.activation_cache import exact_narrowest, full_model_logits, residual_streams
@@ -21,18 +20,17 @@ from heurlens.interventions.units import Unit
 from heurlens.models import load_model
 
 
-def models_per_call(monkeypatch, name: str, *modules) -> list[int]:
-    """The scoring function ``name`` (``ablated_scores``, ``circuit_scores``) in ``modules`` wrapped to record how many
-    ablated models (its second argument) each call scores; the list it fills."""
+def models_per_call(monkeypatch) -> list[int]:
+    """The one scoring loop (``masked_scores``, as ``heurlens.interventions.scoring`` calls it) wrapped to record how
+    many masked models (its masks) each call scores; the list it fills."""
     sizes: list[int] = []
-    real = getattr(modules[0], name)
+    real = scoring.masked_scores
 
-    def counted(model, models, *rest, **named):
-        sizes.append(len(models))
-        return real(model, models, *rest, **named)
+    def counted(model, hooks, masks, *rest, **named):
+        sizes.append(len(masks))
+        return real(model, hooks, masks, *rest, **named)
 
-    for module in modules:
-        monkeypatch.setattr(module, name, counted)
+    monkeypatch.setattr(scoring, "masked_scores", counted)
     return sizes
 
 
@@ -100,8 +98,8 @@ def test_tables_and_curves_in_chunks_of_groups_equal_one_chunk(random_bert_dir, 
         return table, curve
 
     whole_table, whole_curve = computed()
-    sizes = models_per_call(monkeypatch, "ablated_scores", ablation, faithfulness)
-    monkeypatch.setattr(ablation, "SCORES_IN_MEMORY_BYTES", 3 * len(data) * 3 * 4)  # 3 groups of 12 rows x 3 labels
+    sizes = models_per_call(monkeypatch)
+    monkeypatch.setattr(scoring, "SCORES_IN_MEMORY_BYTES", 3 * len(data) * 3 * 4)  # 3 groups of 12 rows x 3 labels
     table, curve = computed()
     assert sizes == [3, 3, 2, 3, 2]  # the table's eight groups, then the curve's four circuits and the empty one
     pd.testing.assert_frame_equal(table, whole_table, check_exact=True)
@@ -117,7 +115,7 @@ def test_edge_circuits_in_chunks_equal_one_chunk(tiny_decoder_dirs, monkeypatch)
 
     from heurlens.data.prompt_tasks import tokenize_prompt_task
     from heurlens.interventions.graph import edge_layout
-    from heurlens.pruning.circuit import EdgeCircuit, circuit_table, nodes_of
+    from heurlens.pruning.circuit import EdgeCircuit, nodes_of
     from heurlens.runtime.call_context import call_context
 
     model = load_model(tiny_decoder_dirs["llama"])
@@ -132,12 +130,13 @@ def test_edge_circuits_in_chunks_equal_one_chunk(tiny_decoder_dirs, monkeypatch)
     metrics = {"top": lambda scores, task: float(scores.max(-1).values.mean())}
 
     def computed():
-        return (circuit_table(model, circuits, [task], full, metrics, context),
+        return (scoring.masked_table(model, "edge", [c.keep_mask() for c in circuits], [c.label for c in circuits],
+                                     [task], "corrupt", None, full, context, metrics=metrics),
                 faithfulness_curve(model, circuits, task, cache=False).circuits)
 
     whole_table, whole_curve = computed()
-    sizes = models_per_call(monkeypatch, "circuit_scores", circuit, faithfulness)
-    monkeypatch.setattr(ablation, "SCORES_IN_MEMORY_BYTES", 1)
+    sizes = models_per_call(monkeypatch)
+    monkeypatch.setattr(scoring, "SCORES_IN_MEMORY_BYTES", 1)
     table, curve = computed()
     assert sizes == [1] * 3 + [1] * 4  # the table's three circuits, then the curve's three and the empty one
     pd.testing.assert_frame_equal(table, whole_table, check_exact=True)

@@ -110,7 +110,7 @@ def test_the_edge_masks_gradient_under_bfloat16_autocast_is_float32s_to_its_prec
 
 def test_a_grouped_query_models_key_and_value_edges_go_into_its_key_value_heads(tiny_decoder_dirs):
     layout = edge_layout(heurlens.load_model(tiny_decoder_dirs["llama"]))  # 4 query heads share 2 key-value heads
-    readers = {edge.reader for edge in layout.edges()}
+    readers = {str(edge.reader) for edge in layout.edges()}
     assert {"L1.H3.q", "L1.KV1.k", "L1.KV1.v"} <= readers and "L1.KV2.k" not in readers and "L1.H3.k" not in readers
     # per layer: 4 query, 2 key and 2 value inputs read the writers below, the MLP those and the layer's heads
     assert layout.n_edges == 8 * 1 + 5 + 8 * 6 + 10 + 11
@@ -122,9 +122,9 @@ def test_the_planted_path_is_exactly_what_reaches_the_logits(planted):
     clean, corrupted = task.batches[0], task.corrupted.batches[0]
     with torch.no_grad():
         full, on_corrupted = planted(**clean), planted(**corrupted)
-        assert torch.equal(edge_mask_forward(planted, layout.mask(PATH), clean, corrupted), full)
+        assert torch.equal(edge_mask_forward(planted, layout.keep_mask(PATH), clean, corrupted), full)
         for edge in PATH:  # any one edge of the path pruned: the logits move as far as the corrupted run's
-            without = edge_mask_forward(planted, layout.mask([e for e in PATH if e != edge]), clean, corrupted)
+            without = edge_mask_forward(planted, layout.keep_mask([e for e in PATH if e != edge]), clean, corrupted)
             torch.testing.assert_close(without, on_corrupted, atol=1e-5, rtol=1e-5)
     assert layout.n_edges == N_EDGES
 
@@ -139,8 +139,8 @@ def test_edge_pruning_keeps_the_path_where_node_pruning_keeps_both_heads(planted
     assert circuit.metrics["subnetwork_train_kl"] < 1e-6 and circuit.achieved_sparsity == 1 - 3 / N_EDGES
     assert list(map(str, subnetwork.kept)) == list(map(str, circuit.kept)) == ["L0.H1", "L1.H0"]
     # the node subnetwork keeps every edge between its two heads (their query and key inputs, L0.H1 -> logits, ...)
-    between = [e for e in edge_layout(planted).edges() if e.writer in ("embed", "L0.H1", "L1.H0")
-               and (e.reader == "logits" or e.reader.startswith(("L0.H1.", "L1.H0.")))]
+    between = [e for e in edge_layout(planted).edges() if str(e.writer) in ("embed", "L0.H1", "L1.H0")
+               and (str(e.reader) == "logits" or str(e.reader).startswith(("L0.H1.", "L1.H0.")))]
     assert len(between) == 12 and set(map(str, between)) > set(PATH)
     loaded = Subnetwork.load(tmp_path / "edges" / "sparsity-0.934783" / "seed-00")  # 1 - 3/46
     assert isinstance(loaded, EdgeCircuit) and loaded.edges == circuit.edges
@@ -174,9 +174,8 @@ def test_a_node_circuit_as_edges_is_the_same_model_as_its_units_corrupt_ablated(
     from test_corruption import EXAMPLES
 
     from heurlens.data.prompt_tasks import tokenize_prompt_task
-    from heurlens.interventions.ablation import ablated_scores
+    from heurlens.interventions.scoring import scores_with_masks
     from heurlens.interventions.units import UnitLayout, parse_units
-    from heurlens.pruning.circuit import circuit_scores
     from heurlens.runtime.call_context import call_context
 
     model = heurlens.load_model(deep_llama_dir if deep else tiny_decoder_dirs["llama"])  # heads 2, 3 share KV head 1
@@ -184,12 +183,13 @@ def test_a_node_circuit_as_edges_is_the_same_model_as_its_units_corrupt_ablated(
     context = call_context(model, cache=False)
     last = model.n_layers - 1
     kept = parse_units(f"L0.H1,L0.MLP,L1.H3,L{last}.H0,L{last}.MLP", model.n_layers, 4)
-    outside = [unit for unit in UnitLayout(model.n_layers, 4).units() if unit not in kept]
-    [by_units] = ablated_scores(model, [outside], task, "corrupt", None, context)
+    [by_units] = scores_with_masks(model, "node", [UnitLayout(model.n_layers, 4).keep_mask(kept)], task, "corrupt",
+                                   None, context)
     layout = edge_layout(model)
-    [by_edges] = circuit_scores(model, [layout.mask(layout.edges_between(kept))], task, context)
+    [by_edges] = scores_with_masks(model, "edge", [layout.keep_mask(layout.edges_between(kept))], task, "corrupt",
+                                   None, context)
     torch.testing.assert_close(by_edges, by_units, atol=1e-5, rtol=1e-5)
-    [full] = circuit_scores(model, [torch.ones(layout.n_edges)], task, context)
+    [full] = scores_with_masks(model, "edge", [torch.ones(layout.n_edges)], task, "corrupt", None, context)
     assert (by_edges - full).abs().max() > 1e-3  # the circuit is not the whole model
     assert "L0.H1->L1.KV1.v" in map(str, layout.edges_between(kept))  # L1.H3 reads key-value head 1
 

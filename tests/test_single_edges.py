@@ -101,7 +101,7 @@ def test_each_single_edge_pruned_equals_the_patch_written_by_hand(family, tiny_d
         full = model(**batch(CLEAN))
     for edge in (e.format(kv=kv) for e in EDGES):
         writer, reader = edge.split("->")
-        mask = 1 - layout.mask([edge])
+        mask = 1 - layout.keep_mask([edge])
         with torch.no_grad():
             by_heurlens = edge_mask_forward(model, mask, batch(CLEAN), batch(CORRUPTED))
         by_hand = hand_patched(model, writer, reader)
@@ -125,7 +125,7 @@ def test_post_norm_models_are_refused_edge_masks_by_name(architecture, tmp_path)
     # what the refusal prevents: heurlens' write for L0.H1 is not the change the block makes
     from heurlens.interventions.edge_masks import EdgeMaskHooks
 
-    hooks = EdgeMaskHooks(layout_would_be, 1 - layout_would_be.mask(["L0.H1->logits"]))
+    hooks = EdgeMaskHooks(layout_would_be, 1 - layout_would_be.keep_mask(["L0.H1->logits"]))
     with hooks.attached(model), torch.no_grad():
         hooks.use_corrupted(model, batch(CORRUPTED))
         by_heurlens = model(**batch(CLEAN))

@@ -19,9 +19,10 @@ import pandas as pd
 from torch import Tensor
 
 from heurlens.errors import HeurlensError
-from heurlens.interventions.ablation import Method, MethodName, ablated_tables, as_method, metric_names
+from heurlens.interventions.ablation import ablated_tables, metric_names
 from heurlens.interventions.activation_cache import full_model_logits
 from heurlens.interventions.means import UnitMeans
+from heurlens.interventions.scoring import Method, MethodName, as_method
 from heurlens.interventions.units import Unit, UnitsLike, as_units, format_units
 from heurlens.models.classifier import as_model
 from heurlens.protocols import Metrics, ModelLike, PreparedModel, Task

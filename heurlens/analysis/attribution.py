@@ -21,10 +21,10 @@ from jaxtyping import Float
 from torch import Tensor
 
 from heurlens.errors import HeurlensError
-from heurlens.interventions.ablation import MethodName, as_method, unit_replacement
 from heurlens.interventions.corruption import corrupted_activations, corruption_of
 from heurlens.interventions.mask_sites import head_site, mlp_site
 from heurlens.interventions.means import UnitMeans
+from heurlens.interventions.scoring import MethodName, as_method, unit_replacement
 from heurlens.interventions.units import Unit, UnitLayout, as_units
 from heurlens.metrics import metric_output
 from heurlens.models.classifier import as_model

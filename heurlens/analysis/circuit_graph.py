@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from heurlens.interventions.graph import EMBED, LOGITS, Edge
+from heurlens.interventions.nodes import EMBED, LOGITS, Edge
 from heurlens.pruning.circuit import EdgeCircuit
 
 INPUT_COLOURS = {"q": "#1f77b4", "k": "#2ca02c", "v": "#d62728", "MLP": "#9467bd", LOGITS: "#7f7f7f"}
@@ -30,10 +30,13 @@ def node_positions(circuit: EdgeCircuit) -> dict[str, tuple[float, float]]:
 
 def _reader_node(edge: Edge) -> tuple[str, str]:
     """(the node an edge enters, which input): ``L1.H0.v`` -> (``L1.H0``, ``v``), ``L1.MLP`` -> (``L1.MLP``, ``MLP``)."""
-    if edge.reader == LOGITS:
+    reader = edge.reader
+    if reader.kind == "logits":
         return LOGITS, LOGITS
-    node, _, kind = edge.reader.rpartition(".")
-    return (node, kind) if kind in ("q", "k", "v") else (edge.reader, "MLP")
+    if reader.kind == "mlp_in":
+        return str(reader), "MLP"
+    node, _, kind = str(reader).rpartition(".")
+    return node, kind
 
 
 def circuit_figure(circuit: EdgeCircuit) -> go.Figure:
@@ -49,10 +52,10 @@ def circuit_figure(circuit: EdgeCircuit) -> go.Figure:
             node, entered = _reader_node(edge)
             if entered != kind:
                 continue
-            (x0, y0), (x1, y1) = positions[edge.writer], positions[node]
+            (x0, y0), (x1, y1) = positions[str(edge.writer)], positions[node]
             xs += [x0, x1, None]
             ys += [y0, y1, None]
-            touched |= {edge.writer, node}
+            touched |= {str(edge.writer), node}
         if xs:
             figure.add_trace(go.Scatter(x=xs, y=ys, mode="lines", line={"color": colour, "width": 1},
                                         name=f"into {kind}" if kind != LOGITS else "into the logits"))

@@ -16,21 +16,22 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import pandas as pd
 import torch
 
 from heurlens.data.prompt_tasks import PromptSet, logit_difference
 from heurlens.errors import HeurlensError
-from heurlens.interventions.ablation import MethodName, ablated_scores, as_method, one_chunk_at_a_time
 from heurlens.interventions.activation_cache import full_model_logits
+from heurlens.interventions.circuits import Level
 from heurlens.interventions.graph import edge_layout
 from heurlens.interventions.means import UnitMeans
+from heurlens.interventions.scoring import MethodName, as_method, one_chunk_at_a_time, scores_with_masks
 from heurlens.interventions.units import UnitLayout, UnitsLike, as_units
 from heurlens.metrics import metric_value
 from heurlens.models.classifier import as_model
 from heurlens.protocols import Metric, ModelLike, Task
-from heurlens.pruning.circuit import EdgeCircuit, circuit_scores
 from heurlens.pruning.subnetwork import Subnetwork
 from heurlens.runtime.argument_checks import checked
 from heurlens.runtime.call_context import call_context
@@ -102,28 +103,28 @@ def faithfulness_curve(model: ModelLike, circuits: Sequence[Subnetwork] | Mappin
                                 "runs?): give them as {label: subnetwork.kept} with labels of your own")
     if not named:
         raise HeurlensError("give at least one circuit: subnetworks of a pruning run, or {label: units}")
-    on_edges = edges or any(isinstance(circuit, EdgeCircuit) for circuit in circuits)
-    if on_edges and method not in (None, "corrupt"):
+    records = {} if isinstance(circuits, Mapping) else {circuit.label: circuit for circuit in circuits}
+    level: Level = "edge" if edges or any(record.level == "edge" for record in records.values()) else "node"
+    if level == "edge" and method not in (None, "corrupt"):
         raise HeurlensError(f"method={method!r}: on the edge axis every edge outside a circuit carries its writer's "
                             "output on the corrupted prompt (corrupt ablation), the only ablation heurlens defines "
                             "for edges; give method='corrupt' (or None)")
-    if on_edges:
+    if level == "edge":  # a node circuit as the edges between its units (EdgeLayout.edges_between)
         layout = edge_layout(model)
-        kept_edges = {label: circuit.edges if isinstance(circuit, EdgeCircuit) else layout.edges_between(named[label])
-                      for label, circuit in zip(named, circuits.values() if isinstance(circuits, Mapping)
-                                                else circuits)}
-        masks = [layout.mask(kept) for kept in kept_edges.values()] + [torch.zeros(layout.n_edges)]
-        *values, empty = [metric_value(metric, scores, task, "metric") for _, scores in one_chunk_at_a_time(
-            masks, full_scores.numel() * 4, lambda chunk: circuit_scores(model, chunk, task, context))]
-        return _curve(full, empty, [(label, len(kept), layout.n_edges, value)
-                                    for (label, kept), value in zip(kept_edges.items(), values)], "edges")
-    everything = UnitLayout(model.n_layers, model.n_heads).units()
-    groups = [[unit for unit in everything if unit not in set(kept)] for kept in named.values()] + [everything]
+        kept: dict[str, list] = {label: records[label].kept_edges(layout) if label in records
+                                 else layout.edges_between(units) for label, units in named.items()}
+        masks, of = [layout.keep_mask(edges) for edges in kept.values()], layout.n_edges
+    else:
+        units_layout = UnitLayout(model.n_layers, model.n_heads)
+        kept = dict(named)
+        masks, of = [units_layout.keep_mask(units) for units in kept.values()], units_layout.n_units
+    score = partial(scores_with_masks, model, level, task=task, method=method or ("corrupt" if level == "edge" else
+                                                                                  "mean"), means=means, context=context)
     *values, empty = [metric_value(metric, scores, task, "metric") for _, scores in one_chunk_at_a_time(
-        groups, full_scores.numel() * 4, lambda chunk: ablated_scores(model, chunk, task, method or "mean", means,
-                                                                      context))]
-    return _curve(full, empty, [(label, len(kept), len(everything), value)
-                                for (label, kept), value in zip(named.items(), values)], "units")
+        masks + [torch.zeros(of)], full_scores.numel() * 4, score)]
+    return _curve(full, empty, [(label, len(kept_here), of, value)
+                                for (label, kept_here), value in zip(kept.items(), values)],
+                  "edges" if level == "edge" else "units")
 
 
 def _curve(full: float, empty: float, circuits: list[tuple[str, int, int, float]], what: str) -> FaithfulnessCurve:

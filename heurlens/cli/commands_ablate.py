@@ -22,7 +22,7 @@ from heurlens.data.nli_setup import REFERENCE_PAIRS
 from heurlens.errors import HeurlensError
 
 if TYPE_CHECKING:
-    from heurlens.interventions.ablation import MethodName
+    from heurlens.interventions.scoring import MethodName
     from heurlens.runtime.distributed import Workers
     from heurlens.runtime.precision import Precision
 
@@ -56,8 +56,8 @@ def ablate(heads: str | None, scan: bool, core: str | None, superadditivity: boo
            subcases: str | None, seed: int, as_json: bool, as_csv: bool) -> None:
     """Ablate heads/MLPs; print accuracy of full vs ablated model per evaluation set, and the KL."""
     import heurlens
-    from heurlens.interventions.ablation import as_method
     from heurlens.interventions.means import zero_means
+    from heurlens.interventions.scoring import as_method
 
     method = as_method(method)  # "interchange" is "corrupt", with a warning
     if scan and superadditivity:

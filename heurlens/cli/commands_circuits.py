@@ -12,7 +12,7 @@ from heurlens.cli.group import cli
 from heurlens.cli.options import device_option, print_table, table_output_options, weights_dtype_option
 
 if TYPE_CHECKING:
-    from heurlens.interventions.ablation import MethodName
+    from heurlens.interventions.scoring import MethodName
 
 
 @cli.command()
@@ -51,8 +51,7 @@ def faithfulness(run_dirs: tuple[str, ...], task: str, task_examples: int, seed:
     from heurlens.data.prompt_tasks import logit_difference
     from heurlens.data.run_data import PromptTaskData
     from heurlens.errors import HeurlensError
-    from heurlens.interventions.ablation import as_method
-    from heurlens.pruning.circuit import EdgeCircuit
+    from heurlens.interventions.scoring import as_method
     from heurlens.pruning.evaluation import ablation_of
     from heurlens.pruning.run_folder import load_run_means, subnetworks_by_sparsity
     from heurlens.runtime.cache import atomic_write_bytes
@@ -63,7 +62,7 @@ def faithfulness(run_dirs: tuple[str, ...], task: str, task_examples: int, seed:
     runs = {run_dir: [sub for group in subnetworks_by_sparsity([run_dir]).values() for sub in group]
             for run_dir in run_dirs}
     everything = [sub for subnetworks in runs.values() for sub in subnetworks]
-    edges = any(isinstance(sub, EdgeCircuit) for sub in everything)
+    edges = any(sub.level == "edge" for sub in everything)
     method = as_method(cast("MethodName", ablation)) if ablation else ablation_of(everything)
     if edges and method != "corrupt":
         raise HeurlensError(f"--ablation {method}: an edge run's circuits prune edges to the corrupted prompt's outputs, "
@@ -75,7 +74,7 @@ def faithfulness(run_dirs: tuple[str, ...], task: str, task_examples: int, seed:
     means = load_run_means(Path(run_dirs[0]), hooked)
     curves = {}
     for run_dir, subnetworks in runs.items():
-        name = "edge pruning" if isinstance(subnetworks[0], EdgeCircuit) else "mask optimisation"
+        name = {"edge": "edge pruning", "node": "mask optimisation"}[subnetworks[0].level]
         curves[f"{name} ({run_dir})" if len(runs) > 1 else name] = faithfulness_curve(
             hooked, subnetworks, prompts, method=method, means=means, edges=edges)
     ranking = attribution_scores(hooked, data.train(hooked), logit_difference, method=method, means=means)

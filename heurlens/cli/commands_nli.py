@@ -105,15 +105,16 @@ def evaluate(run_dir: str, model: str | None, device: str | None, weights_dtype:
 
 
 def _report(hooked, subnetworks, means, eval_sets, as_json, as_csv, dtype: Precision = "float32"):
+    from heurlens.interventions.circuits import level_of
     from heurlens.pruning import accuracy_table, evaluate_subnetworks
-    from heurlens.pruning.circuit import EdgeCircuit
     from heurlens.pruning.evaluation import ablation_of
 
     evaluation = evaluate_subnetworks(hooked, subnetworks, eval_sets, means=means, dtype=dtype)
     corrupt = ablation_of(subnetworks) == "corrupt"
-    pruned = ("its edge circuits (pruned edges carrying their writers' outputs on each example's corrupted prompt)"
-              if any(isinstance(sub, EdgeCircuit) for sub in subnetworks) else
-              f"its subnetworks (pruned units replaced by {replacement_label(None if corrupt else means)})")
+    pruned = {"edge": "its edge circuits (pruned edges carrying their writers' outputs on each example's corrupted "
+                      "prompt)",
+              "node": f"its subnetworks (pruned units replaced by {replacement_label(None if corrupt else means)})"
+              }[level_of(subnetworks)]
 
     def pretty(evaluation):
         wide = accuracy_table(evaluation)

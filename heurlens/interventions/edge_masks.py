@@ -12,7 +12,7 @@ Pruning does. Writers are read at ``blocks.0.hook_resid_pre``, ``blocks.L.attn.h
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from functools import partial
 from typing import Any
 
@@ -106,6 +106,7 @@ class EdgeMaskHooks:
         self._capturing = False  # the pass on the corrupted batch: record outputs, change nothing
         self._read_so_far: set[str] = set()  # the reader groups' hook points that fired in this pass
         self._w_o: list[Tensor] = []
+        self._hooked = False  # attached: the hooks are on the model for a whole block
 
     def set_masks(self, flat: Float[Tensor, "*example edge"]) -> None:
         """The masks the next forward pass applies (one flat vector, or one row per example)."""
@@ -117,7 +118,8 @@ class EdgeMaskHooks:
         writer's output as what the pruned edges will carry (corrupt ablation)."""
         self._capturing = True
         try:
-            model(**batch)
+            with nullcontext() if self._hooked else model.hooks(self.hooks):
+                model(**batch)
         finally:
             self._capturing = False
         self.replacement = [output.detach() for output in self._outputs]
@@ -130,23 +132,42 @@ class EdgeMaskHooks:
             writers += [(heads_hook_name(layer), partial(self._heads, layer)), (mlp_hook_name(layer), self._mlp)]
         return writers + [(group.hook_name, partial(self._read, group)) for group in self.layout.groups]
 
+    @property
+    def pass_hooks(self) -> HookList:
+        """What one pass needs: every hook (a pruned edge anywhere changes its reader)."""
+        return self.hooks
+
+    def start_layer(self) -> int:
+        """0: an edge pass needs every writer's output from the embeddings up, so it never resumes higher."""
+        return 0
+
     @contextmanager
-    def attached(self, model: PreparedModel) -> Iterator[None]:
-        """Inside the block the edge masks act on ``model``: its split query/key/value inputs and MLP inputs turned
-        on (TransformerLens' ``set_use_split_qkv_input``, ``set_use_hook_mlp_in``) and the hooks added; on leaving,
-        by an error too, both as they were."""
+    def prepared(self, model: PreparedModel) -> Iterator[None]:
+        """Inside the block ``model`` has what the hooks read: its split query/key/value inputs and MLP inputs turned
+        on (TransformerLens' ``set_use_split_qkv_input``, ``set_use_hook_mlp_in``); on leaving, by an error too, as
+        they were."""
         bridge = edge_bridge(model)
         split, mlp_in = bool(getattr(bridge.cfg, "use_split_qkv_input", False)), bool(bridge.cfg.use_hook_mlp_in)
         split_inputs(bridge)
         bridge.set_use_hook_mlp_in(True)
         self._w_o = [bridge.blocks[layer].attn.W_O.detach() for layer in range(self.layout.n_layers)]
         try:
-            with model.hooks(self.hooks):
-                yield
+            yield
         finally:
             bridge.set_use_split_qkv_input(split)
             bridge.set_use_hook_mlp_in(mlp_in)
             self._outputs, self._differences, self._gradients, self._pending = [], [], [], {}
+
+    @contextmanager
+    def attached(self, model: PreparedModel) -> Iterator[None]:
+        """Inside the block the edge masks act on ``model`` (``prepared``, and the hooks added); on leaving, by an
+        error too, as it was."""
+        with self.prepared(model), model.hooks(self.hooks):
+            self._hooked = True
+            try:
+                yield
+            finally:
+                self._hooked = False
 
     def _shared(self, blocks: list[Tensor]) -> Tensor:
         """``blocks`` joined into one block of differences that readers read through ``_SharedBlock``."""

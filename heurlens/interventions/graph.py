@@ -12,34 +12,26 @@ and ``ln_final.hook_in``. How masks on these edges act in a forward pass: ``heur
 
 from __future__ import annotations
 
-import re
+import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import Any, cast
 
 import torch
 from jaxtyping import Float
 from torch import Tensor
 
 from heurlens.errors import HeurlensError
+from heurlens.interventions.nodes import EMBED as EMBED  # the graph's names, where they were
+from heurlens.interventions.nodes import LOGITS as LOGITS
+from heurlens.interventions.nodes import Edge, Node
 from heurlens.interventions.units import Unit
 from heurlens.protocols import PreparedModel
+from heurlens.runtime.deprecations import STILL_WORKS
 
-EMBED, LOGITS = "embed", "logits"
 FINAL_HOOK = "ln_final.hook_in"
 _WRITERS = {"attn": "attention", "mlp": "MLP"}
-
-
-@dataclass(frozen=True)
-class Edge:
-    """One edge: ``writer`` ("embed", "L0.H1", "L0.MLP") into ``reader`` ("L1.H0.v", "L1.MLP", "logits")."""
-
-    writer: str
-    reader: str
-
-    def __str__(self) -> str:
-        return f"{self.writer}->{self.reader}"
 
 
 @dataclass(frozen=True)
@@ -49,7 +41,7 @@ class ReaderGroup:
     entries ``start : start + len(readers) * n_writers`` of the flat edge vector, reader by reader."""
 
     hook_name: str
-    readers: tuple[str, ...]
+    readers: tuple[Node, ...]
     n_writers: int
     start: int
 
@@ -71,27 +63,29 @@ class EdgeLayout:
     n_kv_heads: int
 
     @cached_property
-    def writers(self) -> list[str]:
-        """Every writer in order: ``embed``, then per layer ``L.H0 ... L.MLP``."""
-        return [EMBED] + [str(unit) for layer in range(self.n_layers)
-                          for unit in [*(Unit(layer, h) for h in range(self.n_heads)), Unit(layer)]]
+    def writers(self) -> list[Node]:
+        """Every writer in order: the embeddings, then per layer its heads and its MLP."""
+        return [Node("embed")] + [node for layer in range(self.n_layers) for node in
+                                  [*(Node("attn_head_out", layer, h) for h in range(self.n_heads)),
+                                   Node("mlp_out", layer)]]
 
     @cached_property
     def groups(self) -> list[ReaderGroup]:
         """Every reader group in the flat vector's order, with its hook point and its entries."""
         groups: list[ReaderGroup] = []
         start = 0
-        kv = "H" if self.n_kv_heads == self.n_heads else "KV"  # a grouped key-value head is not one query head's
+        grouped = self.n_kv_heads != self.n_heads  # a grouped key-value head is not one query head's
         for layer in range(self.n_layers):
             before = 1 + layer * (self.n_heads + 1)  # the embeddings and every unit of the layers below
-            for name, readers in (("q", [f"L{layer}.H{h}.q" for h in range(self.n_heads)]),
-                                  ("k", [f"L{layer}.{kv}{h}.k" for h in range(self.n_kv_heads)]),
-                                  ("v", [f"L{layer}.{kv}{h}.v" for h in range(self.n_kv_heads)])):
+            for name, readers in (("q", [Node("q_input", layer, h) for h in range(self.n_heads)]),
+                                  ("k", [Node("k_input", layer, h, grouped) for h in range(self.n_kv_heads)]),
+                                  ("v", [Node("v_input", layer, h, grouped) for h in range(self.n_kv_heads)])):
                 groups.append(ReaderGroup(f"blocks.{layer}.attn.hook_{name}_input", tuple(readers), before, start))
                 start = groups[-1].end
-            groups.append(ReaderGroup(f"blocks.{layer}.hook_mlp_in", (f"L{layer}.MLP",), before + self.n_heads, start))
+            groups.append(ReaderGroup(f"blocks.{layer}.hook_mlp_in", (Node("mlp_in", layer),), before + self.n_heads,
+                                      start))
             start = groups[-1].end
-        groups.append(ReaderGroup(FINAL_HOOK, (LOGITS,), len(self.writers), start))
+        groups.append(ReaderGroup(FINAL_HOOK, (Node("logits"),), len(self.writers), start))
         return groups
 
     @property
@@ -114,20 +108,27 @@ class EdgeLayout:
         logits (a key-value head's inputs when a query head sharing it is one of them). With corrupt ablation the
         two are the same model: a unit outside the circuit reads only corrupted writers, so its output is its
         output on the corrupted input, which every edge out of it carries."""
-        names = {str(unit) for unit in units}
+        units = set(units)
         per_kv = self.n_heads // self.n_kv_heads
 
-        def inside(reader: str) -> bool:
-            if reader == LOGITS:
+        def inside(node: Node) -> bool:
+            if node.kind in ("embed", "logits"):
                 return True
-            layer, part = reader.split(".")[:2]
-            if part.startswith("KV"):
-                return any(f"{layer}.H{int(part[2:]) * per_kv + i}" in names for i in range(per_kv))
-            return f"{layer}.{part}" in names
+            if node.grouped:
+                return any(Unit(cast(int, node.layer), cast(int, node.head) * per_kv + i) in units
+                           for i in range(per_kv))
+            return node.unit in units
 
-        return [edge for edge in self.edges() if (edge.writer == EMBED or edge.writer in names) and inside(edge.reader)]
+        return [edge for edge in self.edges() if inside(edge.writer) and inside(edge.reader)]
 
-    def mask(self, kept: list[Edge] | list[str], device: torch.device | str = "cpu") -> Float[Tensor, " edge"]:
+    def mask(self, kept: Iterable[Edge] | Iterable[str], device: torch.device | str = "cpu") -> Float[Tensor, " edge"]:
+        """``keep_mask``, its name in heurlens 0.1.0."""
+        warnings.warn(f"EdgeLayout.mask is now EdgeLayout.keep_mask, as UnitLayout's (EdgeLayout.mask {STILL_WORKS})",
+                      DeprecationWarning, stacklevel=2)
+        return self.keep_mask(kept, device)
+
+    def keep_mask(self, kept: Iterable[Edge] | Iterable[str], device: torch.device | str = "cpu"
+                  ) -> Float[Tensor, " edge"]:
         """A flat 0/1 vector that is 1 on ``kept`` (edges or their names, ``"L0.H1->L1.H0.v"``) and 0 elsewhere."""
         index = {str(edge): i for i, edge in enumerate(self.edges())}
         mask = torch.zeros(self.n_edges, device=device)
@@ -201,16 +202,10 @@ def edge_bridge(model: PreparedModel) -> Any:
     return bridge
 
 
-_EDGE = re.compile(r"^\s*(\S+)\s*->\s*(\S+)\s*$")
 
 
 def parse_edges(spec: str, layout: EdgeLayout) -> list[Edge]:
     """``"L0.H1->L1.H0.v, L1.H0->logits"`` as edges of ``layout`` (refused by name when one is not)."""
-    edges = []
-    for item in (part for part in spec.split(",") if part.strip()):
-        match = _EDGE.match(item)
-        if match is None:
-            raise HeurlensError(f"cannot read {item!r} as an edge: write WRITER->READER, e.g. L0.H1->L1.H0.v")
-        edges.append(Edge(*match.groups()))
-    layout.mask(edges)  # refuses an edge the layout does not have
+    edges = [Edge.parse(item) for item in spec.split(",") if item.strip()]
+    layout.keep_mask(edges)  # refuses an edge the layout does not have
     return edges

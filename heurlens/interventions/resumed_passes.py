@@ -12,8 +12,8 @@ so computes 2 blocks, and a scan of every head 3.5 per head on average (benchmar
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
 import torch
@@ -21,8 +21,9 @@ from jaxtyping import Float
 from torch import Tensor
 from tqdm.auto import tqdm
 
+from heurlens.errors import HeurlensError
 from heurlens.interventions.activation_cache import residual_streams
-from heurlens.protocols import HookList, PreparedModel, Task
+from heurlens.protocols import Batch, HookList, MaskHooks, PreparedModel, Task
 from heurlens.runtime.call_context import CallContext, call_context
 from heurlens.runtime.devices import to_device
 from heurlens.runtime.precision import autocast
@@ -47,30 +48,73 @@ def lower_blocks_replaced(model: PreparedModel, layer: int, block_output: Any) -
 
 
 @torch.no_grad()
-def ablated_logits(model: PreparedModel, ablations: Sequence[Ablation], eval_set: Task,
-                   context: CallContext | None = None, bar: tqdm | None = None,
-                   before_batch: Callable[[int], None] | None = None) -> list[Float[Tensor, "row label"]]:
-    """For each (first ablated layer L, hooks) in ``ablations``, what ``predict_logits(model, eval_set,
-    fwd_hooks=hooks, dtype=context.dtype)`` returns, the hooks firing only in blocks L and up, which start from the
-    full model's residual stream entering L (from the activation cache; ``context``: the call's, as for
-    ``full_model_logits``). ``L`` must not exceed the lowest layer the hooks change (0 is always right). ``bar`` (a
-    progress bar) advances by one per ablated pass over a batch. ``before_batch(index)`` runs before the ablated
-    passes over batch ``index`` (corrupt ablation sets its hooks' replacements from the corrupted batch there)."""
+def masked_scores(model: PreparedModel, hooks: MaskHooks, masks: Sequence[Float[Tensor, " mask"]], task: Task,
+                  context: CallContext | None = None, bar: tqdm | None = None, corruption: Task | None = None
+                  ) -> list[Float[Tensor, "row output"]]:
+    """The one scoring loop of masked models, unit and edge masks alike: the scores on ``task`` (CPU, float32) of
+    the model with each of ``masks`` set on ``hooks`` (``heurlens.interventions.circuits.mask_hooks``), each pass
+    resumed at the lowest layer its masks change (``hooks.start_layer()``; an edge mask at 0) from the full model's
+    residual stream there (the activation cache; ``context``: the call's, as for ``full_model_logits``). Per batch,
+    the batch is moved once and, with ``corruption`` (corrupt ablation: the task's corrupted examples, batch for
+    batch), the hooks take their replacements from its corrupted batch once for every mask. ``bar`` (a progress
+    bar) advances by one per masked pass over a batch."""
     context = context or call_context(model)
-    layers = {layer for layer, _ in ablations if layer > 0}
-    streams = residual_streams(model, eval_set, layers, context) if layers else {}
     device, dtype = context.device, context.dtype
+    masks = [mask.to(device) for mask in masks]
+    starts = []
+    for mask in masks:
+        hooks.set_masks(mask)
+        starts.append(hooks.start_layer())
+    layers = {layer for layer in starts if layer > 0}
+    streams = residual_streams(model, task, layers, context) if layers else {}
     dtypes = {layer: next(model.bridge.blocks[layer].parameters()).dtype for layer in layers}
-    logits: list[list[Tensor]] = [[] for _ in ablations]
-    with autocast(dtype, device):
-        for index, batch in enumerate(eval_set.batches):
-            batch = to_device(batch, device)  # once per batch, for every ablation
-            starts = {layer: stream.block_output(index, device, dtypes[layer]) for layer, stream in streams.items()}
-            if before_batch is not None:
-                before_batch(index)
-            for (layer, hooks), outputs in zip(ablations, logits):
-                with lower_blocks_replaced(model, layer, starts.get(layer)), model.hooks(hooks):
-                    outputs.append(model(**batch).float().cpu())
+    scores: list[list[Tensor]] = [[] for _ in masks]
+    with autocast(dtype, device), hooks.prepared(model):
+        for index, batch in enumerate(task.batches):
+            batch = to_device(batch, device)  # once per batch, for every mask
+            inputs = {layer: stream.block_output(index, device, dtypes[layer]) for layer, stream in streams.items()}
+            if corruption is not None:
+                hooks.use_corrupted(model, to_device(corruption.batches[index], device))
+            for mask, layer, rows in zip(masks, starts, scores):
+                hooks.set_masks(mask)
+                with lower_blocks_replaced(model, layer, inputs.get(layer)), model.hooks(hooks.pass_hooks):
+                    rows.append(model(**batch).float().cpu())
                 if bar is not None:
                     bar.update()
-    return [torch.cat(outputs) for outputs in logits]
+    return [torch.cat(rows) for rows in scores]
+
+
+def ablated_logits(model: PreparedModel, ablations: Sequence[Ablation], eval_set: Task,
+                   context: CallContext | None = None, bar: tqdm | None = None) -> list[Float[Tensor, "row label"]]:
+    """For each (first ablated layer L, hooks) in ``ablations`` (hooks of one's own), what ``predict_logits(model,
+    eval_set, fwd_hooks=hooks, dtype=context.dtype)`` returns, the hooks firing only in blocks L and up, which start
+    from the full model's residual stream entering L (``masked_scores``, each ablation a mask of its own). ``L``
+    must not exceed the lowest layer the hooks change (0 is always right)."""
+    return masked_scores(model, _FixedHooks(ablations), [torch.tensor(i) for i in range(len(ablations))], eval_set,
+                         context, bar)
+
+
+class _FixedHooks:
+    """``MaskHooks`` over fixed ablations: the "mask" is the index of the ablation whose hooks the next pass uses."""
+
+    def __init__(self, ablations: Sequence[Ablation]):
+        self.ablations, self.current = ablations, 0
+
+    def set_masks(self, flat: Tensor) -> None:
+        self.current = int(flat)
+
+    def start_layer(self) -> int:
+        return self.ablations[self.current][0]
+
+    @property
+    def pass_hooks(self) -> HookList:
+        return self.ablations[self.current][1]
+
+    def prepared(self, model: PreparedModel) -> AbstractContextManager[None]:
+        return nullcontext()
+
+    def use_corrupted(self, model: PreparedModel, batch: Batch) -> None:
+        raise HeurlensError("fixed ablations take no corrupted batch")
+
+    def attached(self, model: PreparedModel) -> AbstractContextManager[None]:
+        return model.hooks([hook for _, hooks in self.ablations for hook in hooks])

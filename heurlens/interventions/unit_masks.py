@@ -4,7 +4,7 @@ becomes m * x + (1 - m) * c). With a binary m the result is exactly x or exactly
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from functools import partial
 
 from jaxtyping import Float
@@ -68,6 +68,21 @@ class UnitMaskHooks:
         changes = ([bool((self.heads[..., layer, :] != 1).any()) for layer in range(n_layers)]
                    + [bool((self.mlps[..., layer] != 1).any()) for layer in range(n_layers)])
         return [site.hook(edit) for (site, edit), change in zip(self.edits, changes) if change]
+
+    @property
+    def pass_hooks(self) -> HookList:
+        """What one pass with the current (fixed) masks needs: ``changing_hooks``."""
+        return self.changing_hooks
+
+    def start_layer(self) -> int:
+        """The lowest layer whose masks are not all 1 (0 when none is): a pass may resume there (``resumed_passes``)."""
+        n_layers = self.heads.shape[-2]
+        return next((layer for layer in range(n_layers) if bool((self.heads[..., layer, :] != 1).any())
+                     or bool((self.mlps[..., layer] != 1).any())), 0)
+
+    def prepared(self, model: PreparedModel) -> AbstractContextManager[None]:
+        """Unit masks need nothing of the bridge beyond their hooks."""
+        return nullcontext()
 
     def attached(self, model: PreparedModel) -> AbstractContextManager[None]:
         """Inside the block the masks act on ``model`` (``mask_sites.attached``); removed on leaving."""

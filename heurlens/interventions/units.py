@@ -102,6 +102,11 @@ class UnitLayout:
                 heads[unit.layer, unit.head] = 0
         return heads, mlps
 
+    def keep_mask(self, kept: Iterable[Unit], device: torch.device | str = "cpu") -> Float[Tensor, " unit"]:
+        """A flat 0/1 vector in the layout's order that is 1 at ``kept`` and 0 elsewhere (as ``EdgeLayout.keep_mask``)."""
+        kept = set(kept)
+        return self.join(*self.mask([unit for unit in self.units() if unit not in kept], device))
+
     def units_where(self, keep: Bool[Tensor, " unit"]) -> list[Unit]:
         """The units whose entry of a flat boolean vector is True, in the layout's order."""
         return [unit for unit, kept in zip(self.units(), keep.flatten().tolist()) if kept]

@@ -9,41 +9,49 @@ log_alpha of every edge (``EdgeLayout``'s order).
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
+from typing import Literal
 
-import pandas as pd
-import torch
 from jaxtyping import Float
 from torch import Tensor
 
 from heurlens.errors import HeurlensError
-from heurlens.evaluate import mean_kl
-from heurlens.interventions.ablation import one_chunk_at_a_time
-from heurlens.interventions.corruption import corruption_of
-from heurlens.interventions.edge_masks import EdgeMaskHooks
-from heurlens.interventions.graph import LOGITS, Edge, EdgeLayout, edge_layout, parse_edges
+from heurlens.interventions.graph import EdgeLayout, parse_edges
+from heurlens.interventions.nodes import Edge
+from heurlens.interventions.scoring import scores_with_masks
 from heurlens.interventions.units import Unit, parse_units
-from heurlens.metrics import metric_value
-from heurlens.protocols import Metrics, PreparedModel, Task
+from heurlens.protocols import PreparedModel, Task
 from heurlens.pruning.subnetwork import Subnetwork, target_percent
 from heurlens.runtime.cache import atomic_save_tensors, atomic_write_json
 from heurlens.runtime.call_context import CallContext
-from heurlens.runtime.devices import to_device
-from heurlens.runtime.precision import autocast
+from heurlens.runtime.deprecations import STILL_WORKS
 
 
 @dataclass
 class EdgeCircuit(Subnetwork):
     """A ``Subnetwork`` whose unit of pruning is the edge: ``edges`` are the edges kept, ``kept`` the heads and MLPs
-    they touch (``nodes_of``), ``log_alpha_edges`` the trained masks. Its scores come from ``circuit_scores``, never
+    they touch (``nodes_of``), ``log_alpha_edges`` the trained masks. Its scores come from its edge mask, never
     from ablating units: a unit in ``kept`` may still have most of its edges pruned."""
 
     edges: list[Edge] = field(default_factory=list)
     n_kv_heads: int = 0
     log_alpha_edges: Float[Tensor, " edge"] | None = None
+
+    @property
+    def level(self) -> Literal["node", "edge"]:
+        """What it keeps: edges."""
+        return "edge"
+
+    def keep_mask(self) -> Float[Tensor, " mask"]:
+        """The flat keep mask it sets on a model: 1 at its edges (``EdgeLayout``'s order)."""
+        return self.layout.keep_mask(self.edges)
+
+    def kept_edges(self, layout: EdgeLayout) -> list[Edge]:
+        """Its edges (``layout``: the model's, the same as its own)."""
+        return list(self.edges)
 
     @property
     def layout(self) -> EdgeLayout:
@@ -95,45 +103,16 @@ class EdgeCircuit(Subnetwork):
 def nodes_of(edges: Sequence[Edge]) -> list[Unit]:
     """The heads and MLPs the edges leave from or go into (a key-value head's reader names no query head and adds
     none), in layer order."""
-    names = {edge.writer for edge in edges} | {edge.reader.rsplit(".", 1)[0] if edge.reader.count(".") == 2
-                                                else edge.reader for edge in edges}
-    units = []
-    for name in names - {"embed", LOGITS}:
-        layer, part = name.split(".")
-        if part.upper() == "MLP" or part.startswith("H"):
-            units.append(Unit(int(layer[1:])) if part.upper() == "MLP" else Unit(int(layer[1:]), int(part[1:])))
-    return sorted(set(units))
+    return sorted({node.unit for edge in edges for node in (edge.writer, edge.reader) if node.unit is not None})
 
 
 def circuit_scores(model: PreparedModel, masks: Sequence[Float[Tensor, " edge"]], task: Task, context: CallContext
                    ) -> list[Float[Tensor, "row output"]]:
     """The scores on ``task`` (CPU, float32) of the model with each edge mask (flat, ``edge_layout(model)``'s order),
-    every pruned edge carrying its writer's output on the example's corrupted input (``task.corrupted``)."""
-    corruption = corruption_of(task)
-    hooks = EdgeMaskHooks(edge_layout(model), torch.ones(0))
-    scores: list[list[Tensor]] = [[] for _ in masks]
-    with torch.no_grad(), hooks.attached(model), autocast(context.dtype, context.device):
-        for batch, corrupted in zip(task.batches, corruption.batches):
-            hooks.use_corrupted(model, to_device(corrupted, context.device))
-            for mask, rows in zip(masks, scores):
-                hooks.set_masks(mask.to(context.device))
-                rows.append(model(**to_device(batch, context.device)).float().cpu())
-    return [torch.cat(rows) for rows in scores]
-
-
-def circuit_table(model: PreparedModel, circuits: Sequence[EdgeCircuit], tasks: Sequence[Task],
-                  full_logits: dict[str, Tensor], metrics: Metrics, context: CallContext) -> pd.DataFrame:
-    """Each metric and the KL to the full model of each circuit on each task, as ``ablation.ablated_tables`` gives
-    them for unit groups (columns eval_set, examples, ``ablated_{metric}``, kl; circuit by circuit)."""
-    layout = edge_layout(model)
-    masks = [layout.mask(c.edges) for c in circuits]
-    rows: list[list[dict]] = [[] for _ in circuits]
-    for task in tasks:
-        full = full_logits[task.name]
-        score = partial(circuit_scores, model, task=task, context=context)
-        for index, scores in one_chunk_at_a_time(masks, full.numel() * 4, score):
-            rows[index].append({"eval_set": task.name, "examples": len(task),
-                                **{f"ablated_{name}": metric_value(metric, scores, task, name)
-                                   for name, metric in metrics.items()},
-                                "kl": mean_kl(full, scores)})
-    return pd.DataFrame([row for circuit_rows in rows for row in circuit_rows])
+    every pruned edge carrying its writer's output on the example's corrupted input (``task.corrupted``).
+    Deprecated: ``heurlens.interventions.scoring.scores_with_masks(model, "edge", masks, task, "corrupt", None,
+    context)``, the one scoring function of node and edge circuits."""
+    warnings.warn("circuit_scores is now scores_with_masks(model, 'edge', masks, task, 'corrupt', None, context) "
+                  f"(heurlens.interventions.scoring), which scores node and edge masks alike (circuit_scores "
+                  f"{STILL_WORKS})", DeprecationWarning, stacklevel=2)
+    return scores_with_masks(model, "edge", masks, task, "corrupt", None, context)

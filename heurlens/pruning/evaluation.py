@@ -10,13 +10,13 @@ import pandas as pd
 
 from heurlens.errors import HeurlensError
 from heurlens.evaluate import accuracy_metric
-from heurlens.interventions.ablation import Method, MethodName, ablated_tables, as_method
 from heurlens.interventions.activation_cache import full_model_logits
+from heurlens.interventions.circuits import level_of
 from heurlens.interventions.means import UnitMeans
+from heurlens.interventions.scoring import Method, MethodName, as_method, masked_table
 from heurlens.metrics import metric_value
 from heurlens.models.classifier import as_model
 from heurlens.protocols import Metrics, ModelLike, PreparedModel, Task
-from heurlens.pruning.circuit import EdgeCircuit, circuit_table
 from heurlens.pruning.subnetwork import Subnetwork
 from heurlens.runtime.argument_checks import checked
 from heurlens.runtime.call_context import CallContext, call_context
@@ -67,18 +67,8 @@ def _evaluate_subnetworks(model: PreparedModel, subnetworks: list[Subnetwork], t
     known = model.known_fingerprints()
     for sub in subnetworks:
         sub.check_model(model, known)
-    circuits = [sub for sub in subnetworks if isinstance(sub, EdgeCircuit)]
-    if circuits and len(circuits) < len(subnetworks):
-        raise HeurlensError("evaluate edge circuits (heurlens prune --level edge) and node subnetworks apart: a circuit "
-                            "prunes edges, a subnetwork units")
-    if circuits and method != "corrupt":
-        raise HeurlensError(f"method={method!r}: an edge circuit's pruned edges carry their writers' outputs on the "
-                            "corrupted prompt (corrupt ablation), the only ablation heurlens defines for edges; "
-                            "evaluate edge circuits with method='corrupt' (heurlens faithfulness: --ablation "
-                            "corrupt)")
-    table = (circuit_table(model, circuits, tasks, full_logits, chosen, context) if circuits else
-             ablated_tables(model, [sub.pruned for sub in subnetworks], tasks, method, means, full_logits, context,
-                            metrics=chosen))
+    table = masked_table(model, level_of(subnetworks), [sub.keep_mask() for sub in subnetworks],
+                         [sub.label for sub in subnetworks], tasks, method, means, full_logits, context, metrics=chosen)
     for sub, (_, row) in zip([sub for sub in subnetworks for _ in tasks], table.iterrows()):
         rows.append({"subnetwork": sub.label + (" (missed its target)" if sub.missed_target else ""),
                      "target_sparsity": sub.target_sparsity,

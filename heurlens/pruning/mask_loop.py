@@ -2,14 +2,13 @@
 Heuristic Core paper's recipe written out there): per optimizer step, ``grad_accumulation`` micro-batches, each one
 forward pass over every seed's own batch stacked (``stacked_batches``), the objective plus the Lagrangian terms, the
 mask parameters stepped down and the multipliers up; then, with ``PruneSettings(extend_steps=N)``, the seeds still
-off target train on (``_extend``). It asks of the hooks that mask the model only ``MaskedForward``."""
+off target train on (``_extend``). It asks of the hooks that mask the model only what ``heurlens.protocols.MaskHooks``
+promises."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Protocol
 
 import torch
 import torch.nn.functional as F
@@ -19,7 +18,7 @@ from tqdm.auto import tqdm
 
 from heurlens.errors import HeurlensError
 from heurlens.interventions.corruption import corruption_of
-from heurlens.protocols import Batch, Loss, PreparedModel, Task
+from heurlens.protocols import Batch, Loss, MaskHooks, PreparedModel, Task
 from heurlens.pruning.hard_concrete import HardConcrete
 from heurlens.pruning.objective import expected_sparsity, kl_loss, mask_optimizer, sampled_sparsity
 from heurlens.pruning.schedule import target_at
@@ -28,17 +27,6 @@ from heurlens.runtime.devices import device_of, to_device
 from heurlens.runtime.precision import autocast
 from heurlens.tasks import batch_rows
 from heurlens.training_helpers import frozen_parameters, shuffled_order
-
-
-class MaskedForward(Protocol):
-    """What the training loop needs of the hooks that mask a model: unit masks (``UnitMaskHooks``) or edge masks
-    (``heurlens.interventions.edge_masks.EdgeMaskHooks``)."""
-
-    def set_masks(self, flat: Float[Tensor, "example mask"]) -> None: ...
-
-    def use_corrupted(self, model: PreparedModel, batch: Batch) -> None: ...
-
-    def attached(self, model: PreparedModel) -> AbstractContextManager[None]: ...
 
 
 @dataclass
@@ -79,7 +67,7 @@ class _SeedRun:
     extension_steps: int = 0  # trained after the budget, while its masks were off target
 
 
-def train_masks(model: PreparedModel, data: Task, full_logits: Float[Tensor, "example label"], hooks: MaskedForward,
+def train_masks(model: PreparedModel, data: Task, full_logits: Float[Tensor, "example label"], hooks: MaskHooks,
                 prunable: Bool[Tensor, " mask"], sparsity: float, seeds: Sequence[int], config: PruneSettings,
                 progress: bool, loss: Loss | None, off_target: Callable[[Tensor], bool]) -> list[MaskTrainingResult]:
     """The loop of ``train_unit_masks`` and ``train_edge_masks``: one hard-concrete mask per entry of ``prunable``
@@ -201,7 +189,7 @@ class _Shared:
     batches: list[Batch]  # the data's
     corrupted: list[Batch] | None  # corrupt ablation: the data's corrupted examples, batch for batch
     full_logits: Float[Tensor, "row label"]
-    hooks: MaskedForward
+    hooks: MaskHooks
     prunable: Bool[Tensor, " unit"]
     config: PruneSettings
     objective: Loss

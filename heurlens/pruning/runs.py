@@ -20,16 +20,17 @@ from torch import Tensor
 
 from heurlens.errors import HeurlensError
 from heurlens.evaluate import tokenize_pairs
-from heurlens.interventions.ablation import ablated_scores, as_method
 from heurlens.interventions.activation_cache import full_model_logits
+from heurlens.interventions.circuits import check_level
 from heurlens.interventions.corruption import corruption_of
 from heurlens.interventions.graph import edge_layout
 from heurlens.interventions.means import UnitMeans, compute_means
+from heurlens.interventions.scoring import as_method, scores_with_masks
 from heurlens.interventions.units import UnitLayout
 from heurlens.metrics import metric_loss
 from heurlens.models.classifier import as_model
 from heurlens.protocols import Loss, Metric, ModelLike, PreparedModel, Task, is_task
-from heurlens.pruning.circuit import EdgeCircuit, circuit_scores, nodes_of
+from heurlens.pruning.circuit import EdgeCircuit, nodes_of
 from heurlens.pruning.hard_concrete import HardConcrete
 from heurlens.pruning.objective import kl_loss, prunable_units, subnetwork_loss
 from heurlens.pruning.run_folder import (
@@ -105,8 +106,7 @@ def prune(model: ModelLike, data: TaskLike | datasets.Dataset, *, sparsity: floa
     _warn_of_too_few_steps(config, sparsities, data)
     if config.ablation == "corrupt":
         corruption_of(data)  # refused before any work when the data has no corrupted examples of the same lengths
-    if config.level == "edge":
-        edge_layout(model)  # refused before any work when TransformerLens cannot split the model's attention inputs
+    check_level(model, config.level)  # refused before any work when the model cannot be masked at that level
     if means is not None:
         means.check_fits(model)
     if out is None:
@@ -217,20 +217,12 @@ def _trained_together(job: _PruneJob, target: float, seeds: list[int]) -> list[S
     full_logits = (job.full_logits if job.full_logits is not None
                    else full_model_logits(model, job.data, job.context))
     start = time.time()
-    subnetworks: list[Subnetwork]
-    if config.level == "edge":
-        results = train_edge_masks(model, job.data, full_logits, target, seeds, config, job.progress, job.loss)
-        seconds = round((time.time() - start) / len(seeds), 1)  # a stacked run's time shared out over its seeds
-        circuits = [_edge_circuit(job, target, seed, result, seconds) for seed, result in zip(seeds, results)]
-        all_scores = circuit_scores(model, [c.layout.mask(c.edges) for c in circuits], job.data, job.context)
-        subnetworks = list(circuits)
-    else:
-        results = train_unit_masks(model, job.data, full_logits, job.means, target, seeds, config, job.progress,
-                                   job.loss)
-        seconds = round((time.time() - start) / len(seeds), 1)
-        subnetworks = [_unit_subnetwork(job, target, seed, result, seconds) for seed, result in zip(seeds, results)]
-        all_scores = ablated_scores(model, [sub.pruned for sub in subnetworks], job.data, as_method(config.ablation),
-                                    job.means, job.context)
+    train, record = _LEVELS[config.level]
+    results = train(job, target, seeds, full_logits)
+    seconds = round((time.time() - start) / len(seeds), 1)  # a stacked run's time shared out over its seeds
+    subnetworks = [record(job, target, seed, result, seconds) for seed, result in zip(seeds, results)]
+    all_scores = scores_with_masks(model, config.level, [sub.keep_mask() for sub in subnetworks], job.data,
+                                   as_method(config.ablation), job.means, job.context)
     loss_name = "train_kl" if job.loss is None else "train_loss"
     for subnetwork, scores in zip(subnetworks, all_scores):
         subnetwork.metrics[f"subnetwork_{loss_name}"] = subnetwork_loss(scores, job.data, full_logits,
@@ -294,3 +286,15 @@ def _edge_circuit(job: _PruneJob, target: float, seed: int, result: MaskTraining
         metrics=_metrics(job, target, result, grid, result.final_expected_sparsity, seconds), edges=edges,
         n_kv_heads=layout.n_kv_heads,
         log_alpha_edges=result.log_alpha)
+
+
+def _train_units(job: _PruneJob, target: float, seeds: list[int], full_logits: Tensor) -> list[MaskTrainingResult]:
+    return train_unit_masks(job.model, job.data, full_logits, job.means, target, seeds, job.config, job.progress,
+                            job.loss)
+
+
+def _train_edges(job: _PruneJob, target: float, seeds: list[int], full_logits: Tensor) -> list[MaskTrainingResult]:
+    return train_edge_masks(job.model, job.data, full_logits, target, seeds, job.config, job.progress, job.loss)
+
+
+_LEVELS = {"node": (_train_units, _unit_subnetwork), "edge": (_train_edges, _edge_circuit)}  # trainer, record

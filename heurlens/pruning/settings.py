@@ -17,6 +17,9 @@ from heurlens.runtime.deprecations import ablation_name
 from heurlens.runtime.precision import Precision
 from heurlens.runtime.settings_checks import check_settings
 
+# what each level of pruning needs of the other settings (edges: Edge Pruning's recipe, the only one defined)
+_LEVEL_NEEDS = {"node": (), "edge": (("ablation", "corrupt"), ("discretization", "top-k"), ("units", "all"))}
+
 
 @dataclass(frozen=True)
 class PruneSettings:
@@ -96,15 +99,12 @@ class PruneSettings:
             raise HeurlensError("extend_steps (--extend-steps) trains on after the last step, where the linear learning-"
                                 "rate schedule has reached 0 and the masks no longer move: use lr_schedule='constant' "
                                 "or extend_steps=0")
-        if self.level == "edge":
-            wrong = [f"{name}={value!r}" for name, value, needed in (
-                ("ablation", self.ablation, "corrupt"), ("discretization", self.discretization, "top-k"),
-                ("units", self.units, "all")) if value != needed]
-            if wrong:
-                raise HeurlensError(f"edge-level pruning ({', '.join(wrong)}) replaces a pruned edge by its writer's "
-                                    "output on the example's corrupted input and keeps the top-k edges of every edge: "
-                                    "use ablation='corrupt' (--ablation corrupt), discretization='top-k' and "
-                                    "units='all'")
+        wrong = [f"{name}={getattr(self, name)!r}" for name, needed in _LEVEL_NEEDS[self.level]
+                 if getattr(self, name) != needed]
+        if wrong:
+            raise HeurlensError(f"edge-level pruning ({', '.join(wrong)}) replaces a pruned edge by its writer's "
+                                "output on the example's corrupted input and keeps the top-k edges of every edge: "
+                                "use ablation='corrupt' (--ablation corrupt), discretization='top-k' and units='all'")
 
     @classmethod
     def released(cls, **changes) -> PruneSettings:

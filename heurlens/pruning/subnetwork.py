@@ -8,12 +8,15 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import Literal
 
 import torch
 from jaxtyping import Float
 from torch import Tensor
 
 from heurlens.errors import HeurlensError
+from heurlens.interventions.graph import EdgeLayout
+from heurlens.interventions.nodes import Edge
 from heurlens.interventions.units import Unit, UnitLayout, format_units, parse_units
 from heurlens.protocols import PreparedModel
 from heurlens.pruning.hard_concrete import BETA, HardConcrete
@@ -132,6 +135,19 @@ class Subnetwork:
                                                prunable)
         return replace(self, kept=kept, achieved_sparsity=achieved, threshold=threshold,
                        hyperparameters={**self.hyperparameters, "discretization": method})
+
+    @property
+    def level(self) -> Literal["node", "edge"]:
+        """What it keeps: units ("node"; an ``EdgeCircuit``: edges)."""
+        return "node"
+
+    def keep_mask(self) -> Float[Tensor, " mask"]:
+        """The flat keep mask it sets on a model (``heurlens.interventions.circuits``): 1 at its units."""
+        return UnitLayout(self.n_layers, self.n_heads).keep_mask(self.kept)
+
+    def kept_edges(self, layout: EdgeLayout) -> list[Edge]:
+        """Its units as edges of ``layout``: every edge between them (``EdgeLayout.edges_between``)."""
+        return layout.edges_between(self.kept)
 
     @property
     def pruned(self) -> list[Unit]:

@@ -20,7 +20,7 @@ paper's definition (footnote 2: "the fraction of attention heads and MLPs that h
 The same loop (``heurlens.pruning.mask_loop``) trains edge masks (``train_edge_masks``, Edge Pruning's recipe: one
 mask per edge of ``heurlens.interventions.graph``, applied by ``heurlens.interventions.edge_masks``, a pruned edge
 carrying its writer's output on the corrupted input, t the fraction of edges pruned); it asks of its hooks only
-``set_masks`` and ``use_corrupted`` (``MaskedForward``).
+``set_masks`` and ``use_corrupted`` (``heurlens.protocols.MaskHooks``).
 
 After the budget, with ``PruneSettings(extend_steps=N)``, each seed whose masks are still off target (its subnetwork
 would be flagged: ``units_off_target``, ``edges_off_target``) trains on at the target, 25 steps at a time, up to N
@@ -38,10 +38,9 @@ import torch
 from jaxtyping import Bool, Float
 from torch import Tensor
 
-from heurlens.interventions.edge_masks import EdgeMaskHooks
+from heurlens.interventions.circuits import mask_hooks
 from heurlens.interventions.graph import edge_layout
 from heurlens.interventions.means import UnitMeans
-from heurlens.interventions.unit_masks import UnitMaskHooks
 from heurlens.interventions.units import UnitLayout
 from heurlens.protocols import Loss, PreparedModel, Task
 from heurlens.pruning.hard_concrete import HardConcrete
@@ -85,7 +84,7 @@ def train_unit_masks(model: PreparedModel, data: Task, full_logits: Float[Tensor
     """
     device = device_of(model)
     layout = UnitLayout(model.n_layers, model.n_heads)
-    hooks = UnitMaskHooks(means.to(device), *layout.mask([], device))
+    hooks = mask_hooks(model, "node", means.to(device), device)
     prunable = prunable_units(layout, config.units, device)
     return train_masks(model, data, full_logits, hooks, prunable, sparsity, seeds, config, progress, loss,
                        partial(units_off_target, prunable=prunable.cpu(), target=sparsity))
@@ -101,7 +100,7 @@ def train_edge_masks(model: PreparedModel, data: Task, full_logits: Float[Tensor
     units."""
     layout = edge_layout(model)
     device = device_of(model)
-    hooks = EdgeMaskHooks(layout, torch.ones(layout.n_edges, device=device))
+    hooks = mask_hooks(model, "edge", device=device)
     return train_masks(model, data, full_logits, hooks, torch.ones(layout.n_edges, dtype=torch.bool, device=device),
                        sparsity, seeds, config, progress, loss, partial(edges_off_target, target=sparsity))
 

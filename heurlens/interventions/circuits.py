@@ -1,0 +1,70 @@
+"""A circuit as heurlens intervenes on it, whatever its level: a *node* circuit keeps heads and MLPs (the Heuristic
+Core's subnetworks), an *edge* circuit keeps writer-reader edges (Edge Pruning's). Either is a flat 0/1 *keep mask*
+(1: kept) in its layout's order (``UnitLayout``, ``EdgeLayout``), applied to a bridge by the hooks of its level
+(``mask_hooks``: the one way heurlens attaches a mask), which training, scoring and tables all use through the one
+``MaskHooks`` protocol. The records that hold circuits (``Subnetwork``, ``EdgeCircuit``) are ``Circuit``s.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal, Protocol
+
+import torch
+from jaxtyping import Float
+from torch import Tensor
+
+from heurlens.errors import HeurlensError
+from heurlens.interventions.edge_masks import EdgeMaskHooks
+from heurlens.interventions.graph import edge_layout
+from heurlens.interventions.means import UnitMeans
+from heurlens.interventions.unit_masks import UnitMaskHooks
+from heurlens.interventions.units import Unit, UnitLayout
+from heurlens.protocols import MaskHooks, PreparedModel
+
+Level = Literal["node", "edge"]
+
+
+class Circuit(Protocol):
+    """What heurlens needs of a circuit record: how tables name it, its level, the units it keeps (an edge circuit:
+    the heads and MLPs its edges touch), and the keep mask it sets on a model."""
+
+    @property
+    def label(self) -> str: ...
+
+    @property
+    def level(self) -> Level: ...
+
+    kept: list[Unit]
+
+    def keep_mask(self) -> Float[Tensor, " mask"]: ...
+
+
+def mask_hooks(model: PreparedModel, level: Level, replacement: UnitMeans | None = None,
+               device: torch.device | str = "cpu") -> MaskHooks:
+    """Hooks that mask ``model`` at ``level`` with every component kept until ``set_masks``: unit masks at each
+    layer's ``hook_z`` and ``hook_mlp_out`` replacing pruned units by ``replacement`` (means or zeros, on ``device``;
+    corrupt ablation sets it per batch through ``use_corrupted``), or edge masks at the split inputs, pruned edges
+    carrying the writers' outputs on the corrupted batch."""
+    if level == "edge":
+        layout = edge_layout(model)
+        return EdgeMaskHooks(layout, torch.ones(layout.n_edges, device=device))
+    if replacement is None:
+        raise HeurlensError("unit masks need what a pruned unit is replaced by: means, zeros, or (corrupt ablation) "
+                            "its activations on the corrupted batch, set by use_corrupted")
+    return UnitMaskHooks(replacement, *UnitLayout(model.n_layers, model.n_heads).mask([], device))
+
+
+def check_level(model: PreparedModel, level: Level) -> None:
+    """Refuse, before any work, a model that cannot be masked at ``level`` (edges: ``edge_layout``'s refusals)."""
+    if level == "edge":
+        edge_layout(model)
+
+
+def level_of(circuits: Sequence[Circuit]) -> Level:
+    """The one level of ``circuits`` (node or edge), refused when they mix them."""
+    levels = {circuit.level for circuit in circuits}
+    if len(levels) > 1:
+        raise HeurlensError("evaluate edge circuits (heurlens prune --level edge) and node subnetworks apart: a circuit "
+                            "prunes edges, a subnetwork units")
+    return levels.pop() if levels else "node"
