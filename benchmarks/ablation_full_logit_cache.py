@@ -24,6 +24,7 @@ from heurlens.data.hans import generate_hans, resolve_subcases
 from heurlens.data.nli_setup import snli_reference_means
 from heurlens.evaluate import predict_logits, tokenize_pairs
 from heurlens.interventions.activation_cache import full_model_logits
+from heurlens.runtime.call_context import call_context
 
 
 def eval_sets(model, by_length: bool):
@@ -46,7 +47,7 @@ def main() -> None:
     means = snli_reference_means(model)
     before, after = eval_sets(model, by_length=False), eval_sets(model, by_length=True)
     for data in after:
-        full_model_logits(model, data)  # the cache a command's first run leaves
+        full_model_logits(model, data, call_context(model))  # the cache a command's first run leaves
 
     def run_before():
         return heurlens.ablate(model, units, before, method="mean", means=means,

@@ -98,6 +98,7 @@ def main() -> None:
     from heurlens.data.run_data import NliData
     from heurlens.interventions.activation_cache import full_model_logits
     from heurlens.interventions.units import Unit
+    from heurlens.runtime.call_context import call_context
 
     # 1. the main command, three ways
     with tempfile.TemporaryDirectory() as scratch:
@@ -133,7 +134,7 @@ def main() -> None:
     model = heurlens.load_model("default")
     data = NliData()
     eval_sets, means = data.eval_sets(model), data.means(model)
-    full = {s.name: full_model_logits(model, s) for s in eval_sets}
+    full = {s.name: full_model_logits(model, s, call_context(model)) for s in eval_sets}
     scan = [Unit(4, head) for head in range(model.n_heads)]
 
     def in_memory(run: Callable[[], pd.DataFrame]) -> Callable[[], pd.DataFrame]:

@@ -27,6 +27,7 @@ from heurlens.evaluate import accuracy, mean_kl, predict_logits, tokenize_pairs
 from heurlens.interventions.ablation import ablation_hooks
 from heurlens.interventions.activation_cache import full_model_logits
 from heurlens.interventions.units import all_units
+from heurlens.runtime.call_context import call_context
 
 
 def hook_loop(model, heads, eval_set, means, full) -> pd.DataFrame:
@@ -54,7 +55,7 @@ def main() -> None:
     means = snli_reference_means(model)
     eval_set = tokenize_pairs("snli-test", heurlens.load_snli("test", limit=args.pairs, seed=0), model.tokenizer, 64,
                               sort_by_length=True)
-    full = full_model_logits(model, eval_set)
+    full = full_model_logits(model, eval_set, call_context(model))
     times: dict[str, list[float]] = {"hook loop": [], "resumed scan": []}
     tables = {}
     for _ in range(args.rounds):

@@ -20,7 +20,8 @@ from heurlens.errors import HeurlensError
 from heurlens.models.classifier import as_model
 from heurlens.protocols import Batch, HookList, Metric, ModelLike, PreparedModel, Task
 from heurlens.runtime.argument_checks import checked
-from heurlens.runtime.devices import device_of
+from heurlens.runtime.call_context import CallContext, call_context
+from heurlens.runtime.devices import to_device
 from heurlens.runtime.precision import Precision, autocast
 from heurlens.tasks import TaskLike, as_task, batch_examples
 
@@ -86,11 +87,18 @@ def predict_logits(model: ModelLike, eval_set: TaskLike, *, fwd_hooks: HookList 
     matrix products in that precision (``heurlens.runtime.precision``; bfloat16 on this project's CPU: about 2x faster, and
     the predicted label of about 0.2% of pairs changes: ``benchmarks/bf16_evaluation.py``)."""
     model = as_model(model)
-    eval_set = as_task(model, eval_set)
+    return logits_in_context(model, as_task(model, eval_set), call_context(model, dtype, cache=False), fwd_hooks)
+
+
+@torch.no_grad()
+def logits_in_context(model: PreparedModel, task: Task, context: CallContext, fwd_hooks: HookList | None = None
+                      ) -> Float[Tensor, "row output"]:
+    """``predict_logits`` below the public door: the model and task as heurlens holds them, run where and in the
+    precision the call's ``context`` says (each batch moved to ``context.device`` as it runs)."""
     outputs = []
-    with model.hooks(fwd_hooks or []), autocast(dtype, device_of(model)):
-        for batch in eval_set.batches:
-            outputs.append(model(**batch).float().cpu())
+    with model.hooks(fwd_hooks or []), autocast(context.dtype, context.device):
+        for batch in task.batches:
+            outputs.append(model(**to_device(batch, context.device)).float().cpu())
     return torch.cat(outputs)
 
 

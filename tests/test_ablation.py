@@ -11,6 +11,7 @@ from heurlens.interventions.ablation import ablate, ablate_groups, ablation_hook
 from heurlens.interventions.means import UnitMeans, compute_means
 from heurlens.interventions.units import Unit, parse_units
 from heurlens.models import load_model
+from heurlens.runtime.call_context import call_context
 
 
 @pytest.fixture
@@ -166,23 +167,24 @@ def test_full_model_logits_are_kept_per_model_and_data(tiny_bert_dir, tmp_path, 
     other = tokenize_pairs("SO-Swap", generate_hans(12, ["SO-Swap"], seed=1), model.tokenizer)
     passes = []
     model.bridge.blocks[0].register_forward_hook(lambda *args: passes.append(1))
-    first = full_model_logits(model, data)
+    first = full_model_logits(model, data, call_context(model))
     assert len(passes) == len(data.batches) and torch.equal(first, predict_logits(model, data))
     passes.clear()
-    assert torch.equal(full_model_logits(model, data), first) and not passes  # read from disk
-    full_model_logits(model, other)
+    assert torch.equal(full_model_logits(model, data, call_context(model)), first) and not passes  # read from disk
+    full_model_logits(model, other, call_context(model))
     assert len(passes) == len(other.batches)  # other tokens: computed
     files = list((tmp_path / "activations").glob("*/logits.safetensors"))
     assert len(files) == 2
     with torch.no_grad():
         model.bridge.blocks[1].mlp.out.bias += 1.0  # other weights: another key
     passes.clear()
-    changed = full_model_logits(model, data)
+    changed = full_model_logits(model, data, call_context(model))
     assert passes and not torch.equal(changed, first) and torch.equal(changed, predict_logits(model, data))
     newest = max((tmp_path / "activations").glob("*/logits.safetensors"), key=lambda f: f.stat().st_mtime_ns)
     newest.write_bytes(b"damaged")
     passes.clear()
-    assert torch.equal(full_model_logits(model, data), changed) and passes  # a damaged entry is computed again
+    again = full_model_logits(model, data, call_context(model))
+    assert torch.equal(again, changed) and passes  # a damaged entry is computed again
 
 
 @pytest.mark.parametrize("dtype, significant_bits", [("bfloat16", 8), ("float16", 11)])
@@ -202,7 +204,7 @@ def test_half_precision_evaluation_is_close_to_float32_and_cached_apart(tiny_ber
     # each product's relative error is at most 2^-bits (bfloat16 keeps 8 significant bits, float16 11)
     tolerance = 12.5 * 2 ** -significant_bits
     assert torch.allclose(low, exact, rtol=tolerance, atol=tolerance * float(exact.abs().max()))
-    assert torch.equal(full_model_logits(model, data), exact)
+    assert torch.equal(full_model_logits(model, data, call_context(model)), exact)
     assert torch.equal(full_model_logits(model, data, call_context(model, dtype)), low)  # not the float32 entry
     assert len(list((tmp_path / "activations").glob("*/logits.safetensors"))) == 2
     table = ablate(model, [Unit(0, 0)], [data], method="zero", dtype=dtype)

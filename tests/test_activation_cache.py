@@ -17,6 +17,7 @@ from heurlens.interventions.means import compute_means
 from heurlens.interventions.units import Unit
 from heurlens.models import load_model
 from heurlens.runtime.cache_contents import COMPUTED_KINDS, cache_limit, entries
+from heurlens.runtime.call_context import call_context
 
 
 @pytest.fixture(scope="module")
@@ -70,11 +71,11 @@ def test_stored_residual_drops_padding_and_puts_it_back(four_layer_bert, tmp_pat
 
     monkeypatch.setenv("HEURLENS_CACHE", str(tmp_path))
     data = padded_set(2)
-    computed = residual_streams(four_layer_bert, data, [2])[2].batches
+    computed = residual_streams(four_layer_bert, data, [2], call_context(four_layer_bert))[2].batches
     stored = load_file(next(tmp_path.glob("activations/*/residual-2.safetensors")))["residual"]
     real_tokens = sum(int(b["attention_mask"].sum()) for b in data.batches)
     assert stored.dtype == torch.float32 and stored.shape == (real_tokens, 32)
-    read = residual_streams(four_layer_bert, data, [2])[2].batches
+    read = residual_streams(four_layer_bert, data, [2], call_context(four_layer_bert))[2].batches
     for fresh, again, batch in zip(computed, read, data.batches):
         real = batch["attention_mask"].bool()
         assert torch.equal(fresh[real], again[real]) and not again[~real].any()
@@ -84,24 +85,26 @@ def test_a_damaged_or_foreign_entry_is_computed_again(four_layer_bert, tmp_path,
     monkeypatch.setenv("HEURLENS_CACHE", str(tmp_path))
     model = four_layer_bert
     data = padded_set(3)
-    first = residual_streams(model, data, [3])[3].batches
+    first = residual_streams(model, data, [3], call_context(model))[3].batches
     path = next(tmp_path.glob("activations/*/residual-3.safetensors"))
     runs = []
     handle = model.bridge.blocks[0].register_forward_pre_hook(lambda *_: runs.append(1))
     try:
         path.write_bytes(path.read_bytes()[:100])  # cut short
-        assert all(torch.equal(a, b) for a, b in zip(residual_streams(model, data, [3])[3].batches, first)) and runs
+        streams = residual_streams(model, data, [3], call_context(model))[3].batches
+        assert all(torch.equal(a, b) for a, b in zip(streams, first)) and runs
         from safetensors.torch import save_file
         save_file({"residual": torch.zeros(5, 32)}, str(path))  # another set's tokens
         runs.clear()
-        assert all(torch.equal(a, b) for a, b in zip(residual_streams(model, data, [3])[3].batches, first)) and runs
+        streams = residual_streams(model, data, [3], call_context(model))[3].batches
+        assert all(torch.equal(a, b) for a, b in zip(streams, first)) and runs
         runs.clear()
-        residual_streams(model, data, [3])  # now whole again: read, nothing run
+        residual_streams(model, data, [3], call_context(model))  # now whole again: read, nothing run
         assert not runs
     finally:
         handle.remove()
     with pytest.raises(HeurlensError, match="enter blocks 1..3"):
-        residual_streams(model, data, [0])
+        residual_streams(model, data, [0], call_context(model))
 
 
 def test_nan_in_a_cached_entry_is_computed_again_and_never_read_as_a_result(four_layer_bert, tmp_path, monkeypatch):
@@ -185,23 +188,24 @@ def test_the_cache_never_grows_past_its_cap_and_evicts_the_least_recently_used(f
     model = four_layer_bert
     fingerprint = model.fingerprint()
     sets = [padded_set(10 + i, name=f"set-{i}") for i in range(6)]
-    residual_streams(model, sets[0], [1])
+    residual_streams(model, sets[0], [1], call_context(model))
     one_entry = computed_bytes(tmp_path)  # every entry takes this room (same tokens, same width)
     monkeypatch.setenv("HEURLENS_CACHE_LIMIT_GB", str(3.5 * one_entry / 2**30))
     expected = {}
     for data in sets:
-        expected[data.name] = residual_streams(model, data, [1, 2])[2].batches
-        residual_streams(model, sets[0], [1])
+        expected[data.name] = residual_streams(model, data, [1, 2], call_context(model))[2].batches
+        residual_streams(model, sets[0], [1], call_context(model))
         assert computed_bytes(tmp_path) <= cache_limit()
     assert (entry_dir(fingerprint, sets[0]) / "residual-1.safetensors").exists()
     assert not any((entry_dir(fingerprint, data) / "residual-1.safetensors").exists() for data in sets[1:-1])
     assert len(entries(tmp_path)) == 3
     for data in sets:  # evicted or not, what is read is right
-        assert all(torch.equal(a, b) for a, b in zip(residual_streams(model, data, [2])[2].batches, expected[data.name]))
+        streams = residual_streams(model, data, [2], call_context(model))[2].batches
+        assert all(torch.equal(a, b) for a, b in zip(streams, expected[data.name]))
         assert computed_bytes(tmp_path) <= cache_limit()
     monkeypatch.setenv("HEURLENS_CACHE_LIMIT_GB", "0")  # nothing fits: computed, returned, not stored
     before = computed_bytes(tmp_path)
-    logits = full_model_logits(model, padded_set(99))
+    logits = full_model_logits(model, padded_set(99), call_context(model))
     assert torch.equal(logits, predict_logits(model, padded_set(99))) and computed_bytes(tmp_path) == before
     monkeypatch.setenv("HEURLENS_CACHE_LIMIT_GB", "lots")
     with pytest.raises(HeurlensError, match="HEURLENS_CACHE_LIMIT_GB='lots' is not a size"):
@@ -212,8 +216,8 @@ def test_cache_command_lists_and_clears(four_layer_bert, tmp_path, monkeypatch, 
     monkeypatch.setenv("HEURLENS_CACHE", str(tmp_path))
     model = four_layer_bert
     data = padded_set(4, name="listed-set")
-    residual_streams(model, data, [2])
-    full_model_logits(model, data)
+    residual_streams(model, data, [2], call_context(model))
+    full_model_logits(model, data, call_context(model))
     (tmp_path / "models" / "some-model").mkdir(parents=True)
     (tmp_path / "models" / "some-model" / "weights.bin").write_bytes(b"x" * 1000)
     status, out, _ = heurlens_in_process(capsys, "cache", "list", "--json")
@@ -235,13 +239,13 @@ def test_cache_command_lists_and_clears(four_layer_bert, tmp_path, monkeypatch, 
     cleared = heurlens_in_process(capsys, "cache", "clear", "--model", model.fingerprint()[:6].upper())[1]
     assert cleared.startswith("removed 2 entries")
     assert not list(tmp_path.glob("activations/*")) and (tmp_path / "models" / "some-model" / "weights.bin").exists()
-    full_model_logits(model, data)
+    full_model_logits(model, data, call_context(model))
     # without --kind or --all only computed entries go: the model folder (never used "today") stays
     assert heurlens_in_process(capsys, "cache", "clear", "--unused-days", "0")[1].startswith("removed 1 entry,")
     assert (tmp_path / "models" / "some-model" / "weights.bin").exists()
     assert heurlens_in_process(capsys, "cache", "clear", "--kind", "models")[1].startswith("removed 1 entry,")
     (tmp_path / "models" / "another").mkdir()
-    full_model_logits(model, data)
+    full_model_logits(model, data, call_context(model))
     assert heurlens_in_process(capsys, "cache", "clear", "--all")[1].startswith("removed 2 entries,")
     assert not (tmp_path / "models" / "another").exists() and not list(tmp_path.glob("activations/*/*"))
 
@@ -256,7 +260,7 @@ def test_cache_clear_never_removes_what_heurlens_did_not_write(four_layer_bert, 
     (tmp_path / "Documents" / "thesis.txt").write_text("x")
     (tmp_path / "huggingface" / "hub").mkdir(parents=True)
     (tmp_path / "notes.txt").write_text("mine")
-    full_model_logits(four_layer_bert, padded_set(4, name="listed-set"))
+    full_model_logits(four_layer_bert, padded_set(4, name="listed-set"), call_context(four_layer_bert))
     rows = json.loads(heurlens_in_process(capsys, "cache", "list", "--json")[1])
     assert sorted(r["what"] for r in rows if r["kind"] == "foreign") == [
         "Documents (not heurlens': never removed)", "huggingface (not heurlens': never removed)",
@@ -291,4 +295,4 @@ def test_a_native_model_whose_blocks_return_tuples_resumes_from_the_cache(tmp_pa
     assert not torch.equal(whole, predict_logits(model, data))  # the MLP carries information
     for _ in range(2):  # computed, then read
         assert torch.equal(ablated_logits(model, [(1, hooks)], data)[0], whole)
-    assert residual_streams(model, data, [1])[1].as_tuple
+    assert residual_streams(model, data, [1], call_context(model))[1].as_tuple

@@ -18,6 +18,7 @@ from heurlens.interventions.activation_cache import exact_narrowest, full_model_
 from heurlens.interventions.means import compute_means
 from heurlens.interventions.units import Unit
 from heurlens.models import load_model
+from heurlens.runtime.call_context import call_context
 
 
 def models_per_call(monkeypatch) -> list[int]:
@@ -64,15 +65,15 @@ def test_a_bfloat16_models_cache_entry_is_bfloat16_and_reads_back_bit_for_bit(ti
     model = load_model(tiny_decoder_dirs["llama"], dtype="bfloat16")
     texts = ["the man sees the dog", "a dog sleeps", "the cat runs ."]
     task = heurlens.tokenize_texts(model, texts)
-    computed = residual_streams(model, task, [1])[1].batches
-    logits = full_model_logits(model, task)
+    computed = residual_streams(model, task, [1], call_context(model))[1].batches
+    logits = full_model_logits(model, task, call_context(model))
     folder = next(tmp_path.glob("activations/*"))
     stored_logits = load_file(folder / "logits.safetensors")["logits"]
     stored_stream = load_file(folder / "residual-1.safetensors")["residual"]
     assert stored_logits.dtype == stored_stream.dtype == torch.bfloat16
-    assert torch.equal(stored_logits.float(), predict_logits(model, task)) and torch.equal(full_model_logits(model, task),
-                                                                                          logits)
-    read = residual_streams(model, task, [1])[1].batches
+    again = full_model_logits(model, task, call_context(model))
+    assert torch.equal(stored_logits.float(), predict_logits(model, task)) and torch.equal(again, logits)
+    read = residual_streams(model, task, [1], call_context(model))[1].batches
     for fresh, again, batch in zip(computed, read, task.batches):
         real = batch["attention_mask"].bool()
         assert fresh.dtype == again.dtype == torch.bfloat16 and torch.equal(fresh[real], again[real])

@@ -29,11 +29,11 @@ from torch import Tensor
 from transformer_lens.model_bridge.exceptions import StopAtLayerException
 
 from heurlens.errors import HeurlensError
-from heurlens.evaluate import predict_logits
+from heurlens.evaluate import logits_in_context
 from heurlens.protocols import Batch, PreparedModel, Task
 from heurlens.runtime.cache import UNREADABLE, atomic_save_tensors, cache_dir, stored
 from heurlens.runtime.cache_contents import mark_used
-from heurlens.runtime.call_context import CallContext, call_context
+from heurlens.runtime.call_context import CallContext
 from heurlens.runtime.devices import to_device
 from heurlens.runtime.precision import CACHE_SUFFIX, Precision, autocast, check_precision
 from heurlens.tasks import scored_rows
@@ -72,16 +72,15 @@ def entry_dir(model_fingerprint: str, data: Task, dtype: Precision = "float32") 
                                           + CACHE_SUFFIX[check_precision(dtype)])
 
 
-def full_model_logits(model: PreparedModel, eval_set: Task, context: CallContext | None = None,
+def full_model_logits(model: PreparedModel, eval_set: Task, context: CallContext,
                       streams_for: Iterable[int] = ()) -> Float[Tensor, "row label"]:
     """``predict_logits`` of the model without hooks, read from the activation cache or computed and kept
     there: evaluation sets do not change, so ablations, scans and subnetwork evaluations read the full model's
     logits instead of recomputing them. ``context``: the call's device, precision, cache use and fingerprint
-    (``heurlens.runtime.call_context``; None: the model's own, in float32, as a surrounding ``disk_cache`` says).
+    (``heurlens.runtime.call_context``, decided once by the public function that called).
     ``streams_for``: layers an ablation will start from; when the logits are computed, the residual streams
     entering those layers that the cache lacks are kept from the same pass and stored (``residual_streams`` then
     reads them), instead of a second pass over the data for them."""
-    context = context or call_context(model)
     folder = entry_dir(context.fingerprint or model.fingerprint(), eval_set, context.dtype) if context.cache else None
 
     def compute() -> Tensor:
@@ -90,7 +89,7 @@ def full_model_logits(model: PreparedModel, eval_set: Task, context: CallContext
         if folder is not None:
             _store(folder, model, eval_set, streams)
         if logits is None:
-            logits = predict_logits(model, eval_set, dtype=context.dtype)
+            logits = logits_in_context(model, eval_set, context)
         if not logits.isfinite().all():
             raise HeurlensError(f"the full model {model.model_id!r} gives NaN or inf scores on {eval_set.name} "
                                 f"(in {context.dtype}): nothing to compare an ablation with. Check the model's "
@@ -114,12 +113,11 @@ def full_model_logits(model: PreparedModel, eval_set: Task, context: CallContext
                                                                     _about(model, eval_set)), load)
 
 
-def residual_streams(model: PreparedModel, data: Task, layers: Iterable[int], context: CallContext | None = None
+def residual_streams(model: PreparedModel, data: Task, layers: Iterable[int], context: CallContext
                      ) -> dict[int, ResidualStream]:
     """For each layer l in ``layers`` (1 <= l < n_layers), the full model's residual stream entering block l on
     each batch of ``data``. Layers the cache lacks are computed in one pass over the data that stops after the
     deepest of them, then stored. ``context`` as for ``full_model_logits``."""
-    context = context or call_context(model)
     wanted = sorted(set(layers))
     if any(not 1 <= layer < model.n_layers for layer in wanted):
         raise HeurlensError(f"residual streams enter blocks 1..{model.n_layers - 1}; asked for {wanted}")

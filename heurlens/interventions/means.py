@@ -88,8 +88,9 @@ class UnitMeans:
 @checked
 def compute_means(model: ModelLike, reference: TaskLike, *, prepend_bos: bool | None = None) -> UnitMeans:
     """Average ``hook_z`` and ``hook_mlp_out`` of every layer over the reference data's real tokens. Only tokens
-    are needed: ``reference`` is any task, a list of texts (tokenised with or without the tokenizer's special
-    tokens, ``add_special_tokens``), or a token tensor ``[example, pos]``."""
+    are needed: ``reference`` is any task, a list of texts (tokenised as TransformerLens' ``to_tokens`` does,
+    ``prepend_bos`` as there: None follows the bridge's ``cfg.default_prepend_bos``), or a token tensor
+    ``[example, pos]``."""
     model = as_model(model)
     reference = as_task(model, reference, prepend_bos)
     sites = [site for layer in range(model.n_layers) for site in (head_site(layer, model.n_heads), mlp_site(layer))]

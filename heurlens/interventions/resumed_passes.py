@@ -49,7 +49,7 @@ def lower_blocks_replaced(model: PreparedModel, layer: int, block_output: Any) -
 
 @torch.no_grad()
 def masked_scores(model: PreparedModel, hooks: MaskHooks, masks: Sequence[Float[Tensor, " mask"]], task: Task,
-                  context: CallContext | None = None, bar: tqdm | None = None, corruption: Task | None = None
+                  context: CallContext, bar: tqdm | None = None, corruption: Task | None = None
                   ) -> list[Float[Tensor, "row output"]]:
     """The one scoring loop of masked models, unit and edge masks alike: the scores on ``task`` (CPU, float32) of
     the model with each of ``masks`` set on ``hooks`` (``heurlens.interventions.circuits.mask_hooks``), each pass
@@ -58,7 +58,6 @@ def masked_scores(model: PreparedModel, hooks: MaskHooks, masks: Sequence[Float[
     the batch is moved once and, with ``corruption`` (corrupt ablation: the task's corrupted examples, batch for
     batch), the hooks take their replacements from its corrupted batch once for every mask. ``bar`` (a progress
     bar) advances by one per masked pass over a batch."""
-    context = context or call_context(model)
     device, dtype = context.device, context.dtype
     masks = [mask.to(device) for mask in masks]
     starts = []
@@ -89,9 +88,10 @@ def ablated_logits(model: PreparedModel, ablations: Sequence[Ablation], eval_set
     """For each (first ablated layer L, hooks) in ``ablations`` (hooks of one's own), what ``predict_logits(model,
     eval_set, fwd_hooks=hooks, dtype=context.dtype)`` returns, the hooks firing only in blocks L and up, which start
     from the full model's residual stream entering L (``masked_scores``, each ablation a mask of its own). ``L``
-    must not exceed the lowest layer the hooks change (0 is always right)."""
+    must not exceed the lowest layer the hooks change (0 is always right). ``context``: None, the model's own
+    (``call_context``)."""
     return masked_scores(model, _FixedHooks(ablations), [torch.tensor(i) for i in range(len(ablations))], eval_set,
-                         context, bar)
+                         context or call_context(model), bar)
 
 
 class _FixedHooks:

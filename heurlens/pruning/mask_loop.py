@@ -23,8 +23,9 @@ from heurlens.pruning.hard_concrete import HardConcrete
 from heurlens.pruning.objective import expected_sparsity, kl_loss, mask_optimizer, sampled_sparsity
 from heurlens.pruning.schedule import target_at
 from heurlens.pruning.settings import PruneSettings
-from heurlens.runtime.devices import device_of, to_device
-from heurlens.runtime.precision import autocast
+from heurlens.runtime.call_context import CallContext
+from heurlens.runtime.devices import to_device
+from heurlens.runtime.precision import Precision, autocast
 from heurlens.tasks import batch_rows
 from heurlens.training_helpers import frozen_parameters, shuffled_order
 
@@ -69,14 +70,16 @@ class _SeedRun:
 
 def train_masks(model: PreparedModel, data: Task, full_logits: Float[Tensor, "example label"], hooks: MaskHooks,
                 prunable: Bool[Tensor, " mask"], sparsity: float, seeds: Sequence[int], config: PruneSettings,
-                progress: bool, loss: Loss | None, off_target: Callable[[Tensor], bool]) -> list[MaskTrainingResult]:
+                progress: bool, loss: Loss | None, off_target: Callable[[Tensor], bool], context: CallContext
+                ) -> list[MaskTrainingResult]:
     """The loop of ``train_unit_masks`` and ``train_edge_masks``: one hard-concrete mask per entry of ``prunable``
-    (those False kept at 1), applied through ``hooks``; with ``config.extend_steps``, the seeds whose masks are still
-    ``off_target(log_alpha)`` after the budget train on (``_extend``)."""
+    (those False kept at 1), applied through ``hooks``, on ``context.device`` with the matrix products in
+    ``context.dtype``; with ``config.extend_steps``, the seeds whose masks are still ``off_target(log_alpha)`` after
+    the budget train on (``_extend``)."""
     if len(set(seeds)) != len(seeds) or not seeds:
         raise HeurlensError(f"seeds {list(seeds)}: give at least one seed, each once")
     objective = loss or kl_loss
-    device = device_of(model)
+    device = context.device
     batch_size = data.batches[0]["input_ids"].shape[0]
     warmup, total = config.steps_for(sparsity, len(data), batch_size)
     runs = []
@@ -98,7 +101,7 @@ def train_masks(model: PreparedModel, data: Task, full_logits: Float[Tensor, "ex
     shared = _Shared(model, [to_device(batch, device) for batch in data.batches],
                      None if corruption is None else [to_device(batch, device) for batch in corruption.batches],
                      full_logits.to(device), hooks, prunable, config, objective, offsets, examples, pad_token_id,
-                     device)
+                     device, context.dtype)
     names = ",".join(map(str, seeds))
     bar = tqdm(total=total, desc=f"pruning seed{'s' if len(seeds) > 1 else ''} {names} to {sparsity:.0%}",
                unit="step", disable=not progress)
@@ -197,6 +200,7 @@ class _Shared:
     examples: list[int]  # each batch's examples (each seed's mask draw covers its own batch's)
     pad_token_id: int
     device: torch.device
+    dtype: Precision  # the matrix products' (the call context's)
 
 
 def _micro_batch(shared: _Shared, runs: list[_SeedRun], target: float) -> None:
@@ -213,7 +217,7 @@ def _micro_batch(shared: _Shared, runs: list[_SeedRun], target: float) -> None:
         draws.append(run.mask.sample(run.draws).where(shared.prunable, 1.0))
     # each example its seed's draw (sizes from the host: no device-to-host wait, as a tensor of counts would need)
     shared.hooks.set_masks(torch.cat([draw.expand(shared.examples[i], -1) for draw, i in zip(draws, indices)]))
-    with autocast(config.dtype, shared.device):
+    with autocast(shared.dtype, shared.device):
         if shared.corrupted is not None:  # corrupt ablation: the activations on the corrupted batches
             corrupted = stacked_batches([shared.corrupted[i] for i in indices], shared.pad_token_id)
             shared.hooks.use_corrupted(shared.model, corrupted)

@@ -284,17 +284,17 @@ def _edge_circuit(job: _PruneJob, target: float, seed: int, result: MaskTraining
         model_fingerprint=job.fingerprint, data_id=job.data_id,
         hyperparameters=hyperparameters_of(job.config, target, job.data, job.means, job.loss),
         metrics=_metrics(job, target, result, grid, result.final_expected_sparsity, seconds), edges=edges,
-        n_kv_heads=layout.n_kv_heads,
-        log_alpha_edges=result.log_alpha)
+        n_kv_heads=layout.n_kv_heads, log_alpha_edges=result.log_alpha)
 
 
 def _train_units(job: _PruneJob, target: float, seeds: list[int], full_logits: Tensor) -> list[MaskTrainingResult]:
     return train_unit_masks(job.model, job.data, full_logits, job.means, target, seeds, job.config, job.progress,
-                            job.loss)
+                            job.loss, job.context)
 
 
 def _train_edges(job: _PruneJob, target: float, seeds: list[int], full_logits: Tensor) -> list[MaskTrainingResult]:
-    return train_edge_masks(job.model, job.data, full_logits, target, seeds, job.config, job.progress, job.loss)
+    return train_edge_masks(job.model, job.data, full_logits, target, seeds, job.config, job.progress, job.loss,
+                            job.context)
 
 
 _LEVELS = {"node": (_train_units, _unit_subnetwork), "edge": (_train_edges, _edge_circuit)}  # trainer, record

@@ -49,12 +49,13 @@ from heurlens.pruning.mask_loop import stacked_batches as stacked_batches  # whe
 from heurlens.pruning.objective import prunable_units
 from heurlens.pruning.settings import PruneSettings
 from heurlens.pruning.subnetwork import SPARSITY_TOLERANCE, grid_threshold
-from heurlens.runtime.devices import device_of
+from heurlens.runtime.call_context import CallContext, call_context
 
 
 def train_unit_mask(model: PreparedModel, data: Task, full_logits: Float[Tensor, "example label"],
                     means: UnitMeans, sparsity: float, seed: int, config: PruneSettings = PruneSettings(),
-                    progress: bool = True, loss: Loss | None = None) -> MaskTrainingResult:
+                    progress: bool = True, loss: Loss | None = None, context: CallContext | None = None
+                    ) -> MaskTrainingResult:
     """Learn log_alpha for every head and MLP of ``model`` so the masked model matches ``full_logits``.
 
     ``data`` is the pruning set in batches; ``full_logits`` the full model's logits on it, in the
@@ -62,13 +63,16 @@ def train_unit_mask(model: PreparedModel, data: Task, full_logits: Float[Tensor,
     seeded random order, one pass over the data after another. ``loss(scores, full scores, example ids)``
     replaces the KL (``kl_loss``) when given; ``example ids`` are the indices of the batch's rows of scores among
     ``data``'s (its examples' indices, or with scoring positions its scored positions': ``heurlens.tasks``).
+    ``context``: the call's device and precision (``heurlens.runtime.call_context``); None: the model's device, in
+    ``config.dtype``.
     """
-    return train_unit_masks(model, data, full_logits, means, sparsity, [seed], config, progress, loss)[0]
+    return train_unit_masks(model, data, full_logits, means, sparsity, [seed], config, progress, loss, context)[0]
 
 
 def train_unit_masks(model: PreparedModel, data: Task, full_logits: Float[Tensor, "example label"],
                      means: UnitMeans, sparsity: float, seeds: Sequence[int], config: PruneSettings = PruneSettings(),
-                     progress: bool = True, loss: Loss | None = None) -> list[MaskTrainingResult]:
+                     progress: bool = True, loss: Loss | None = None, context: CallContext | None = None
+                     ) -> list[MaskTrainingResult]:
     """``train_unit_mask`` for several seeds at once: one forward pass per micro-batch over every seed's own
     batch (``stacked_batches``), each example masked by its seed's draw (``UnitMaskHooks``' per-example masks).
 
@@ -82,27 +86,27 @@ def train_unit_masks(model: PreparedModel, data: Task, full_logits: Float[Tensor
     micro-batch is ``_micro_batch``), its batch stacked with nothing: the log_alphas are bit for bit those of
     the separate single-seed loop it replaced (checked on a 4-layer BERT).
     """
-    device = device_of(model)
+    context = context or call_context(model, config.dtype, cache=False)
     layout = UnitLayout(model.n_layers, model.n_heads)
-    hooks = mask_hooks(model, "node", means.to(device), device)
-    prunable = prunable_units(layout, config.units, device)
+    hooks = mask_hooks(model, "node", means.to(context.device), context.device)
+    prunable = prunable_units(layout, config.units, context.device)
     return train_masks(model, data, full_logits, hooks, prunable, sparsity, seeds, config, progress, loss,
-                       partial(units_off_target, prunable=prunable.cpu(), target=sparsity))
+                       partial(units_off_target, prunable=prunable.cpu(), target=sparsity), context)
 
 
 def train_edge_masks(model: PreparedModel, data: Task, full_logits: Float[Tensor, "example label"], sparsity: float,
                      seeds: Sequence[int], config: PruneSettings = PruneSettings(), progress: bool = True,
-                     loss: Loss | None = None) -> list[MaskTrainingResult]:
+                     loss: Loss | None = None, context: CallContext | None = None) -> list[MaskTrainingResult]:
     """``train_unit_masks`` on the model's edges (Edge Pruning, Bhaskar et al. 2024): one hard-concrete mask per edge
     (``heurlens.interventions.graph``), a pruned edge carrying its writer's output on the example's corrupted input,
-    the sparsity the
-    fraction of edges pruned; every other part of the recipe (objective, Lagrangian, schedule, stacked seeds) as for
-    units."""
+    the sparsity the fraction of edges pruned; every other part of the recipe (objective, Lagrangian, schedule,
+    stacked seeds, ``context``) as for units."""
+    context = context or call_context(model, config.dtype, cache=False)
     layout = edge_layout(model)
-    device = device_of(model)
-    hooks = mask_hooks(model, "edge", device=device)
-    return train_masks(model, data, full_logits, hooks, torch.ones(layout.n_edges, dtype=torch.bool, device=device),
-                       sparsity, seeds, config, progress, loss, partial(edges_off_target, target=sparsity))
+    hooks = mask_hooks(model, "edge", device=context.device)
+    prunable = torch.ones(layout.n_edges, dtype=torch.bool, device=context.device)
+    return train_masks(model, data, full_logits, hooks, prunable, sparsity, seeds, config, progress, loss,
+                       partial(edges_off_target, target=sparsity), context)
 
 
 def units_off_target(log_alpha: Float[Tensor, " unit"], prunable: Bool[Tensor, " unit"], target: float) -> bool:
