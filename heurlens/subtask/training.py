@@ -12,12 +12,12 @@ import torch
 import torch.nn.functional as F
 from jaxtyping import Int
 from torch import Tensor, nn
-from tqdm.auto import tqdm
 
 from heurlens.errors import HeurlensError
 from heurlens.runtime.devices import device_of
 from heurlens.subtask.arithmetic import ArithmeticTask
-from heurlens.training_helpers import FrozenWeights, is_best_epoch, optimizer_step, shuffled_batches
+from heurlens.trainer import train_epochs
+from heurlens.training_helpers import FrozenWeights, shuffled_batches
 
 
 def arithmetic_model(task: ArithmeticTask, n_layers: int = 2, seed: int = 0,
@@ -99,32 +99,16 @@ def train_next_token(model: nn.Module, train: Tensor, evaluation: Tensor, test: 
                                   weight_decay=weight_decay, fused=True)
     generator = torch.Generator().manual_seed(seed)
     device = device_of(model)
-    best, history = (-1.0, 0.0), []
-    strict_best, best_state, waited = -1.0, None, 0
     with seeded_dropout(seed, device):
-        for epoch in tqdm(range(epochs), desc=desc, unit="epoch", disable=not progress, leave=False):
-            model.train()
-            for batch in batches_of(train, batch_size, generator):
-                loss = next_token_loss(model, batch.to(device))
-                optimizer_step(optimizer, loss, frozen)
-            model.eval()
-            scores = {"epoch": epoch, "loss": loss.item(), "eval": answer_accuracy(model, evaluation)}
-            if patience is None and is_best_epoch(scores["eval"], best[0], ties="later"):
-                scores["test"] = answer_accuracy(model, test)
-                best = (scores["eval"], scores["test"])
-            history.append(scores)
-            if patience is not None:
-                if is_best_epoch(scores["eval"], strict_best, ties="earlier"):
-                    strict_best, waited = scores["eval"], 0
-                    best_state = {name: value.detach().clone() for name, value in model.state_dict().items()}
-                else:
-                    waited += 1
-                    if waited >= patience:
-                        break
-    if patience is not None and best_state is not None:
-        model.load_state_dict(best_state)
-        best = (strict_best, answer_accuracy(model, test))
-    return TrainingResult(best[0], best[1], history, lr)
+        run = train_epochs(model, optimizer, lambda: batches_of(train, batch_size, generator),
+                           lambda batch: next_token_loss(model, batch.to(device)),
+                           lambda: {"eval": answer_accuracy(model, evaluation)}, epochs, "eval",
+                           "later" if patience is None else "earlier", frozen=frozen, patience=patience,
+                           restore_best=patience is not None, progress=progress, desc=desc,
+                           at_best=None if patience is not None else lambda: {"test": answer_accuracy(model, test)})
+    if patience is not None and run.best_epoch is not None:  # the best epoch's weights, restored: its test accuracy
+        return TrainingResult(run.best["eval"], answer_accuracy(model, test), run.history, lr)
+    return TrainingResult(run.best.get("eval", -1.0), run.best.get("test", 0.0), run.history, lr)
 
 
 def best_by_evaluation(results: Sequence[TrainingResult]) -> TrainingResult:

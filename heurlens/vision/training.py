@@ -14,11 +14,11 @@ import torch
 import torch.nn.functional as F
 from jaxtyping import Float, Int
 from torch import Tensor, nn
-from tqdm.auto import tqdm
 
 from heurlens.errors import HeurlensError
 from heurlens.runtime.devices import device_of
-from heurlens.training_helpers import FrozenWeights, is_best_epoch, optimizer_step, shuffled_batches
+from heurlens.trainer import train_epochs
+from heurlens.training_helpers import FrozenWeights, shuffled_batches
 from heurlens.vision.metrics import prediction_accuracy
 
 Images = Float[Tensor, "n channel height width"]
@@ -76,20 +76,11 @@ def train_classifier(model: nn.Module, images: Images, labels: Labels, evaluatio
     schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, epochs)
     generator = torch.Generator().manual_seed(seed)
     device = device_of(model)
-    best_state, best, history = None, None, []
-    for epoch in tqdm(range(epochs), desc=desc, unit="epoch", disable=not progress, leave=False):
-        model.train(trainable is None)
-        for batch_images, batch_labels in shuffled_batches([images, labels], batch_size, generator):
-            loss = classification_loss(model, (batch_images.to(device), batch_labels.to(device)))
-            optimizer_step(optimizer, loss, frozen)
-        schedule.step()
-        scores = {name: prediction_accuracy(predict(model, x), y) for name, (x, y) in evaluation.items()}
-        history.append({"epoch": epoch, "loss": loss.item(), **scores})
-        if is_best_epoch(scores[select_on], None if best is None else best[select_on], ties="earlier"):
-            best, best_epoch = scores, epoch
-            best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
-    if best_state is None or best is None:
+    run = train_epochs(model, optimizer, lambda: shuffled_batches([images, labels], batch_size, generator),
+                       lambda batch: classification_loss(model, (batch[0].to(device), batch[1].to(device))),
+                       lambda: {name: prediction_accuracy(predict(model, x), y) for name, (x, y) in evaluation.items()},
+                       epochs, select_on, "earlier", frozen=frozen, schedule=schedule, train_mode=trainable is None,
+                       restore_best=True, progress=progress, desc=desc)
+    if run.best_epoch is None:
         raise HeurlensError(f"train for at least one epoch (epochs = {epochs})")
-    model.load_state_dict(best_state)
-    model.eval()
-    return ClassifierTraining(best_epoch, best, history)
+    return ClassifierTraining(run.best_epoch, {name: run.best[name] for name in evaluation}, run.history)
