@@ -12,7 +12,9 @@ patched one for one, so each corrupted prompt must be as many tokens as its clea
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import partial
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -58,18 +60,27 @@ def _lengths(batch: Batch) -> Tensor:
 
 
 @torch.no_grad()
+def captured(model: PreparedModel, batch: Batch, hook_names: Sequence[str]) -> dict[str, Tensor]:
+    """The activations at ``hook_names`` of one pass over ``batch`` (a corrupted batch, on the model's device): the one
+    capture of the corrupted run, for unit masks (``corrupted_activations``) and edge masks (the writers' outputs,
+    ``EdgeMaskHooks.use_corrupted``). Other hooks on the model fire as they are (mask hooks stand aside first)."""
+    seen: dict[str, Tensor] = {}
+
+    def keep(name: str, activation: Tensor, hook: Any) -> None:
+        seen[name] = activation.detach().clone()
+
+    # the bridge may report an alias as hook.name (hook_z is attn.o.hook_in), so each hook binds its own name
+    with model.hooks([(name, partial(keep, name)) for name in hook_names]):
+        model(**batch)
+    return seen
+
+
 def corrupted_activations(model: PreparedModel, batch: Batch) -> UnitMeans:
     """Every unit's activation on ``batch`` (a corrupted batch, on the model's device): ``hook_z`` of each layer
     ``[batch, pos, head, d_head]`` and ``hook_mlp_out`` ``[batch, pos, d_model]``, held as the replacement a unit
     mask reads (``UnitMaskHooks``; ``MaskSite.masked`` takes a replacement shaped like the whole batch's
     activation example by example)."""
-    seen: dict[str, Tensor] = {}
-
-    def keep(name: str, activation: Tensor) -> None:
-        seen[name] = activation.detach().clone()
-
     sites = [site for layer in range(model.n_layers) for site in (head_site(layer, model.n_heads), mlp_site(layer))]
-    with model.hooks([site.hook(partial(keep, site.name)) for site in sites]):
-        model(**batch)
+    seen = captured(model, batch, [site.name for site in sites])
     return UnitMeans({layer: seen[head_site(layer, model.n_heads).name] for layer in range(model.n_layers)},
                      {layer: seen[mlp_site(layer).name] for layer in range(model.n_layers)}, "a corrupted batch")

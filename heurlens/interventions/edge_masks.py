@@ -12,7 +12,7 @@ Pruning does. Writers are read at ``blocks.0.hook_resid_pre``, ``blocks.L.attn.h
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from functools import partial
 from typing import Any
 
@@ -21,6 +21,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from heurlens.errors import HeurlensError
+from heurlens.interventions.corruption import captured
 from heurlens.interventions.graph import FINAL_HOOK, EdgeLayout, ReaderGroup, edge_bridge, edge_layout, split_inputs
 from heurlens.interventions.units import heads_hook_name, mlp_hook_name
 from heurlens.protocols import Batch, HookList, PreparedModel
@@ -96,17 +97,15 @@ class EdgeMaskHooks:
         self.layout = layout
         self.masks = masks
         self.replacement: WriterOutputs | None = None
-        self._outputs: WriterOutputs = []  # the corrupted pass: the writers' outputs so far
         self._differences: WriterOutputs = []  # a masked pass: out_w - out_w~ of the writers so far, block by block
         self._gradients: list[_GradientSum] = []  # each block's gradient from the readers (``_SharedBlock``)
         self._written = self._closed = self._grouped = 0  # blocks written; blocks up to the last MLP's, last group's
         per_layer = zip(*(iter(layout.groups[:-1]),) * 4)  # each layer's q, k, v and MLP groups
         self._read_with = {q.hook_name: [k, v, mlp] for q, k, v, mlp in per_layer}  # computed when q fires
         self._pending: dict[str, tuple[Tensor, int]] = {}  # corrections computed early, and over how many writers
-        self._capturing = False  # the pass on the corrupted batch: record outputs, change nothing
+        self._standing_aside = False  # the corrupted pass (``use_corrupted``): change nothing
         self._read_so_far: set[str] = set()  # the reader groups' hook points that fired in this pass
         self._w_o: list[Tensor] = []
-        self._hooked = False  # attached: the hooks are on the model for a whole block
 
     def set_masks(self, flat: Float[Tensor, "*example edge"]) -> None:
         """The masks the next forward pass applies (one flat vector, or one row per example)."""
@@ -115,14 +114,18 @@ class EdgeMaskHooks:
     @torch.no_grad()
     def use_corrupted(self, model: PreparedModel, batch: Batch) -> None:
         """Run ``batch`` (the corrupted inputs, on the model's device) with the edges untouched and keep every
-        writer's output as what the pruned edges will carry (corrupt ablation)."""
-        self._capturing = True
+        writer's output as what the pruned edges will carry (corrupt ablation; ``corruption.captured``)."""
+        writers = [EMBED_HOOK] + [name for layer in range(self.layout.n_layers)
+                                  for name in (heads_hook_name(layer), mlp_hook_name(layer))]
+        self._standing_aside = True
         try:
-            with nullcontext() if self._hooked else model.hooks(self.hooks):
-                model(**batch)
+            seen = captured(model, batch, writers)
         finally:
-            self._capturing = False
-        self.replacement = [output.detach() for output in self._outputs]
+            self._standing_aside = False
+        self.replacement = [_embeddings_output(seen[EMBED_HOOK])] + [
+            output for layer in range(self.layout.n_layers)
+            for output in (self._heads_output(layer, seen[heads_hook_name(layer)]),
+                           _mlp_output(seen[mlp_hook_name(layer)]))]
 
     @property
     def hooks(self) -> HookList:
@@ -156,18 +159,14 @@ class EdgeMaskHooks:
         finally:
             bridge.set_use_split_qkv_input(split)
             bridge.set_use_hook_mlp_in(mlp_in)
-            self._outputs, self._differences, self._gradients, self._pending = [], [], [], {}
+            self._differences, self._gradients, self._pending = [], [], {}
 
     @contextmanager
     def attached(self, model: PreparedModel) -> Iterator[None]:
         """Inside the block the edge masks act on ``model`` (``prepared``, and the hooks added); on leaving, by an
         error too, as it was."""
         with self.prepared(model), model.hooks(self.hooks):
-            self._hooked = True
-            try:
-                yield
-            finally:
-                self._hooked = False
+            yield
 
     def _shared(self, blocks: list[Tensor]) -> Tensor:
         """``blocks`` joined into one block of differences that readers read through ``_SharedBlock``."""
@@ -178,8 +177,7 @@ class EdgeMaskHooks:
         """Keep a block of writers' outputs (the corrupted pass) or their differences from the corrupted ones (a masked
         pass), each example's writers as the rows of a matrix over its positions and dimensions. An MLP closes its
         layer: the blocks written since the last MLP become one, so a later reader takes one matrix product a layer."""
-        if self._capturing:
-            self._outputs.append(output)
+        if self._standing_aside:
             return
         if self.replacement is None:
             raise HeurlensError("edge masks replace pruned edges by the writers' outputs on the corrupted input: call "
@@ -200,23 +198,27 @@ class EdgeMaskHooks:
         self._differences.append(self._shared(blocks))
 
     def _embeddings(self, resid: Float[Tensor, "batch pos d_model"], hook: Any) -> None:
-        self._outputs, self._differences, self._gradients, self._pending = [], [], [], {}  # a new pass
+        self._differences, self._gradients, self._pending = [], [], {}  # a new pass
         self._written = self._closed = self._grouped = 0
         self._read_so_far = set()
-        self._write(resid.flatten(1)[:, None])
+        self._write(_embeddings_output(resid))
 
     def _heads(self, layer: int, z: Float[Tensor, "batch pos head d_head"], hook: Any) -> None:
-        self._write(torch.einsum("bphd,hdm->bhpm", z, self._w_o[layer].to(z.dtype)).flatten(2))
+        self._write(self._heads_output(layer, z))
 
     def _mlp(self, out: Float[Tensor, "batch pos d_model"], hook: Any) -> None:
-        self._write(out.flatten(1)[:, None], closes_layer=True)
+        self._write(_mlp_output(out), closes_layer=True)
+
+    def _heads_output(self, layer: int, z: Float[Tensor, "batch pos head d_head"]) -> Float[Tensor, "batch head pos_d"]:
+        """Each head's write W_O^h z_h, one row per head over positions and dimensions."""
+        return torch.einsum("bphd,hdm->bhpm", z, self._w_o[layer].to(z.dtype)).flatten(2)
 
     def _read(self, group: ReaderGroup, x: Tensor, hook: Any) -> Tensor | None:
         """x_r - sum_w (1 - m_wr) (out_w - out_w~) for each reader r of the group (``x``: ``[batch, pos, reader,
         d_model]``, or ``[batch, pos, d_model]`` for a group of one). A layer's query, key and value inputs and its MLP
         read the same writers below the layer: their corrections are computed together when the query input fires
         (one pass over those writers' outputs a layer), the MLP's completed with its own layer's heads."""
-        if self._capturing:
+        if self._standing_aside:
             return None
         self._check_every_reader_fired(group)
         correction, covered = self._pending.pop(group.hook_name, (None, 0))
@@ -269,6 +271,16 @@ class EdgeMaskHooks:
             raise HeurlensError(f"a reader fired after {start} writers, not the {last} edge-level pruning expects: this "
                                 "architecture's blocks run in another order")
         return correction
+
+
+def _embeddings_output(resid: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch 1 pos_d"]:
+    """The embeddings' write, as one writer's row over positions and dimensions."""
+    return resid.flatten(1)[:, None]
+
+
+def _mlp_output(out: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch 1 pos_d"]:
+    """An MLP's write, as one writer's row over positions and dimensions."""
+    return out.flatten(1)[:, None]
 
 
 def edge_mask_forward(model: PreparedModel, masks: Float[Tensor, "*example edge"], batch: Batch,
