@@ -22,14 +22,15 @@ import hashlib, json, sys, time, torch
 prompts, circuits, threads = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 torch.set_num_threads(threads)
 import heurlens
-from heurlens.data.run_data import PromptTaskData
 try:  # this checkout's layout
+    from heurlens.data.run_data import PromptTaskData
     from heurlens.interventions.graph import edge_layout
     from heurlens.interventions.scoring import scores_with_masks
     from heurlens.runtime.call_context import call_context
     def score(model, masks, task, context):
         return scores_with_masks(model, "edge", masks, task, "corrupt", None, context)
 except ImportError:  # the code before
+    from heurlens.run_data import PromptTaskData
     from heurlens.edges import edge_layout
     from heurlens.pruning.circuit import circuit_scores as score
     from heurlens.call_context import call_context
@@ -65,8 +66,9 @@ def main() -> None:
     seconds: dict[str, list[float]] = {"before": [], "now": []}
     digests: dict[str, set[str]] = {"before": set(), "now": set()}
     with heurlens_source(args.before) as before:
-        for round_ in range(args.rounds):
-            for name, source in (("before", before), ("now", REPO)):
+        for round_ in range(args.rounds):  # which goes first alternates, so neither always runs on a warmer machine
+            order = (("before", before), ("now", REPO))
+            for name, source in order if round_ % 2 == 0 else order[::-1]:
                 measured = measured_in(source, MEASUREMENT, argv, env)
                 seconds[name].append(measured["seconds"])
                 digests[name].add(measured["sha256"])

@@ -107,6 +107,29 @@ def test_no_import_cycle_between_heurlens_modules():
     assert cycles(graph) == []
 
 
+LAYERS = {"runtime": 0, "errors": 0, "protocols": 0, "training_helpers": 0, "trainer": 0, "models": 1, "tasks": 2,
+          "evaluate": 2, "metrics": 2, "data": 3, "interventions": 4, "pruning": 5, "analysis": 6, "subtask": 6,
+          "vision": 6, "cli": 7, "__main__": 8, "": 8}  # docs/design.md, "Package layout", lowest first
+# imports that run up the layers, each for a reason docs/design.md states: the default model is fine-tuned on SNLI when
+# first loaded (with the NLI set-up's evaluation), and the NLI and prompt-task set-ups decide the unit means a run uses
+RUNNING_UP = {("heurlens.models.nli_finetune", "heurlens.data.nli_setup"),
+              ("heurlens.models.nli_finetune", "heurlens.data.snli"),
+              ("heurlens.models.nli_finetune", "heurlens.evaluate"),
+              ("heurlens.data.nli_setup", "heurlens.interventions.means"),
+              ("heurlens.data.run_data", "heurlens.interventions.means")}
+
+
+def layer_of(module: str) -> int:
+    return LAYERS[module.split(".")[1] if "." in module else ""]
+
+
+def test_imports_run_down_the_layers_but_for_the_stated_few():
+    known = modules()
+    up = {(name, target) for name, path in known.items() for target in imported_modules(name, path, known)
+          if layer_of(target) > layer_of(name)}
+    assert up == RUNNING_UP
+
+
 def test_the_ground_floor_holds_at_most_12_modules():
     ground = sorted(path.name for path in PACKAGE.glob("*.py"))
     assert len(ground) <= 12, ground

@@ -79,12 +79,11 @@ def ablate(model: ModelLike, units: UnitsLike, eval_sets: Sequence[TaskLike], *,
     ``units``: ``"L4.H0,L2.*"``, ``Unit``s or a list of either; ``eval_sets``: tasks, lists of texts or token
     tensors. ``method``: "mean" (``means``), "zero", or "corrupt": each unit takes its activation on the
     example's corrupted input, position by position (the tasks must carry their corruption:
-    ``heurlens.interventions.corruption``;
-    ``means`` is then not used). ``full_logits`` (by set name) reuses an earlier run of the full model; otherwise
-    they come from the activation cache (``heurlens.interventions.activation_cache``). ``dtype``: both models' matrix
-    products in
-    bfloat16 or float16 (``heurlens.runtime.precision``; bfloat16 about 2x faster on a CPU with AVX-512 BF16); the full
-    logits passed in must then be ones in that precision too. ``cache=False``: the full model's logits and residual
+    ``heurlens.interventions.corruption``; ``means`` is then not used; "interchange", its name before, still works).
+    ``full_logits`` (by set name) reuses an earlier run of the full model; otherwise they come from the activation
+    cache (``heurlens.interventions.activation_cache``). ``dtype``: both models' matrix products in bfloat16 or
+    float16 (``heurlens.runtime.precision``; bfloat16 about 2x faster on a CPU with AVX-512 BF16); the full logits
+    passed in must then be ones in that precision too. ``cache=False``: the full model's logits and residual
     streams are computed here and nothing is read from or written to heurlens' cache folder; None (default): as a
     surrounding ``heurlens.runtime.cache.disk_cache(...)`` block says, else the cache is used.
     """
@@ -104,9 +103,9 @@ def ablate_groups(model: ModelLike, groups: Sequence[UnitsLike], eval_sets: Sequ
     """``ablate`` for each group of units, the group named in a first column ``ablated``; rows group by group.
 
     Every ablated pass starts at the group's lowest layer from the full model's residual stream there, kept in
-    the activation cache (``heurlens.interventions.resumed_passes``): the same logits as whole passes, with less computed the
-    higher the ablated units sit. ``progress``: a bar named
-    ``desc`` counting ablated passes over a batch. ``cache``: as for ``ablate``.
+    the activation cache (``heurlens.interventions.resumed_passes``): the same logits as whole passes, with less
+    computed the higher the ablated units sit. ``progress``: a bar named ``desc`` counting ablated passes over a
+    batch. ``cache``: as for ``ablate``.
     """
     model = as_model(model)
     return ablated_tables(model, groups, [as_task(model, data) for data in eval_sets], as_method(method), means, full_logits,
