@@ -30,14 +30,20 @@ class Circuit(Protocol):
     the heads and MLPs its edges touch), and the keep mask it sets on a model."""
 
     @property
-    def label(self) -> str: ...
+    def label(self) -> str:
+        """How tables name it ('50% seed 2', '95% of edges seed 0')."""
+        ...
 
     @property
-    def level(self) -> Level: ...
+    def level(self) -> Level:
+        """What it keeps: units ("node") or edges ("edge")."""
+        ...
 
     kept: list[Unit]
 
-    def keep_mask(self) -> Float[Tensor, " mask"]: ...
+    def keep_mask(self) -> Float[Tensor, " mask"]:
+        """The flat 0/1 mask it sets, 1 at what it keeps, in its level's layout order."""
+        ...
 
 
 def mask_hooks(model: PreparedModel, level: Level, replacement: UnitMeans | None = None,

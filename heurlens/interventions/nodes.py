@@ -52,6 +52,7 @@ class Node:
 
     @property
     def is_writer(self) -> bool:
+        """Whether it adds to the residual stream (embed, a head's output, an MLP's) rather than reads it."""
         return self.kind in WRITER_KINDS
 
     @property
