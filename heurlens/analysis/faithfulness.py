@@ -24,7 +24,7 @@ import torch
 from heurlens.data.prompt_tasks import PromptSet, logit_difference
 from heurlens.errors import HeurlensError
 from heurlens.interventions.activation_cache import full_model_logits
-from heurlens.interventions.circuits import Level
+from heurlens.interventions.circuits import axis_of
 from heurlens.interventions.graph import edge_layout
 from heurlens.interventions.means import UnitMeans
 from heurlens.interventions.scoring import MethodName, as_method, one_chunk_at_a_time, scores_with_masks
@@ -104,7 +104,7 @@ def faithfulness_curve(model: ModelLike, circuits: Sequence[Subnetwork] | Mappin
     if not named:
         raise HeurlensError("give at least one circuit: subnetworks of a pruning run, or {label: units}")
     records = {} if isinstance(circuits, Mapping) else {circuit.label: circuit for circuit in circuits}
-    level: Level = "edge" if edges or any(record.level == "edge" for record in records.values()) else "node"
+    level = axis_of(list(records.values()), edges)
     if level == "edge" and method not in (None, "corrupt"):
         raise HeurlensError(f"method={method!r}: on the edge axis every edge outside a circuit carries its writer's "
                             "output on the corrupted prompt (corrupt ablation), the only ablation heurlens defines "

@@ -51,6 +51,7 @@ def faithfulness(run_dirs: tuple[str, ...], task: str, task_examples: int, seed:
     from heurlens.data.prompt_tasks import logit_difference
     from heurlens.data.run_data import PromptTaskData
     from heurlens.errors import HeurlensError
+    from heurlens.interventions.circuits import axis_of
     from heurlens.interventions.scoring import as_method
     from heurlens.pruning.evaluation import ablation_of
     from heurlens.pruning.run_folder import load_run_means, subnetworks_by_sparsity
@@ -62,7 +63,7 @@ def faithfulness(run_dirs: tuple[str, ...], task: str, task_examples: int, seed:
     runs = {run_dir: [sub for group in subnetworks_by_sparsity([run_dir]).values() for sub in group]
             for run_dir in run_dirs}
     everything = [sub for subnetworks in runs.values() for sub in subnetworks]
-    edges = any(sub.level == "edge" for sub in everything)
+    edges = axis_of(everything) == "edge"
     method = as_method(cast("MethodName", ablation)) if ablation else ablation_of(everything)
     if edges and method != "corrupt":
         raise HeurlensError(f"--ablation {method}: an edge run's circuits prune edges to the corrupted prompt's outputs, "

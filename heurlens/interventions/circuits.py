@@ -67,6 +67,12 @@ def check_level(model: PreparedModel, level: Level) -> None:
         edge_layout(model)
 
 
+def axis_of(circuits: Sequence[Circuit], edges: bool = False) -> Level:
+    """The level circuits are compared on: edges when asked (``edges``) or when any of them is an edge circuit (a node
+    circuit is then the edges between its units, ``EdgeLayout.edges_between``), else nodes."""
+    return "edge" if edges or any(circuit.level == "edge" for circuit in circuits) else "node"
+
+
 def level_of(circuits: Sequence[Circuit]) -> Level:
     """The one level of ``circuits`` (node or edge), refused when they mix them."""
     levels = {circuit.level for circuit in circuits}
