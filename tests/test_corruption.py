@@ -104,6 +104,11 @@ def test_the_ablate_command_with_corrupt_on_a_prompt_file(llama, tiny_decoder_di
                                  cache=False).to_dict("records")
     assert row["ablated_accuracy"] == pytest.approx(expected["ablated_accuracy"])
     assert row["kl"] == pytest.approx(expected["kl"], rel=1e-6) and row["kl"] > 0
+    with pytest.warns(DeprecationWarning, match="'interchange' is now called 'corrupt'"):
+        status, old_name, err = heurlens_in_process(capsys, "ablate", "--model", model, "--task", str(task),
+                                                    "--task-examples", "3", "--heads", "L1.H2", "--method",
+                                                    "interchange", "--json")
+    assert status == 0 and json.loads(old_name) == [row], err  # heurlens 0.1.0's choice, the same table
     status, out, err = heurlens_in_process(capsys, "prune", "--model", model, "--task", str(task), "--task-examples",
                                            "3", "--sparsity", "0.5", "--seeds", "1", "--steps", "3", "--ablation",
                                            "corrupt", "--out", str(tmp_path / "run"))
