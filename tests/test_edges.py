@@ -9,6 +9,7 @@ import torch
 from planted_edges import N_EDGES, PATH, build_planted_edges_model, planted_edges_task
 
 import heurlens
+from heurlens.analysis.faithfulness_areas import MIB_GRID
 from heurlens.errors import HeurlensError
 from heurlens.interventions.edge_masks import LAYERS_A_GROUP, edge_mask_forward
 from heurlens.interventions.graph import edge_layout, parse_edges
@@ -210,8 +211,9 @@ def test_faithfulness_of_edge_circuits_is_over_the_fraction_of_edges_kept(plante
 
 
 def test_the_cli_prunes_edges_and_scores_them_beside_a_node_run(planted, tmp_path, capsys):
-    """``heurlens prune --level edge`` then ``heurlens faithfulness EDGE_RUN NODE_RUN``: both over the fraction of
-    edges kept, the edge circuit the planted path."""
+    """``heurlens prune --level edge`` then ``heurlens faithfulness EDGE_RUN NODE_RUN``: each run's ranking at MIB's
+    sizes on its own axis; with ``--circuits targets`` both runs' circuits over the fraction of edges kept, the edge
+    circuit the planted path."""
     import json
 
     from cli_run import heurlens_in_process
@@ -235,6 +237,15 @@ def test_the_cli_prunes_edges_and_scores_them_beside_a_node_run(planted, tmp_pat
     assert status == 0, err
     status, out, err = heurlens_in_process(capsys, "faithfulness", str(tmp_path / "edges"), str(tmp_path / "nodes"),
                                            "--task", str(task), "--task-examples", "16", "--json")
+    assert status == 0, err
+    rows = json.loads(out)  # each run's ranking on its own axis, at MIB's ten sizes
+    edge_rows = [row for row in rows if row["method"].startswith("edge pruning")]
+    assert [row["edges_kept"] for row in edge_rows] == sorted({int(k * N_EDGES) for k in MIB_GRID})
+    assert edge_rows[-1]["faithfulness"] == pytest.approx(1.0, abs=1e-5)  # every edge: the model
+    assert {row["units_kept"] for row in rows if row["method"].startswith("mask optimisation")} == {0, 1, 3, 6}
+    status, out, err = heurlens_in_process(capsys, "faithfulness", str(tmp_path / "edges"), str(tmp_path / "nodes"),
+                                           "--task", str(task), "--task-examples", "16", "--circuits", "targets",
+                                           "--json")
     assert status == 0, err
     shown = {row["method"].split(" (")[0]: row for row in json.loads(out)}
     assert shown["edge pruning"]["edges_kept"] == 3 and shown["edge pruning"]["faithfulness"] == pytest.approx(1.0)

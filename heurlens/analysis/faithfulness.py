@@ -3,31 +3,32 @@
     f(k) = (m(circuit_k) - m(empty)) / (m(full) - m(empty)),
 
 m a metric of the model's scores (the logit difference by default for a prompt task with distractors),
-circuit_k a circuit keeping the fraction k of the units (every other unit ablated), empty: every unit ablated.
-CPR is the area under f over k in [0, 1] (higher is better), CMD the area under |1 - f| (lower is better), both
-by the trapezoidal rule over the sizes measured, with f(0) = 0 and f(1) = 1 by definition (MIB integrates over its
-sizes 0.1%-100% the same way). heurlens' circuits are node circuits: heads and MLPs (``Subnetwork``s of a pruning
-sweep over sparsities, or any units given by name) or edge circuits (``EdgeCircuit``s of ``prune --level edge``: k the
-fraction of edges kept, the empty circuit the run on the corrupted prompts).
+circuit_k a circuit keeping ``int(k n)`` of the n units or edges (every other one ablated), empty: every one
+ablated. f is measured at MIB's ten sizes k (0.1%-100%, ``faithfulness_areas.MIB_GRID``), nothing assumed, and CPR
+and CMD are MIB's trapezoids over them (``FaithfulnessCurve``). heurlens' circuits are node circuits (heads and
+MLPs: ``Subnetwork``s of a pruning sweep, or units given by name) and edge circuits (``EdgeCircuit``s of ``prune
+--level edge``, k over edges, the empty circuit the run on the corrupted prompts); a ranking (a mask run's log_alpha,
+attribution scores: ``interventions.rankings``) gives the circuit of every size (``ranking_curve``).
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from functools import partial
 
 import pandas as pd
 import torch
 
+from heurlens.analysis.faithfulness_areas import MIB_GRID, FaithfulnessCurve, grid_count
 from heurlens.data.prompt_tasks import PromptSet, logit_difference
 from heurlens.errors import HeurlensError
 from heurlens.interventions.activation_cache import full_model_logits
-from heurlens.interventions.circuits import axis_of
+from heurlens.interventions.circuits import Level, axis_of
 from heurlens.interventions.graph import edge_layout
 from heurlens.interventions.means import UnitMeans
-from heurlens.interventions.scoring import MethodName, as_method, one_chunk_at_a_time, scores_with_masks
+from heurlens.interventions.rankings import Ranking, check_rankings
+from heurlens.interventions.scoring import Method, MethodName, as_method, one_chunk_at_a_time, scores_with_masks
 from heurlens.interventions.units import UnitLayout, UnitsLike, as_units
 from heurlens.metrics import metric_value
 from heurlens.models.classifier import as_model
@@ -38,61 +39,26 @@ from heurlens.runtime.call_context import call_context
 from heurlens.tasks import TaskLike, as_task
 
 
-@dataclass
-class FaithfulnessCurve:
-    """One circuit a row (``circuits``: label, kept_fraction, units_kept or edges_kept, metric, faithfulness), the
-    metric of the full and of the empty model, and the curve's areas."""
-
-    circuits: pd.DataFrame
-    full: float
-    empty: float
-
-    @property
-    def curve(self) -> pd.DataFrame:
-        """Mean faithfulness per kept fraction (over the circuits of that size, e.g. seeds), with the endpoints
-        f(0) = 0 and f(1) = 1 added where not measured."""
-        means = self.circuits.groupby("kept_fraction")["faithfulness"].mean()
-        ends = pd.Series({0.0: 0.0, 1.0: 1.0})
-        return (pd.concat([ends[~ends.index.isin(means.index)], means]).sort_index()
-                .rename_axis("kept_fraction").reset_index(name="faithfulness"))
-
-    @property
-    def cpr(self) -> float:
-        """Area under f(k) over k in [0, 1] (trapezoidal): 1 for a circuit as good as the model at any size."""
-        return _area(self.curve, lambda f: f)
-
-    @property
-    def cmd(self) -> float:
-        """Area under |1 - f(k)| over k in [0, 1] (trapezoidal): 0 for a perfect curve."""
-        return _area(self.curve, lambda f: (1 - f).abs())
-
-
-def _area(curve: pd.DataFrame, height) -> float:
-    k, f = curve["kept_fraction"], height(curve["faithfulness"])
-    return float(((k.diff()) * (f + f.shift()) / 2).sum())
-
-
 @checked
 def faithfulness_curve(model: ModelLike, circuits: Sequence[Subnetwork] | Mapping[str, UnitsLike], task: TaskLike, *,
                        metric: Metric | None = None, method: MethodName | None = None, means: UnitMeans | None = None,
-                       cache: bool | None = None, edges: bool = False) -> FaithfulnessCurve:
-    """f(k) of each circuit on ``task``: ``circuits`` are subnetworks (a pruning sweep) or kept units by label
-    (``{"top 10%": "L9.H6,L9.H9,..."}``); every unit outside a circuit is ablated by ``method`` ("mean" with
-    ``means``, "zero", or "corrupt": its activation on the example's corrupted prompt). ``metric``: a function of
-    (scores, task) or (scores) to one number; default the logit difference of a prompt task with distractors.
-    ``edges``: k is the fraction of edges kept (node circuits as the edges between their units,
-    ``EdgeLayout.edges_between``), every other edge carrying its writer's output on the corrupted prompt, as edge
-    circuits (``prune --level edge``) are always scored: ``method`` None is "corrupt" there and "mean" for units,
-    and another ``method`` on the edge axis is refused."""
+                       cache: bool | None = None, edges: bool = False,
+                       grid: Sequence[float] = MIB_GRID) -> FaithfulnessCurve:
+    """f(k) of each circuit on ``task``: ``circuits`` are subnetworks (a pruning sweep: each seed's one curve) or kept
+    units by label (``{"top 10%": "L9.H6,L9.H9,..."}``: one curve); every unit outside a circuit is ablated by
+    ``method`` ("mean" with ``means``, "zero", or "corrupt": its activation on the example's corrupted prompt).
+    ``metric``: a function of (scores, task) or (scores) to one number; default the logit difference of a prompt
+    task with distractors. ``edges``: k is the fraction of edges kept (node circuits as the edges between their
+    units, ``EdgeLayout.edges_between``), every other edge carrying its writer's output on the corrupted prompt, as
+    edge circuits (``prune --level edge``) are always scored: ``method`` None is "corrupt" there and "mean" for
+    units, and another ``method`` on the edge axis is refused. A circuit is a point of its curve at a size of
+    ``grid`` (MIB's by default) when it keeps exactly ``int(size n)`` items; CPR and CMD need every size
+    (``ranking_curve`` cuts a run's ranking at each)."""
     model = as_model(model)
     task = as_task(model, task)
-    method = as_method(method) if method else None
-    metric = metric or _default_metric(task)
-    context = call_context(model, cache=cache)
-    full_scores = full_model_logits(model, task, context)
-    full = metric_value(metric, full_scores, task, "metric")
     if isinstance(circuits, Mapping):
         named = {label: as_units(units, model.n_layers, model.n_heads) for label, units in circuits.items()}
+        curves = dict.fromkeys(named, "circuits")
     else:
         for subnetwork in circuits:
             subnetwork.check_model(model)
@@ -101,14 +67,12 @@ def faithfulness_curve(model: ModelLike, circuits: Sequence[Subnetwork] | Mappin
             [(twice, _)] = Counter(sub.label for sub in circuits).most_common(1)
             raise HeurlensError(f"two circuits share the label {twice!r} (the same target and seed, from two "
                                 "runs?): give them as {label: subnetwork.kept} with labels of your own")
+        curves = {subnetwork.label: f"seed {subnetwork.seed}" for subnetwork in circuits}
     if not named:
         raise HeurlensError("give at least one circuit: subnetworks of a pruning run, or {label: units}")
     records = {} if isinstance(circuits, Mapping) else {circuit.label: circuit for circuit in circuits}
     level = axis_of(list(records.values()), edges)
-    if level == "edge" and method not in (None, "corrupt"):
-        raise HeurlensError(f"method={method!r}: on the edge axis every edge outside a circuit carries its writer's "
-                            "output on the corrupted prompt (corrupt ablation), the only ablation heurlens defines "
-                            "for edges; give method='corrupt' (or None)")
+    method = _method_on(level, method)
     if level == "edge":  # a node circuit as the edges between its units (EdgeLayout.edges_between)
         layout = edge_layout(model)
         kept: dict[str, list] = {label: records[label].kept_edges(layout) if label in records
@@ -118,26 +82,64 @@ def faithfulness_curve(model: ModelLike, circuits: Sequence[Subnetwork] | Mappin
         units_layout = UnitLayout(model.n_layers, model.n_heads)
         kept = dict(named)
         masks, of = [units_layout.keep_mask(units) for units in kept.values()], units_layout.n_units
-    score = partial(scores_with_masks, model, level, task=task, method=method or ("corrupt" if level == "edge" else
-                                                                                  "mean"), means=means, context=context)
+    rows = [(curves[label], label, len(kept_here)) for label, kept_here in kept.items()]
+    return _scored(model, task, level, masks, rows, of, grid, metric=metric, method=method, means=means, cache=cache)
+
+
+@checked
+def ranking_curve(model: ModelLike, rankings: Ranking | Sequence[Ranking], task: TaskLike, *,
+                  metric: Metric | None = None, method: MethodName | None = None, means: UnitMeans | None = None,
+                  cache: bool | None = None, grid: Sequence[float] = MIB_GRID) -> FaithfulnessCurve:
+    """f at every size of ``grid`` (MIB's ten by default) of each ranking's top ``int(size n)`` units or edges (as MIB
+    cuts attribution scores): one curve per ranking (e.g. one per seed of a mask run, ``rankings.ranking_of``), their
+    CPR and CMD averaged. Ablation as ``faithfulness_curve``'s."""
+    model = as_model(model)
+    task = as_task(model, task)
+    rankings = [rankings] if isinstance(rankings, Ranking) else list(rankings)
+    check_rankings(rankings)
+    level: Level = rankings[0].level
+    of = edge_layout(model).n_edges if level == "edge" else UnitLayout(model.n_layers, model.n_heads).n_units
+    if rankings[0].n_items != of:
+        raise HeurlensError(f"the rankings rank {rankings[0].n_items} {level}s and this model has {of}: rank this "
+                            "model's (a run of another model, or of the other level?)")
+    method = _method_on(level, method)
+    counts = sorted({grid_count(size, of) for size in grid})
+    masks = [ranking.top(count) for ranking in rankings for count in counts]
+    rows = [(ranking.label, f"{ranking.label}, top {count}", count) for ranking in rankings for count in counts]
+    return _scored(model, task, level, masks, rows, of, grid, metric=metric, method=method, means=means, cache=cache)
+
+
+def _method_on(level: Level, method: MethodName | None) -> Method:
+    """The ablation on ``level``: on edges only "corrupt" (the default there), on units "mean" by default."""
+    method = as_method(method) if method else None
+    if level == "edge" and method not in (None, "corrupt"):
+        raise HeurlensError(f"method={method!r}: on the edge axis every edge outside a circuit carries its writer's "
+                            "output on the corrupted prompt (corrupt ablation), the only ablation heurlens defines "
+                            "for edges; give method='corrupt' (or None)")
+    return method or ("corrupt" if level == "edge" else "mean")
+
+
+def _scored(model, task: Task, level: Level, masks: list[torch.Tensor], rows: list[tuple[str, str, int]], of: int,
+            grid: Sequence[float], *, metric: Metric | None, method: Method, means: UnitMeans | None,
+            cache: bool | None) -> FaithfulnessCurve:
+    """The curve of the circuits ``masks`` (rows: curve, label, items kept; out of ``of``): each scored with the
+    others ablated, beside the full model and the empty circuit."""
+    metric = metric or _default_metric(task)
+    context = call_context(model, cache=cache)
+    full_scores = full_model_logits(model, task, context)
+    full = metric_value(metric, full_scores, task, "metric")
+    score = partial(scores_with_masks, model, level, task=task, method=method, means=means, context=context)
     *values, empty = [metric_value(metric, scores, task, "metric") for _, scores in one_chunk_at_a_time(
         masks + [torch.zeros(of)], full_scores.numel() * 4, score)]
-    return _curve(full, empty, [(label, len(kept_here), of, value)
-                                for (label, kept_here), value in zip(kept.items(), values)],
-                  "edges" if level == "edge" else "units")
-
-
-def _curve(full: float, empty: float, circuits: list[tuple[str, int, int, float]], what: str) -> FaithfulnessCurve:
-    """The curve of circuits given as (label, kept, of how many, metric), ``what`` they keep (units or edges)."""
+    what = "edges" if level == "edge" else "units"
     if full == empty:
         raise HeurlensError(f"the metric is {full:g} for the full model and for the model with every {what[:-1]} "
                             "ablated, so faithfulness (m(circuit) - m(empty)) / (m(full) - m(empty)) is undefined: use "
                             f"a metric the {what} change")
-    rows = []
-    for label, kept, total, value in circuits:
-        rows.append({"circuit": label, "kept_fraction": kept / total, f"{what}_kept": kept,
-                     "metric": value, "faithfulness": (value - empty) / (full - empty)})
-    return FaithfulnessCurve(pd.DataFrame(rows), full, empty)
+    table = pd.DataFrame([{"curve": curve, "circuit": label, "kept_fraction": kept / of, f"{what}_kept": kept,
+                           "metric": value, "faithfulness": (value - empty) / (full - empty)}
+                          for (curve, label, kept), value in zip(rows, values)])
+    return FaithfulnessCurve(table, full, empty, of, tuple(grid))
 
 
 def _default_metric(task: Task) -> Metric:
@@ -149,18 +151,26 @@ def _default_metric(task: Task) -> Metric:
 
 
 def faithfulness_figure(curves: Mapping[str, FaithfulnessCurve], task_name: str):
-    """The curves (plotly), one per discovery method: mean f against the fraction of units kept, each circuit a
-    point, CPR and CMD in the legend."""
+    """The curves (plotly), one per discovery method: mean f against the size k (MIB's grid, a log axis), each
+    circuit a point, CPR and CMD in the legend (n/a where a size is missing)."""
     import plotly.graph_objects as go
 
     figure = go.Figure()
     for name, curve in curves.items():
-        figure.add_trace(go.Scatter(x=curve.curve["kept_fraction"], y=curve.curve["faithfulness"], mode="lines+markers",
-                                    name=f"{name} (CPR {curve.cpr:.3f}, CMD {curve.cmd:.3f})"))
+        means = curve.curve.dropna()
+        figure.add_trace(go.Scatter(x=means["kept_fraction"], y=means["faithfulness"], mode="lines+markers",
+                                    name=f"{name} ({areas_text(curve)})"))
         figure.add_trace(go.Scatter(x=curve.circuits["kept_fraction"], y=curve.circuits["faithfulness"],
                                     mode="markers", text=curve.circuits["circuit"], name=f"{name}: circuits",
                                     marker={"symbol": "x"}))
     figure.add_hline(y=1.0, line_dash="dot")
-    figure.update_layout(title=f"Faithfulness on {task_name}", xaxis_title="fraction of units kept (k)",
-                         yaxis_title="f(k)")
+    figure.update_layout(title=f"Faithfulness on {task_name}", xaxis_title="fraction of units or edges kept (k)",
+                         yaxis_title="f(k)", xaxis_type="log")
     return figure
+
+
+def areas_text(curve: FaithfulnessCurve) -> str:
+    """"CPR 0.812, CMD 0.204", or what is missing for them ("CPR, CMD n/a: no circuit at 0.1%, 0.2%")."""
+    if curve.missing:
+        return f"CPR, CMD n/a: no circuit at {', '.join(f'{size:.3g}' for size in [100 * m for m in curve.missing])}%"
+    return f"CPR {curve.cpr:.3f}, CMD {curve.cmd:.3f}"

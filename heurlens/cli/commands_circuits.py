@@ -3,6 +3,7 @@ CMD)."""
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
@@ -12,6 +13,8 @@ from heurlens.cli.group import cli
 from heurlens.cli.options import device_option, print_table, table_output_options, weights_dtype_option
 
 if TYPE_CHECKING:
+    from heurlens.analysis.circuit_comparison import Source
+    from heurlens.analysis.faithfulness_areas import FaithfulnessCurve
     from heurlens.interventions.scoring import MethodName
 
 
@@ -27,6 +30,15 @@ if TYPE_CHECKING:
 @click.option("--ablation", type=click.Choice(["mean", "zero", "corrupt", "interchange"]), default=None,
               help="What the units outside a circuit are replaced by (default: as the run pruned them; interchange: "
                    "corrupt's name before, deprecated).")
+@click.option("--circuits", "source", type=click.Choice(["ranking", "targets"]), default="ranking", show_default=True,
+              help="ranking: each record's trained log_alpha cut at every size of --grid (one run, every size, as MIB "
+                   "cuts scores); targets: the circuits the runs kept at their own sparsities (a point only where a "
+                   "sparsity lands on a size of the grid).")
+@click.option("--grid", default=None,
+              help="The sizes f is measured at, fractions kept, comma-separated (default MIB's ten: 0.001, 0.002, "
+                   "0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1).")
+@click.option("--random-seeds", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Also score random rankings (this many seeds) at every size: the baseline MIB reports.")
 @click.option("--figure", type=click.Path(dir_okay=False), default=None,
               help="Also write the curves (faithfulness against the fraction of units or edges kept) as a plotly HTML "
                    "page.")
@@ -35,70 +47,65 @@ if TYPE_CHECKING:
 @device_option
 @table_output_options
 def faithfulness(run_dirs: tuple[str, ...], task: str, task_examples: int, seed: int, ablation: str | None,
-                 figure: str | None, model: str | None, weights_dtype: str | None, device: str | None, as_json: bool,
-                 as_csv: bool) -> None:
-    """Score each subnetwork of each RUN_DIR as a circuit: f = (m(circuit) - m(empty)) / (m(full) - m(empty)) with the
-    other units ablated, and the areas CPR (under f, higher is better) and CMD (under |1 - f|, lower is better)
-    over the fraction of units kept, as the MIB benchmark scores circuits; beside them, attribution patching's
-    circuits of the same sizes (its units ranked on the first run's training prompts). With an edge run (prune
-    --level edge) among them, every curve is over the fraction of edges kept (a node circuit: the edges between its
-    units), every other edge carrying its writer's output on the corrupted prompt."""
-    import pandas as pd
-
+                 source: str, grid: str | None, random_seeds: int, figure: str | None, model: str | None,
+                 weights_dtype: str | None, device: str | None, as_json: bool, as_csv: bool) -> None:
+    """Score the circuits of each RUN_DIR as the MIB benchmark does: f = (m(circuit) - m(empty)) / (m(full) -
+    m(empty)) at each size of the grid (MIB's ten, 0.1% to 100% of the units or edges, nothing assumed), and the areas
+    CPR (under f, higher is better) and CMD (under |1 - f|, lower is better) by MIB's trapezoid; a curve missing a size
+    has none. Node runs are scored over the fraction of units (heads and MLPs) kept, beside attribution patching's
+    ranking (on the first run's training prompts); edge runs over the fraction of edges of heurlens' graph kept
+    (every other edge carrying its writer's output on the corrupted prompt). With --circuits targets and an edge run
+    among the runs, every circuit is scored on the edge axis (a node circuit: the edges between its units)."""
     import heurlens
-    from heurlens.analysis.attribution import attribution_circuits, attribution_scores
-    from heurlens.analysis.faithfulness import faithfulness_curve, faithfulness_figure
-    from heurlens.data.prompt_tasks import logit_difference
+    from heurlens.analysis.circuit_comparison import compare_runs, comparison_table
+    from heurlens.analysis.faithfulness import faithfulness_figure
     from heurlens.data.run_data import PromptTaskData
-    from heurlens.errors import HeurlensError
-    from heurlens.interventions.circuits import axis_of
-    from heurlens.interventions.scoring import as_method
-    from heurlens.pruning.evaluation import ablation_of
-    from heurlens.pruning.run_folder import load_run_means, subnetworks_by_sparsity
+    from heurlens.pruning.run_folder import subnetworks_by_sparsity
     from heurlens.runtime.cache import atomic_write_bytes
     from heurlens.runtime.run_folders import check_writable_file
 
     if figure:
         check_writable_file(Path(figure), "--figure")
+    sizes = parse_grid(grid)
     runs = {run_dir: [sub for group in subnetworks_by_sparsity([run_dir]).values() for sub in group]
             for run_dir in run_dirs}
-    everything = [sub for subnetworks in runs.values() for sub in subnetworks]
-    edges = axis_of(everything) == "edge"
-    method = as_method(cast("MethodName", ablation)) if ablation else ablation_of(everything)
-    if edges and method != "corrupt":
-        raise HeurlensError(f"--ablation {method}: an edge run's circuits prune edges to the corrupted prompt's outputs, "
-                            "the only ablation heurlens defines for edges, and every curve beside it is on the edge "
-                            "axis; give --ablation corrupt (or leave it out)")
-    hooked = heurlens.load_model(model or everything[0].model_id, device=device, dtype=weights_dtype)
+    hooked = heurlens.load_model(model or next(iter(runs.values()))[0].model_id, device=device, dtype=weights_dtype)
     data = PromptTaskData(task, task_examples, seed)
-    [prompts] = data.eval_sets(hooked)
-    means = load_run_means(Path(run_dirs[0]), hooked)
-    curves = {}
-    for run_dir, subnetworks in runs.items():
-        name = {"edge": "edge pruning", "node": "mask optimisation"}[subnetworks[0].level]
-        curves[f"{name} ({run_dir})" if len(runs) > 1 else name] = faithfulness_curve(
-            hooked, subnetworks, prompts, method=method, means=means, edges=edges)
-    ranking = attribution_scores(hooked, data.train(hooked), logit_difference, method=method, means=means)
-    n_units = hooked.n_layers * (hooked.n_heads + 1)
-    sizes = sorted({len(sub.kept) / n_units for sub in everything})
-    curves["attribution"] = faithfulness_curve(hooked, attribution_circuits(ranking, sizes, hooked.n_layers,
-                                                                            hooked.n_heads), prompts,
-                                               method=method, means=means, edges=edges)
+    curves = compare_runs(hooked, runs, data, cast("MethodName | None", ablation), cast("Source", source), sizes,
+                          random_seeds)
     if figure:
-        atomic_write_bytes(Path(figure), faithfulness_figure(curves, prompts.name).to_html(include_plotlyjs=True)
-                           .encode())
-    table = pd.concat([curve.circuits.assign(method=name, cpr=curve.cpr, cmd=curve.cmd)
-                       for name, curve in curves.items()], ignore_index=True)
+        atomic_write_bytes(Path(figure), faithfulness_figure(curves, task).to_html(include_plotlyjs=True).encode())
+    print_table(comparison_table(curves), as_json, as_csv, partial(_pretty, curves, task, run_dirs))
+
+
+def parse_grid(grid: str | None) -> tuple[float, ...]:
+    """--grid as sizes (fractions in (0, 1], ascending), MIB's ten when not given; refused by name otherwise."""
+    from heurlens.analysis.faithfulness_areas import MIB_GRID
+
+    if grid is None:
+        return MIB_GRID
+    try:
+        sizes = tuple(sorted({float(item) for item in grid.split(",") if item.strip()}))
+    except ValueError:
+        sizes = ()
+    if len(sizes) < 2 or not all(0 < size <= 1 for size in sizes):
+        raise click.BadParameter(f"{grid!r}: give two or more fractions kept in (0, 1], comma-separated, e.g. "
+                                 "0.01,0.1,0.5,1", param_hint="--grid")
+    return sizes
+
+
+def _pretty(curves: dict[str, FaithfulnessCurve], task_name: str, run_dirs: tuple[str, ...], table) -> str:
+    """The table as text: each method's circuits at each size, then the methods' CPR and CMD (n/a where missing)."""
+    from heurlens.analysis.faithfulness import areas_text
+
+    axes = "; ".join(dict.fromkeys(
+        f"{'edges' if 'edges_kept' in curve.circuits else 'units'}: k of {curve.n_items} "
+        f"{'edges of heurlens graph' if 'edges_kept' in curve.circuits else 'heads and MLPs'}"
+        for curve in curves.values()))
     first = next(iter(curves.values()))
-    outside = ("edges outside a circuit carry the corrupted prompt's outputs" if edges
-               else f"units outside a circuit {method}-ablated")
-
-    def pretty(table):
-        shown = table.drop(columns=["cpr", "cmd"]).round(3)
-        areas = "\n".join(f"{name:>17}: CPR {curve.cpr:.3f}  CMD {curve.cmd:.3f}" for name, curve in curves.items())
-        return (f"faithfulness on {prompts.name} of the circuits of {', '.join(run_dirs)} and of attribution's circuits "
-                f"of the same sizes in units (m: logit difference; full {first.full:.3f}, empty {first.empty:.3f}; "
-                f"{outside})\n{shown.to_string(index=False)}\n"
-                f"CPR: area under f (higher is better); CMD: area under |1 - f| (lower is better)\n{areas}")
-
-    print_table(table, as_json, as_csv, pretty)
+    shown = table.drop(columns=["cpr", "cmd"]).round(3)
+    areas = "\n".join(f"{name:>26}: {areas_text(curve)}" for name, curve in curves.items())
+    return (f"faithfulness on {task_name} of the circuits of {', '.join(run_dirs)} (m: logit difference; full "
+            f"{first.full:.3f}, empty {first.empty:.3f}; {axes})\n{shown.to_string(index=False)}\n"
+            "CPR: area under f (higher is better); CMD: area under |1 - f| (lower is better); MIB's trapezoid over "
+            f"the sizes {', '.join(f'{size:g}' for size in first.grid)}\n{areas}")

@@ -1,0 +1,85 @@
+"""Discovery methods side by side on MIB's yardstick (``heurlens faithfulness``): each pruning run's circuits (one
+run's ranking cut at every size, or the circuits its targets kept), attribution patching's ranking of the units, and
+random rankings (MIB's baseline), each scored as ``faithfulness.ranking_curve`` / ``faithfulness_curve`` score them,
+one table row per circuit and one CPR/CMD per method."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Literal
+
+import pandas as pd
+import torch
+
+from heurlens.analysis.attribution import attribution_circuits, attribution_scores
+from heurlens.analysis.faithfulness import faithfulness_curve, ranking_curve
+from heurlens.analysis.faithfulness_areas import MIB_GRID, FaithfulnessCurve, grid_count
+from heurlens.data.prompt_tasks import logit_difference
+from heurlens.data.run_data import PromptTaskData
+from heurlens.errors import HeurlensError
+from heurlens.interventions.circuits import Level, axis_of
+from heurlens.interventions.graph import edge_layout
+from heurlens.interventions.rankings import Ranking, random_ranking, ranking_of
+from heurlens.interventions.scoring import MethodName, as_method
+from heurlens.interventions.units import UnitLayout
+from heurlens.protocols import PreparedModel
+from heurlens.pruning.evaluation import ablation_of
+from heurlens.pruning.run_folder import load_run_means
+from heurlens.pruning.subnetwork import Subnetwork
+
+Source = Literal["ranking", "targets"]
+_METHOD = {"edge": "edge pruning", "node": "mask optimisation"}
+
+
+def compare_runs(model: PreparedModel, runs: Mapping[str, Sequence[Subnetwork]], data: PromptTaskData,
+                 ablation: MethodName | None = None, source: Source = "ranking", grid: Sequence[float] = MIB_GRID,
+                 random_seeds: int = 0) -> dict[str, FaithfulnessCurve]:
+    """The curve of each run (by run folder), of attribution patching's unit ranking (on ``data``'s training prompts)
+    and of ``random_seeds`` random rankings per level, on ``data``'s scoring prompts. ``source`` "ranking": each
+    record's log_alpha cut at every size, each run on its own level (units or edges); "targets": the circuits the
+    records kept, every curve on the edge axis when a run is an edge run. ``ablation``: as the runs pruned (node
+    runs; edge runs are always scored with corrupt ablation), or refused on edges when not "corrupt"."""
+    everything = [sub for subnetworks in runs.values() for sub in subnetworks]
+    nodes = [sub for sub in everything if sub.level == "node"]
+    method = as_method(ablation) if ablation else (ablation_of(nodes) if nodes else "corrupt")
+    if any(sub.level == "edge" for sub in everything) and method != "corrupt":
+        raise HeurlensError(f"--ablation {method}: an edge run's circuits prune edges to the corrupted prompt's outputs, "
+                            "the only ablation heurlens defines for edges; give --ablation corrupt (or leave it out)")
+    [prompts] = data.eval_sets(model)
+    means = load_run_means(Path(next(iter(runs))), model)
+    curves: dict[str, FaithfulnessCurve] = {}
+    levels: list[Level] = []
+    for run_dir, subnetworks in runs.items():
+        level = subnetworks[0].level
+        name = f"{_METHOD[level]} ({run_dir})" if len(runs) > 1 else _METHOD[level]
+        if source == "ranking":
+            curves[name] = ranking_curve(model, [ranking_of(sub) for sub in subnetworks], prompts,
+                                         method="corrupt" if level == "edge" else method, means=means, grid=grid)
+        else:
+            curves[name] = faithfulness_curve(model, list(subnetworks), prompts, method=method, means=means,
+                                              edges=axis_of(everything) == "edge", grid=grid)
+        levels.append(level)
+    scores = attribution_scores(model, data.train(model), logit_difference, method=method, means=means)
+    layout = UnitLayout(model.n_layers, model.n_heads)
+    if source == "ranking":
+        ranking = Ranking("attribution", "node", torch.tensor(scores["score"].tolist()), absolute=True)
+        curves["attribution"] = ranking_curve(model, ranking, prompts, method=method, means=means, grid=grid)
+    else:
+        fractions = sorted({grid_count(size, layout.n_units) / layout.n_units for size in grid})
+        circuits = attribution_circuits(scores, fractions, model.n_layers, model.n_heads)
+        curves["attribution"] = faithfulness_curve(model, circuits, prompts, method=method, means=means,
+                                                   edges=axis_of(everything) == "edge", grid=grid)
+    for level in dict.fromkeys(levels if source == "ranking" else [axis_of(everything)]) if random_seeds else ():
+        n_items = edge_layout(model).n_edges if level == "edge" else layout.n_units
+        rankings = [random_ranking(level, n_items, seed) for seed in range(random_seeds)]
+        curves[f"random ({level}s)"] = ranking_curve(model, rankings, prompts, grid=grid, means=means,
+                                                     method="corrupt" if level == "edge" else method)
+    return curves
+
+
+def comparison_table(curves: Mapping[str, FaithfulnessCurve]) -> pd.DataFrame:
+    """One row per circuit: the method, its curve (ranking or seed), the circuit, its size, metric and f, and the
+    method's CPR and CMD (NaN where a size is missing)."""
+    return pd.concat([curve.circuits.assign(method=name, cpr=curve.cpr, cmd=curve.cmd)
+                      for name, curve in curves.items()], ignore_index=True)

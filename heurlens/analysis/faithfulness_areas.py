@@ -1,0 +1,122 @@
+"""MIB's yardstick for circuits (Mueller et al., ICML 2025; hannamw/MIB-circuit-track, ``evaluation.py``): the
+faithfulness f(k) of a circuit keeping ``int(k n)`` of the ``n`` units or edges at each of its ten sizes
+
+    k = 0.1%, 0.2%, 0.5%, 1%, 2%, 5%, 10%, 20%, 50%, 100%    (``MIB_GRID``),
+
+and the areas over them by the trapezoidal rule on a linear k axis from 0.001 to 1:
+
+    CPR = sum_i (k_{i+1} - k_i) (f_i + f_{i+1}) / 2               (higher is better; may exceed 1),
+    CMD = sum_i (k_{i+1} - k_i) (|1 - f_i| + |1 - f_{i+1}|) / 2   (lower is better).
+
+Nothing is assumed: a curve that lacks a circuit at one of the sizes has no CPR or CMD (NaN, ``missing`` names the
+sizes). A circuit stands at size k when it keeps exactly ``int(k n)`` items, as MIB cuts them (Python's ``int``, so
+0.1% of 300 units is 0, the empty circuit).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import cast
+
+import pandas as pd
+
+MIB_GRID = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
+
+
+def grid_count(fraction: float, n_items: int) -> int:
+    """How many of ``n_items`` a circuit of size ``fraction`` keeps: ``int(fraction * n_items)``, MIB's cut."""
+    return int(fraction * n_items)
+
+
+def trapezoid(grid: Sequence[float], heights: Sequence[float]) -> float:
+    """The area under ``heights`` over ``grid`` by the trapezoidal rule, as MIB sums it (left to right)."""
+    area = 0.0
+    for i in range(len(grid) - 1):
+        area += (grid[i + 1] - grid[i]) * (heights[i] + heights[i + 1]) / 2
+    return area
+
+
+def cpr_and_cmd(grid: Sequence[float], faithfulness: Sequence[float]) -> tuple[float, float]:
+    """(CPR, CMD) of one curve, f at each size of ``grid``; NaN for both when a point is missing (NaN)."""
+    if len(faithfulness) != len(grid) or any(math.isnan(f) for f in faithfulness):
+        return math.nan, math.nan
+    return trapezoid(grid, faithfulness), trapezoid(grid, [abs(1 - f) for f in faithfulness])
+
+
+@dataclass
+class FaithfulnessCurve:
+    """Circuits scored on a task, one a row (``circuits``: ``curve``, the ranking or run the circuit belongs to;
+    ``circuit``; ``kept_fraction``; ``units_kept`` or ``edges_kept``; ``metric``; ``faithfulness``), the metric of the
+    full and of the empty model, ``n_items`` (the units or edges the counts are out of) and the ``grid`` of sizes.
+
+    Each curve (a ranking cut at every size, or one seed's sweep over sparsities) has a point at a size when one of
+    its circuits keeps ``grid_count(size, n_items)`` items (several: their mean); CPR and CMD are each curve's
+    areas averaged over the curves (``areas``), NaN while any curve misses a size (``missing``)."""
+
+    circuits: pd.DataFrame
+    full: float
+    empty: float
+    n_items: int | None = None
+    grid: tuple[float, ...] = field(default=MIB_GRID)
+
+    def __post_init__(self) -> None:
+        if "curve" not in self.circuits:  # a table of heurlens 0.1.0: its circuits one curve
+            self.circuits = self.circuits.assign(curve="circuits")
+        if self.n_items is None:  # as heurlens 0.1.0's tables imply it: kept / kept_fraction
+            sized = self.circuits[self.circuits["kept_fraction"] > 0].iloc[0]
+            self.n_items = round(sized[self.kept_column] / sized["kept_fraction"])
+
+    @property
+    def kept_column(self) -> str:
+        """``units_kept`` or ``edges_kept``: what the circuits keep."""
+        return "edges_kept" if "edges_kept" in self.circuits else "units_kept"
+
+    @property
+    def points(self) -> pd.DataFrame:
+        """One row per curve and size: ``curve``, ``kept_fraction`` (the size), ``kept`` (its count) and
+        ``faithfulness`` (NaN where the curve has no circuit of that count)."""
+        rows = []
+        for name, circuits in self.circuits.groupby("curve", sort=False):
+            by_count = circuits.groupby(self.kept_column)["faithfulness"].mean()
+            for size in self.grid:
+                count = grid_count(size, cast(int, self.n_items))
+                rows.append({"curve": name, "kept_fraction": size, "kept": count,
+                             "faithfulness": float(by_count.get(count, math.nan))})
+        return pd.DataFrame(rows, columns=["curve", "kept_fraction", "kept", "faithfulness"])
+
+    @property
+    def curve(self) -> pd.DataFrame:
+        """Mean faithfulness per size over the curves (NaN where one misses it): ``kept_fraction``, ``faithfulness``."""
+        means = self.points.groupby("kept_fraction", sort=True)["faithfulness"].agg(lambda f: f.mean(skipna=False))
+        return means.rename_axis("kept_fraction").reset_index(name="faithfulness")
+
+    @property
+    def areas(self) -> pd.DataFrame:
+        """Each curve's ``cpr`` and ``cmd`` (NaN where it misses a size)."""
+        rows = []
+        for name, points in self.points.groupby("curve", sort=False):
+            cpr, cmd = cpr_and_cmd(self.grid, points["faithfulness"].tolist())
+            rows.append({"curve": name, "cpr": cpr, "cmd": cmd})
+        return pd.DataFrame(rows, columns=["curve", "cpr", "cmd"])
+
+    @property
+    def missing(self) -> list[float]:
+        """The sizes of the grid at which some curve has no circuit (then there is no CPR or CMD)."""
+        points = self.points
+        return sorted(set(points.loc[points["faithfulness"].isna(), "kept_fraction"]))
+
+    @property
+    def cpr(self) -> float:
+        """Area under f over the grid (MIB's trapezoid), averaged over the curves; NaN when a size is missing."""
+        return self._mean_area("cpr")
+
+    @property
+    def cmd(self) -> float:
+        """Area under |1 - f| over the grid, averaged over the curves; NaN when a size is missing."""
+        return self._mean_area("cmd")
+
+    def _mean_area(self, column: str) -> float:
+        values = self.areas[column]
+        return float(values.mean(skipna=False)) if len(values) else math.nan
