@@ -7,14 +7,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal, cast
 
 import pandas as pd
 import torch
+from torch import Tensor
 
 from heurlens.analysis.attribution import attribution_circuits, attribution_scores
-from heurlens.analysis.faithfulness import faithfulness_curve, ranking_curve
+from heurlens.analysis.faithfulness import faithfulness_curve, keep_mask_curve, ranking_curve
 from heurlens.analysis.faithfulness_areas import MIB_GRID, FaithfulnessCurve, grid_count
+from heurlens.analysis.mib_files import MibFile
 from heurlens.data.prompt_tasks import logit_difference
 from heurlens.data.run_data import PromptTaskData
 from heurlens.errors import HeurlensError
@@ -34,48 +36,60 @@ _METHOD = {"edge": "edge pruning", "node": "mask optimisation"}
 
 def compare_runs(model: PreparedModel, runs: Mapping[str, Sequence[Subnetwork]], data: PromptTaskData,
                  ablation: MethodName | None = None, source: Source = "ranking", grid: Sequence[float] = MIB_GRID,
-                 random_seeds: int = 0) -> dict[str, FaithfulnessCurve]:
-    """The curve of each run (by run folder), of attribution patching's unit ranking (on ``data``'s training prompts)
-    and of ``random_seeds`` random rankings per level, on ``data``'s scoring prompts. ``source`` "ranking": each
-    record's log_alpha cut at every size, each run on its own level (units or edges); "targets": the circuits the
-    records kept, every curve on the edge axis when a run is an edge run. ``ablation``: as the runs pruned (node
-    runs; edge runs are always scored with corrupt ablation), or refused on edges when not "corrupt"."""
+                 random_seeds: int = 0, files: Sequence[MibFile] = ()) -> dict[str, FaithfulnessCurve]:
+    """The curve of each run (by run folder), of each MIB-format file, of attribution patching's unit ranking (on
+    ``data``'s training prompts) and of ``random_seeds`` random rankings per level, on ``data``'s scoring prompts.
+    ``source`` "ranking": each record's log_alpha cut at every size, each run on its own level (units or edges);
+    "targets": the circuits the records kept, every curve on the edge axis when a run is an edge run. ``ablation``:
+    as the runs pruned (node runs; edges are always scored with corrupt ablation, MIB's patching), or refused on
+    edges when not "corrupt"."""
     everything = [sub for subnetworks in runs.values() for sub in subnetworks]
     nodes = [sub for sub in everything if sub.level == "node"]
     method = as_method(ablation) if ablation else (ablation_of(nodes) if nodes else "corrupt")
-    if any(sub.level == "edge" for sub in everything) and method != "corrupt":
-        raise HeurlensError(f"--ablation {method}: an edge run's circuits prune edges to the corrupted prompt's outputs, "
-                            "the only ablation heurlens defines for edges; give --ablation corrupt (or leave it out)")
+    if (any(sub.level == "edge" for sub in everything) or any(file.level == "edge" for file in files)) and (
+            method != "corrupt"):
+        raise HeurlensError(f"--ablation {method}: edge circuits carry the corrupted prompt's outputs on the edges they "
+                            "drop, the only ablation heurlens defines for edges; give --ablation corrupt (or leave it "
+                            "out)")
     [prompts] = data.eval_sets(model)
-    means = load_run_means(Path(next(iter(runs))), model)
+    means = load_run_means(Path(next(iter(runs))), model) if runs else data.means(model)
+    on_edges = source == "targets" and axis_of(everything) == "edge"
+    score: dict[str, Any] = {"method": method, "means": means, "grid": grid}
     curves: dict[str, FaithfulnessCurve] = {}
     levels: list[Level] = []
     for run_dir, subnetworks in runs.items():
         level = subnetworks[0].level
         name = f"{_METHOD[level]} ({run_dir})" if len(runs) > 1 else _METHOD[level]
         if source == "ranking":
-            curves[name] = ranking_curve(model, [ranking_of(sub) for sub in subnetworks], prompts,
-                                         method="corrupt" if level == "edge" else method, means=means, grid=grid)
+            curves[name] = ranking_curve(model, [ranking_of(sub) for sub in subnetworks], prompts, **_on(level, score))
         else:
-            curves[name] = faithfulness_curve(model, list(subnetworks), prompts, method=method, means=means,
-                                              edges=axis_of(everything) == "edge", grid=grid)
-        levels.append(level)
+            curves[name] = faithfulness_curve(model, list(subnetworks), prompts, edges=on_edges, **score)
+        levels.append("edge" if on_edges else level)
+    for file in files:
+        name = f"file {file.path.name}"
+        curves[name] = (ranking_curve(model, file.ranking, prompts, **_on(file.level, score)) if file.ranking else
+                        keep_mask_curve(model, file.level, {file.path.stem: cast(Tensor, file.keep)}, prompts,
+                                        **_on(file.level, score)))
+        levels.append(file.level)
     scores = attribution_scores(model, data.train(model), logit_difference, method=method, means=means)
     layout = UnitLayout(model.n_layers, model.n_heads)
-    if source == "ranking":
+    if not on_edges:
         ranking = Ranking("attribution", "node", torch.tensor(scores["score"].tolist()), absolute=True)
-        curves["attribution"] = ranking_curve(model, ranking, prompts, method=method, means=means, grid=grid)
-    else:
-        fractions = sorted({grid_count(size, layout.n_units) / layout.n_units for size in grid})
+        curves["attribution"] = ranking_curve(model, ranking, prompts, **score)
+    else:  # attribution's circuits of the grid's unit counts, as the edges between their units
+        fractions = sorted({grid_count(size, layout.n_units) / layout.n_units for size in grid} - {0.0})
         circuits = attribution_circuits(scores, fractions, model.n_layers, model.n_heads)
-        curves["attribution"] = faithfulness_curve(model, circuits, prompts, method=method, means=means,
-                                                   edges=axis_of(everything) == "edge", grid=grid)
-    for level in dict.fromkeys(levels if source == "ranking" else [axis_of(everything)]) if random_seeds else ():
+        curves["attribution"] = faithfulness_curve(model, circuits, prompts, edges=True, **score)
+    for level in dict.fromkeys(levels) if random_seeds else ():
         n_items = edge_layout(model).n_edges if level == "edge" else layout.n_units
         rankings = [random_ranking(level, n_items, seed) for seed in range(random_seeds)]
-        curves[f"random ({level}s)"] = ranking_curve(model, rankings, prompts, grid=grid, means=means,
-                                                     method="corrupt" if level == "edge" else method)
+        curves[f"random ({level}s)"] = ranking_curve(model, rankings, prompts, **_on(level, score))
     return curves
+
+
+def _on(level: Level, score: dict[str, Any]) -> dict[str, Any]:
+    """The scoring options on ``level``: edges always with corrupt ablation."""
+    return {**score, "method": "corrupt"} if level == "edge" else score
 
 
 def comparison_table(curves: Mapping[str, FaithfulnessCurve]) -> pd.DataFrame:

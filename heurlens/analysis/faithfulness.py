@@ -109,6 +109,24 @@ def ranking_curve(model: ModelLike, rankings: Ranking | Sequence[Ranking], task:
     return _scored(model, task, level, masks, rows, of, grid, metric=metric, method=method, means=means, cache=cache)
 
 
+@checked
+def keep_mask_curve(model: ModelLike, level: Level, masks: Mapping[str, torch.Tensor], task: TaskLike, *,
+                    metric: Metric | None = None, method: MethodName | None = None, means: UnitMeans | None = None,
+                    cache: bool | None = None, grid: Sequence[float] = MIB_GRID) -> FaithfulnessCurve:
+    """f of circuits given as 0/1 keep masks on the units (``level`` "node", ``UnitLayout``'s order) or edges
+    ("edge", ``EdgeLayout``'s), by label (e.g. the circuit files of another tool): one curve, a point at each size
+    of ``grid`` that a circuit's count matches. Ablation as ``faithfulness_curve``'s."""
+    model = as_model(model)
+    task = as_task(model, task)
+    of = edge_layout(model).n_edges if level == "edge" else UnitLayout(model.n_layers, model.n_heads).n_units
+    for label, mask in masks.items():
+        if mask.shape != (of,):
+            raise HeurlensError(f"circuit {label!r} has {mask.numel()} entries and this model has {of} {level}s")
+    rows = [("circuits", label, int(mask.sum())) for label, mask in masks.items()]
+    return _scored(model, task, level, [mask.float() for mask in masks.values()], rows, of, grid, metric=metric,
+                   method=_method_on(level, method), means=means, cache=cache)
+
+
 def _method_on(level: Level, method: MethodName | None) -> Method:
     """The ablation on ``level``: on edges only "corrupt" (the default there), on units "mean" by default."""
     method = as_method(method) if method else None

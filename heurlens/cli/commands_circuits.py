@@ -13,13 +13,23 @@ from heurlens.cli.group import cli
 from heurlens.cli.options import device_option, print_table, table_output_options, weights_dtype_option
 
 if TYPE_CHECKING:
+    from torch import Tensor
+
     from heurlens.analysis.circuit_comparison import Source
     from heurlens.analysis.faithfulness_areas import FaithfulnessCurve
+    from heurlens.interventions.rankings import Ranking
     from heurlens.interventions.scoring import MethodName
 
 
 @cli.command()
-@click.argument("run_dirs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
+@click.argument("run_dirs", nargs=-1, type=click.Path(exists=True, file_okay=False))
+@click.option("--mib-file", "mib_files", multiple=True, type=click.Path(exists=True, dir_okay=False),
+              help="A circuit file in MIB's format (EAP-IG's Graph.to_json: edge or node importance scores, or a binary "
+                   "circuit), written by any tool, scored beside the runs (repeatable; --model names the model when no "
+                   "run is given).")
+@click.option("--absolute", is_flag=True,
+              help="Rank the --mib-file scores by their absolute value (MIB's --absolute; default: signed, as MIB's "
+                   "evaluation runs by default).")
 @click.option("--task", required=True,
               help="The prompt task the run was pruned on: 'ioi', 'greater-than' or a .jsonl/.csv file with "
                    "distractors (m is the logit difference of the answers and the distractors).")
@@ -46,9 +56,9 @@ if TYPE_CHECKING:
 @weights_dtype_option
 @device_option
 @table_output_options
-def faithfulness(run_dirs: tuple[str, ...], task: str, task_examples: int, seed: int, ablation: str | None,
-                 source: str, grid: str | None, random_seeds: int, figure: str | None, model: str | None,
-                 weights_dtype: str | None, device: str | None, as_json: bool, as_csv: bool) -> None:
+def faithfulness(run_dirs: tuple[str, ...], mib_files: tuple[str, ...], absolute: bool, task: str, task_examples: int,
+                 seed: int, ablation: str | None, source: str, grid: str | None, random_seeds: int, figure: str | None,
+                 model: str | None, weights_dtype: str | None, device: str | None, as_json: bool, as_csv: bool) -> None:
     """Score the circuits of each RUN_DIR as the MIB benchmark does: f = (m(circuit) - m(empty)) / (m(full) -
     m(empty)) at each size of the grid (MIB's ten, 0.1% to 100% of the units or edges, nothing assumed), and the areas
     CPR (under f, higher is better) and CMD (under |1 - f|, lower is better) by MIB's trapezoid; a curve missing a size
@@ -56,9 +66,12 @@ def faithfulness(run_dirs: tuple[str, ...], task: str, task_examples: int, seed:
     ranking (on the first run's training prompts); edge runs over the fraction of edges of heurlens' graph kept
     (every other edge carrying its writer's output on the corrupted prompt). With --circuits targets and an edge run
     among the runs, every circuit is scored on the edge axis (a node circuit: the edges between its units)."""
+    from dataclasses import replace
+
     import heurlens
     from heurlens.analysis.circuit_comparison import compare_runs, comparison_table
     from heurlens.analysis.faithfulness import faithfulness_figure
+    from heurlens.analysis.mib_files import read_mib_file
     from heurlens.data.run_data import PromptTaskData
     from heurlens.pruning.run_folder import subnetworks_by_sparsity
     from heurlens.runtime.cache import atomic_write_bytes
@@ -67,12 +80,16 @@ def faithfulness(run_dirs: tuple[str, ...], task: str, task_examples: int, seed:
     if figure:
         check_writable_file(Path(figure), "--figure")
     sizes = parse_grid(grid)
+    if not run_dirs and not (mib_files and model):
+        raise click.UsageError("give RUN_DIRS (heurlens prune runs), or --mib-file FILE with --model")
     runs = {run_dir: [sub for group in subnetworks_by_sparsity([run_dir]).values() for sub in group]
             for run_dir in run_dirs}
     hooked = heurlens.load_model(model or next(iter(runs.values()))[0].model_id, device=device, dtype=weights_dtype)
+    files = [read_mib_file(Path(path), hooked) for path in mib_files]
+    files = [replace(file, ranking=replace(file.ranking, absolute=absolute)) if file.ranking else file for file in files]
     data = PromptTaskData(task, task_examples, seed)
     curves = compare_runs(hooked, runs, data, cast("MethodName | None", ablation), cast("Source", source), sizes,
-                          random_seeds)
+                          random_seeds, files)
     if figure:
         atomic_write_bytes(Path(figure), faithfulness_figure(curves, task).to_html(include_plotlyjs=True).encode())
     print_table(comparison_table(curves), as_json, as_csv, partial(_pretty, curves, task, run_dirs))
@@ -105,7 +122,65 @@ def _pretty(curves: dict[str, FaithfulnessCurve], task_name: str, run_dirs: tupl
     first = next(iter(curves.values()))
     shown = table.drop(columns=["cpr", "cmd"]).round(3)
     areas = "\n".join(f"{name:>26}: {areas_text(curve)}" for name, curve in curves.items())
-    return (f"faithfulness on {task_name} of the circuits of {', '.join(run_dirs)} (m: logit difference; full "
+    return (f"faithfulness on {task_name} of the circuits of {', '.join(run_dirs) or 'the files'} (m: logit "
+            "difference; full "
             f"{first.full:.3f}, empty {first.empty:.3f}; {axes})\n{shown.to_string(index=False)}\n"
             "CPR: area under f (higher is better); CMD: area under |1 - f| (lower is better); MIB's trapezoid over "
             f"the sizes {', '.join(f'{size:g}' for size in first.grid)}\n{areas}")
+
+
+@cli.command("export-mib")
+@click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
+@click.option("--out", required=True, type=click.Path(file_okay=False),
+              help="Folder to write into: <record>/importances.json per record of RUN_DIR (e.g. "
+                   "sparsity-0.95/seed-00/importances.json), a new folder or one this command wrote.")
+@click.option("--circuits", "with_circuits", is_flag=True,
+              help="Also write each record's binary circuit at every size of MIB's grid (circuit-<percent>.json), "
+                   "the other format MIB's leaderboard takes.")
+@click.option("--model", default=None, help="Model (default: the one the run pruned).")
+@weights_dtype_option
+@device_option
+def export_mib(run_dir: str, out: str, with_circuits: bool, model: str | None, weights_dtype: str | None,
+               device: str | None) -> None:
+    """Write the ranking of each record of RUN_DIR (its trained log_alpha, higher kept first) as a circuit file in
+    MIB's format (EAP-IG's Graph.to_json: scores per edge on MIB's graph, grouped-query attention ungrouped, or per
+    head and MLP for a node run), which MIB's circuit track and heurlens faithfulness --mib-file read."""
+    import heurlens
+    from heurlens.analysis.faithfulness_areas import MIB_GRID, grid_count
+    from heurlens.analysis.mib_files import write_mib_file
+    from heurlens.errors import HeurlensError
+    from heurlens.interventions.rankings import ranking_of
+    from heurlens.pruning.run_folder import find_subnetworks
+    from heurlens.pruning.subnetwork import Subnetwork
+    from heurlens.runtime.run_folders import check_writable_dir
+
+    records = {path: Subnetwork.load(path) for path in find_subnetworks(Path(run_dir))}
+    if not records:
+        raise HeurlensError(f"{run_dir} holds no records (sparsity-*/seed-*.json); make them with heurlens prune "
+                            f"--out {run_dir}")
+    hooked = heurlens.load_model(model or next(iter(records.values())).model_id, device=device, dtype=weights_dtype)
+    planned: dict[Path, tuple[Ranking | None, Tensor | None]] = {}
+    for path, record in records.items():
+        folder = Path(out) / path.relative_to(run_dir).with_suffix("")
+        ranking = ranking_of(record)
+        planned[folder / "importances.json"] = (ranking, None)
+        for size in MIB_GRID if with_circuits else ():
+            planned[folder / f"circuit-{100 * size:g}%.json"] = (None, ranking.top(grid_count(size, ranking.n_items)))
+    foreign = [path for path in planned if path.exists() and _written_by_others(path)]
+    if foreign:
+        raise HeurlensError(f"{foreign[0]} exists and is not a file heurlens export-mib wrote; give another --out")
+    level = next(iter(records.values())).level
+    for path, (scores, keep) in planned.items():
+        check_writable_dir(path.parent, "--out")
+        write_mib_file(path, hooked, scores, keep, level=level)
+    click.echo(f"wrote {len(planned)} MIB circuit files for {len(records)} records under {out}")
+
+
+def _written_by_others(path: Path) -> bool:
+    """Whether ``path`` is not a circuit file heurlens wrote (its cfg names heurlens)."""
+    import json
+
+    try:
+        return "heurlens" not in json.loads(path.read_text()).get("cfg", {})
+    except (OSError, ValueError, AttributeError):
+        return True
