@@ -17,8 +17,11 @@ import torch.nn.functional as F
 from jaxtyping import Bool, Float
 from torch import Tensor
 
+from heurlens.data.prompt_tasks import PromptSet, logit_difference
+from heurlens.errors import HeurlensError
 from heurlens.interventions.units import UnitLayout
-from heurlens.protocols import Loss, Task
+from heurlens.metrics import metric_loss
+from heurlens.protocols import Loss, Metric, Task
 from heurlens.pruning.hard_concrete import HardConcrete
 from heurlens.pruning.settings import PruneSettings
 from heurlens.tasks import batch_rows
@@ -49,6 +52,24 @@ def kl_loss(scores: Float[Tensor, "batch output"], reference: Float[Tensor, "bat
             example_ids: Tensor) -> Tensor:
     """The Heuristic Core paper's objective: KL(p_full || p_masked), averaged over the batch."""
     return F.kl_div(F.log_softmax(scores, -1), F.log_softmax(reference, -1), log_target=True, reduction="batchmean")
+
+
+def pruning_loss(config: PruneSettings, data: Task, loss: Loss | None, metric: Metric | None) -> Loss | None:
+    """The loss the masks train on: ``loss`` when given; else ``metric`` kept at the full model's value
+    (``metric_loss``); else ``config.objective``'s: None for "kl" (``kl_loss``), and for "logit-diff" the task's
+    logit difference kept at the full model's, (LD(masked) - LD(full))^2 over each batch (MIB's metric)."""
+    given = [name for name, value in (("loss", loss), ("metric", metric)) if value is not None]
+    if config.objective != "kl" and given:
+        raise HeurlensError(f"objective={config.objective!r} and {given[0]}= both say what to prune for: give one")
+    if len(given) == 2:
+        raise HeurlensError("give a loss or a metric to prune for, not both")
+    if config.objective == "logit-diff":
+        if not isinstance(data, PromptSet) or not data.distractors.shape[1]:
+            raise HeurlensError(f"objective='logit-diff' (--objective logit-diff) keeps the logit difference of answer "
+                                f"and distractors, and the task {data.name!r} has no distractors: prune a prompt task "
+                                "with distractors (ioi, greater-than, a .jsonl file), or use objective='kl'")
+        metric = logit_difference
+    return loss if metric is None else metric_loss(metric, data)
 
 
 def subnetwork_loss(scores: Float[Tensor, "row output"], data: Task, full_logits: Float[Tensor, "row output"],

@@ -27,12 +27,11 @@ from heurlens.interventions.graph import edge_layout
 from heurlens.interventions.means import UnitMeans, compute_means
 from heurlens.interventions.scoring import as_method, scores_with_masks
 from heurlens.interventions.units import UnitLayout
-from heurlens.metrics import metric_loss
 from heurlens.models.classifier import as_model
 from heurlens.protocols import Loss, Metric, ModelLike, PreparedModel, Task, is_task
 from heurlens.pruning.circuit import EdgeCircuit, nodes_of
 from heurlens.pruning.hard_concrete import HardConcrete
-from heurlens.pruning.objective import kl_loss, prunable_units, subnetwork_loss
+from heurlens.pruning.objective import kl_loss, prunable_units, pruning_loss, subnetwork_loss
 from heurlens.pruning.run_folder import (
     SparsityTargetMissed,
     check_run_folder,
@@ -91,10 +90,7 @@ def prune(model: ModelLike, data: TaskLike | datasets.Dataset, *, sparsity: floa
             raise HeurlensError("the pruning data set is empty; give it at least one pair")
         data = tokenize_pairs("pruning-data", data, model.tokenizer, batch_size or 16, sort_by_length=True)
     data = as_task(model, data, batch_size=batch_size or 32)
-    if metric is not None:
-        if loss is not None:
-            raise HeurlensError("give a loss or a metric to prune for, not both")
-        loss = metric_loss(metric, data)
+    loss = pruning_loss(config, data, loss, metric)
     sparsities = [float(s) + 0.0 for s in ([sparsity] if isinstance(sparsity, (int, float)) else sparsity)]  # no -0
     for target in sparsities:
         if not 0 <= target < 1:

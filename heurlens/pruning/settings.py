@@ -86,6 +86,10 @@ class PruneSettings:
         "help": "What the masks prune: node (heads and MLPs, the Heuristic Core's) or edge (which component reads "
                 "which other's output, Edge Pruning's; needs --ablation corrupt, a decoder TransformerLens splits "
                 "per head, and a sparsity over edges, e.g. 0.95)."})
+    objective: Literal["kl", "logit-diff"] = field(default="kl", metadata={
+        "help": "What the masks are trained to keep: kl, the full model's output distribution (KL, the Heuristic "
+                "Core's); logit-diff, the task's logit difference of answer and distractors kept at the full model's "
+                "(MIB's metric; a prompt task with distractors)."})
     dtype: Precision = field(default="float32", metadata={
         "help": "Precision of the model's matrix products while the masks train and in the evaluation "
                 "(torch.autocast; log_alpha, the multipliers and the KL stay float32): bfloat16 or float16 on a "
@@ -132,11 +136,12 @@ class PruneSettings:
 
     def to_dict(self) -> dict:
         """The settings as recorded in each subnetwork; ``units``, ``ablation``, ``level``, ``dtype``, ``penalty``,
-        ``settle_steps`` and ``extend_steps`` only when not what run folders written before they existed used, so those
-        still match their own settings."""
+        ``settle_steps``, ``extend_steps`` and ``objective`` only when not what run folders written before they
+        existed used, so those still match their own settings."""
         settings = asdict(self)
         for name, default in (("units", "all"), ("ablation", "mean"), ("level", "node"), ("dtype", "float32"),
-                              ("penalty", "lagrangian"), ("settle_steps", 0), ("extend_steps", 0)):
+                              ("penalty", "lagrangian"), ("settle_steps", 0), ("extend_steps", 0),
+                              ("objective", "kl")):
             if settings[name] == default:
                 del settings[name]
         return settings
