@@ -57,9 +57,9 @@ def jobs() -> list[str]:
             + [f"ioi/node-kl-target-{target:g}" for target in SWEEP])
 
 
-def run(job: str, out: Path, examples: int = EXAMPLES, steps: int | None = None) -> None:
+def run(job: str, out: Path, examples: int = EXAMPLES, steps: int | None = None, seeds: int = SEEDS) -> None:
     """Prune (a mask job) and score the job's circuits on the scoring prompts; writes ``out/scores/JOB.json``
-    (``examples``, ``steps``: smaller for a trial run)."""
+    (``examples``, ``steps``, ``seeds``: fewer for a trial or a CPU run)."""
     task, name = job.split("/")
     model = heurlens.load_model("smollm2")
     data = PromptTaskData(task, examples, seed=0)
@@ -81,7 +81,7 @@ def run(job: str, out: Path, examples: int = EXAMPLES, steps: int | None = None)
     objective = "logit-diff" if rest.startswith("logit-diff") else "kl"
     target = float(rest.rpartition("target-")[2]) if "target-" in rest else TARGETS[level]
     config = heurlens.PruneSettings(level=level, ablation="corrupt", objective=objective, total_steps=steps)
-    records = heurlens.prune(model, train, sparsity=target, seeds=range(SEEDS), out=out / "runs" / task / name,
+    records = heurlens.prune(model, train, sparsity=target, seeds=range(seeds), out=out / "runs" / task / name,
                              config=config, progress=False)
     seconds = sum(record.metrics["train_seconds"] for record in records)
     trained_on = records[0].metrics["trained_on"]
@@ -92,7 +92,7 @@ def run(job: str, out: Path, examples: int = EXAMPLES, steps: int | None = None)
     _save(out / "scores" / task / f"{name}.json", curve, seconds, trained_on,
           steps=config.steps_for(target, len(train), train.batches[0]["input_ids"].shape[0])[1])
     if "target-" in rest and target == max(SWEEP):  # the empty and the whole circuit, measured once per seed
-        ends = [replace(records[0], kept=kept, target_sparsity=sparsity, seed=seed) for seed in range(SEEDS)
+        ends = [replace(records[0], kept=kept, target_sparsity=sparsity, seed=seed) for seed in range(seeds)
                 for kept, sparsity in (([], 1.0), (UnitLayout(30, 9).units(), 0.0))]
         _save(out / "scores" / task / "node-kl-target-ends.json", faithfulness_curve(model, ends, scoring,
                                                                                   method="corrupt"), 0.0, where)
@@ -169,6 +169,7 @@ def page(out: Path, docs: Path) -> None:
                                                         "steps": sum(s.get("steps", 0) for _, s in loaded)}, cpu))
         if not curves:
             continue
+        matched = _ranking_against_targets(curves) if "node-kl-targets" in curves and "node-kl" in curves else None
         table = pd.DataFrame(rows).sort_values(["axis", "CPR"], ascending=[False, False])
         first = next(iter(curves.values()))
         lines += [f"## {title}\n", f"m(full) {first.full:.3f}, m(empty) {first.empty:.3f}.\n",
@@ -178,6 +179,11 @@ def page(out: Path, docs: Path) -> None:
                                      f"{title} (SmolLM2-135M)")
         atomic_write_bytes(docs.with_name(f"{docs.stem}-{task}.html"), figure.to_html(include_plotlyjs="cdn").encode())
         lines.append(f"Curves: [{docs.stem}-{task}.html]({docs.stem}-{task}.html).\n")
+        if matched is not None:
+            lines += ["### One run's ranking against one run per size (node masks, KL)\n",
+                      "f of the circuit of each size that a per-target run measured (seeds as measured), beside the "
+                      f"ranking run's (target {TARGETS['node']}) circuit of that size. At {1 - TARGETS['node']:.0%} "
+                      "the ranking run is itself the per-target run.\n", matched.to_markdown(floatfmt=".3f"), ""]
     RunFolder(out, "MIB yardstick run", ("scores",)).write_results_page(docs, "\n".join(lines))
     print("\n".join(lines))
 
@@ -194,6 +200,21 @@ def _row(name: str, curve: FaithfulnessCurve, stored: dict, cpu: dict) -> dict:
             "on this CPU (min)": cpu_minutes}
 
 
+def _ranking_against_targets(curves: dict[str, FaithfulnessCurve]) -> pd.DataFrame:
+    """Per size the per-target runs measured: their f (mean over their seeds, and which seeds) beside the ranking
+    run's (mean over its seeds, and seed 0's)."""
+    targets, ranking = curves["node-kl-targets"].points.dropna(), curves["node-kl"].points
+    rows = []
+    for size, points in targets.groupby("kept_fraction"):
+        ranked = ranking[ranking["kept_fraction"] == size]
+        rows.append({"size": f"{100 * size:g}%", "units": int(points["kept"].iloc[0]),
+                     "per-target run": points["faithfulness"].mean(),
+                     "its seeds": ", ".join(c.split()[-1] for c in points["curve"]),
+                     "ranking (3 seeds)": ranked["faithfulness"].mean(),
+                     "ranking, seed 0": ranked["faithfulness"].iloc[0]})
+    return pd.DataFrame(rows).set_index("size")
+
+
 def _points(curves: dict[str, FaithfulnessCurve]) -> str:
     columns = {METHODS[name]: curve.curve.set_index("kept_fraction")["faithfulness"] for name, curve in curves.items()}
     table = pd.DataFrame(columns)
@@ -207,6 +228,7 @@ def main() -> None:
     parser.add_argument("job", nargs="?", help="A job of `jobs`, e.g. ioi/edge-kl.")
     parser.add_argument("--out", type=Path, default=Path("runs/mib"))
     parser.add_argument("--examples", type=int, default=EXAMPLES, help="Prompts to prune and to score (a trial: fewer).")
+    parser.add_argument("--seeds", type=int, default=SEEDS, help="Seeds of a mask job (a CPU run: fewer).")
     parser.add_argument("--steps", type=int, default=None, help="Mask-training steps (default: prune's schedule).")
     parser.add_argument("--docs", type=Path, default=Path("docs/results/circuits-ioi-smollm2.md"))
     args = parser.parse_args()
@@ -215,7 +237,7 @@ def main() -> None:
     elif args.what == "run":
         if args.job not in jobs():
             parser.error(f"job {args.job!r} is not one of: {', '.join(jobs())}")
-        run(args.job, args.out, args.examples, args.steps)
+        run(args.job, args.out, args.examples, args.steps, args.seeds)
     elif args.what == "cpu-cost":
         cpu_cost(args.out)
     else:
