@@ -141,7 +141,8 @@ def page(out: Path, docs: Path) -> None:
     """The page from the scores under ``out``: per task, every method's f at MIB's sizes, CPR, CMD and cost."""
     cpu = json.loads((out / "cpu-cost.json").read_text()) if (out / "cpu-cost.json").exists() else {}
     lines = ["# SmolLM2-135M circuits on MIB's yardstick: IOI and greater-than\n",
-             f"Produced by `analyses/circuits_ioi_smollm2.py` ({__doc__.splitlines()[0][:-1]}). {EXAMPLES} prompts "
+             f"Produced by `analyses/circuits_ioi_smollm2.py` (its jobs on the machine each row names, the page on "
+             f"this project's CPU). {EXAMPLES} prompts "
              "(seed 0) to prune and rank, as many others (seed 1) to score; m the logit difference; every unit or "
              "edge outside a circuit carries its activation on the corrupted prompt (IOI: ABC names; greater-than: "
              "the 01 year). f at MIB's ten sizes, CPR and CMD MIB's trapezoids on linear k over [0.001, 1] "
@@ -149,7 +150,9 @@ def page(out: Path, docs: Path) -> None:
              f"{TARGETS['edge']}, cut by their log_alpha ranking at every size). Units: 300 heads and MLPs (MIB also "
              f"counts the embeddings as a node); edges: heurlens' graph, {70651:,} edges, key-value heads grouped "
              f"(MIB's ungrouped graph has {MibGraph(EdgeLayout(30, 9, 3)).n_edges:,}, so edge k is not "
-             "MIB's k and the edge numbers are not comparable with MIB's published ones).\n"]
+             "MIB's k and the edge numbers are not comparable with MIB's published ones). Discovery: the minutes "
+             "the run took where it ran (a stacked run's seeds together); *on this CPU*: steps x seeds x the seconds "
+             f"a step took here at one thread ({_step_times(cpu)}), attribution timed here whole.\n"]
     for task, title in TASKS.items():
         curves, rows = {}, []
         for path in sorted((out / "scores" / task).glob("*.json")):
@@ -188,6 +191,12 @@ def page(out: Path, docs: Path) -> None:
     print("\n".join(lines))
 
 
+def _step_times(cpu: dict) -> str:
+    """The measured CPU seconds per mask step, as text."""
+    steps = {name: seconds for name, seconds in cpu.items() if name not in ("attribution", "where")}
+    return ", ".join(f"{name} {seconds:.1f} s" for name, seconds in steps.items()) or "not measured"
+
+
 def _row(name: str, curve: FaithfulnessCurve, stored: dict, cpu: dict) -> dict:
     level = "edge" if "edges_kept" in curve.circuits else "node"
     per_step = cpu.get(name.replace("-targets", ""))
@@ -197,7 +206,7 @@ def _row(name: str, curve: FaithfulnessCurve, stored: dict, cpu: dict) -> dict:
                    else math.nan)
     return {"method": METHODS[name], "axis": level, "CPR": curve.cpr, "CMD": curve.cmd,
             "discovery (min, where)": f"{stored['seconds'] / 60:.1f} ({stored['where']})",
-            "on this CPU (min)": cpu_minutes}
+            "on this CPU (min)": round(cpu_minutes, 1)}
 
 
 def _ranking_against_targets(curves: dict[str, FaithfulnessCurve]) -> pd.DataFrame:
