@@ -23,6 +23,7 @@ import math
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Literal, cast
 
 import pandas as pd
 import torch
@@ -33,6 +34,7 @@ from heurlens.analysis.faithfulness import faithfulness_curve, faithfulness_figu
 from heurlens.analysis.faithfulness_areas import MIB_GRID, FaithfulnessCurve, grid_count
 from heurlens.data.prompt_tasks import logit_difference
 from heurlens.data.run_data import PromptTaskData
+from heurlens.interventions.circuits import Level
 from heurlens.interventions.graph import EdgeLayout, edge_layout
 from heurlens.interventions.mib_graph import MibGraph
 from heurlens.interventions.rankings import Ranking, random_ranking, ranking_of
@@ -71,14 +73,15 @@ def run(job: str, out: Path, examples: int = EXAMPLES, steps: int | None = None,
         seconds = time.time() - start
         ranking = Ranking("attribution", "node", torch.tensor(scores["score"].tolist()), absolute=True)
         results = {"attribution": (ranking_curve(model, ranking, scoring, method="corrupt"), seconds)}
-        for level, n_items in (("node", N_UNITS), ("edge", edge_layout(model).n_edges)):
+        for level, n_items in ((cast(Level, "node"), N_UNITS), (cast(Level, "edge"), edge_layout(model).n_edges)):
             randoms = [random_ranking(level, n_items, seed) for seed in range(RANDOM_SEEDS)]
             results[f"random-{level}"] = (ranking_curve(model, randoms, scoring, method="corrupt"), 0.0)
         for method, (curve, seconds) in results.items():
             _save(out / "scores" / task / f"{method}.json", curve, seconds, where)
         return
-    level, _, rest = name.partition("-")
-    objective = "logit-diff" if rest.startswith("logit-diff") else "kl"
+    part, _, rest = name.partition("-")
+    level = cast(Level, part)
+    objective: Literal["kl", "logit-diff"] = "logit-diff" if rest.startswith("logit-diff") else "kl"
     target = float(rest.rpartition("target-")[2]) if "target-" in rest else TARGETS[level]
     config = heurlens.PruneSettings(level=level, ablation="corrupt", objective=objective, total_steps=steps)
     records = heurlens.prune(model, train, sparsity=target, seeds=range(seeds), out=out / "runs" / task / name,
