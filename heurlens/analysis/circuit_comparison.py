@@ -23,7 +23,7 @@ from heurlens.errors import HeurlensError
 from heurlens.interventions.circuits import Level, axis_of
 from heurlens.interventions.graph import edge_layout
 from heurlens.interventions.rankings import Ranking, random_ranking, ranking_of
-from heurlens.interventions.scoring import MethodName, as_method
+from heurlens.interventions.scoring import Method, MethodName, as_method
 from heurlens.interventions.units import UnitLayout
 from heurlens.protocols import PreparedModel
 from heurlens.pruning.evaluation import ablation_of
@@ -44,13 +44,7 @@ def compare_runs(model: PreparedModel, runs: Mapping[str, Sequence[Subnetwork]],
     as the runs pruned (node runs; edges are always scored with corrupt ablation, MIB's patching), or refused on
     edges when not "corrupt"."""
     everything = [sub for subnetworks in runs.values() for sub in subnetworks]
-    nodes = [sub for sub in everything if sub.level == "node"]
-    method = as_method(ablation) if ablation else (ablation_of(nodes) if nodes else "corrupt")
-    if (any(sub.level == "edge" for sub in everything) or any(file.level == "edge" for file in files)) and (
-            method != "corrupt"):
-        raise HeurlensError(f"--ablation {method}: edge circuits carry the corrupted prompt's outputs on the edges they "
-                            "drop, the only ablation heurlens defines for edges; give --ablation corrupt (or leave it "
-                            "out)")
+    method = comparison_ablation(everything, ablation, any(file.level == "edge" for file in files))
     [prompts] = data.eval_sets(model)
     means = load_run_means(Path(next(iter(runs))), model) if runs else data.means(model)
     on_edges = source == "targets" and axis_of(everything) == "edge"
@@ -85,6 +79,19 @@ def compare_runs(model: PreparedModel, runs: Mapping[str, Sequence[Subnetwork]],
         rankings = [random_ranking(level, n_items, seed) for seed in range(random_seeds)]
         curves[f"random ({level}s)"] = ranking_curve(model, rankings, prompts, **_on(level, score))
     return curves
+
+
+def comparison_ablation(records: Sequence[Subnetwork], ablation: MethodName | None, edge_files: bool = False
+                        ) -> Method:
+    """What the node circuits' other units are replaced by: ``ablation``, else what the node runs pruned with
+    ("corrupt" without node runs); refused when an edge run (or file) is compared and it is not "corrupt"."""
+    nodes = [record for record in records if record.level == "node"]
+    method = as_method(ablation) if ablation else (ablation_of(nodes) if nodes else "corrupt")
+    if (edge_files or any(record.level == "edge" for record in records)) and method != "corrupt":
+        raise HeurlensError(f"--ablation {method}: an edge run's circuits prune edges to the corrupted prompt's "
+                            "outputs, the only ablation heurlens defines for edges; give --ablation corrupt (or leave "
+                            "it out)")
+    return method
 
 
 def _on(level: Level, score: dict[str, Any]) -> dict[str, Any]:

@@ -69,7 +69,7 @@ def faithfulness(run_dirs: tuple[str, ...], mib_files: tuple[str, ...], absolute
     from dataclasses import replace
 
     import heurlens
-    from heurlens.analysis.circuit_comparison import compare_runs, comparison_table
+    from heurlens.analysis.circuit_comparison import compare_runs, comparison_ablation, comparison_table
     from heurlens.analysis.faithfulness import faithfulness_figure
     from heurlens.analysis.mib_files import read_mib_file
     from heurlens.data.run_data import PromptTaskData
@@ -84,6 +84,7 @@ def faithfulness(run_dirs: tuple[str, ...], mib_files: tuple[str, ...], absolute
         raise click.UsageError("give RUN_DIRS (heurlens prune runs), or --mib-file FILE with --model")
     runs = {run_dir: [sub for group in subnetworks_by_sparsity([run_dir]).values() for sub in group]
             for run_dir in run_dirs}
+    comparison_ablation([sub for subs in runs.values() for sub in subs], cast("MethodName | None", ablation))
     hooked = heurlens.load_model(model or next(iter(runs.values()))[0].model_id, device=device, dtype=weights_dtype)
     files = [read_mib_file(Path(path), hooked) for path in mib_files]
     files = [replace(file, ranking=replace(file.ranking, absolute=absolute)) if file.ranking else file for file in files]
