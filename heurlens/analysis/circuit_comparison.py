@@ -14,17 +14,15 @@ import torch
 from torch import Tensor
 
 from heurlens.analysis.attribution import attribution_circuits, attribution_scores
-from heurlens.analysis.faithfulness import faithfulness_curve, keep_mask_curve, ranking_curve
+from heurlens.analysis.faithfulness import faithfulness_curve, items_on, keep_mask_curve, ranking_curve
 from heurlens.analysis.faithfulness_areas import MIB_GRID, FaithfulnessCurve, grid_count
 from heurlens.analysis.mib_files import MibFile
 from heurlens.data.prompt_tasks import logit_difference
 from heurlens.data.run_data import PromptTaskData
 from heurlens.errors import HeurlensError
 from heurlens.interventions.circuits import Level, axis_of
-from heurlens.interventions.graph import edge_layout
 from heurlens.interventions.rankings import Ranking, random_ranking, ranking_of
 from heurlens.interventions.scoring import Method, MethodName, as_method
-from heurlens.interventions.units import UnitLayout
 from heurlens.protocols import PreparedModel
 from heurlens.pruning.evaluation import ablation_of
 from heurlens.pruning.run_folder import load_run_means
@@ -66,17 +64,16 @@ def compare_runs(model: PreparedModel, runs: Mapping[str, Sequence[Subnetwork]],
                                         **_on(file.level, score)))
         levels.append(file.level)
     scores = attribution_scores(model, data.train(model), logit_difference, method=method, means=means)
-    layout = UnitLayout(model.n_layers, model.n_heads)
     if not on_edges:
         ranking = Ranking("attribution", "node", torch.tensor(scores["score"].tolist()), absolute=True)
         curves["attribution"] = ranking_curve(model, ranking, prompts, **score)
     else:  # attribution's circuits of the grid's unit counts, as the edges between their units
-        fractions = sorted({grid_count(size, layout.n_units) / layout.n_units for size in grid} - {0.0})
+        n_units = items_on(model, "node")
+        fractions = sorted({grid_count(size, n_units) / n_units for size in grid} - {0.0})
         circuits = attribution_circuits(scores, fractions, model.n_layers, model.n_heads)
         curves["attribution"] = faithfulness_curve(model, circuits, prompts, edges=True, **score)
     for level in dict.fromkeys(levels) if random_seeds else ():
-        n_items = edge_layout(model).n_edges if level == "edge" else layout.n_units
-        rankings = [random_ranking(level, n_items, seed) for seed in range(random_seeds)]
+        rankings = [random_ranking(level, items_on(model, level), seed) for seed in range(random_seeds)]
         curves[f"random ({level}s)"] = ranking_curve(model, rankings, prompts, **_on(level, score))
     return curves
 

@@ -32,7 +32,7 @@ from heurlens.interventions.scoring import Method, MethodName, as_method, one_ch
 from heurlens.interventions.units import UnitLayout, UnitsLike, as_units
 from heurlens.metrics import metric_value
 from heurlens.models.classifier import as_model
-from heurlens.protocols import Metric, ModelLike, Task
+from heurlens.protocols import Metric, ModelLike, PreparedModel, Task
 from heurlens.pruning.subnetwork import Subnetwork
 from heurlens.runtime.argument_checks import checked
 from heurlens.runtime.call_context import call_context
@@ -98,7 +98,7 @@ def ranking_curve(model: ModelLike, rankings: Ranking | Sequence[Ranking], task:
     rankings = [rankings] if isinstance(rankings, Ranking) else list(rankings)
     check_rankings(rankings)
     level: Level = rankings[0].level
-    of = edge_layout(model).n_edges if level == "edge" else UnitLayout(model.n_layers, model.n_heads).n_units
+    of = items_on(model, level)
     if rankings[0].n_items != of:
         raise HeurlensError(f"the rankings rank {rankings[0].n_items} {level}s and this model has {of}: rank this "
                             "model's (a run of another model, or of the other level?)")
@@ -118,13 +118,18 @@ def keep_mask_curve(model: ModelLike, level: Level, masks: Mapping[str, torch.Te
     of ``grid`` that a circuit's count matches. Ablation as ``faithfulness_curve``'s."""
     model = as_model(model)
     task = as_task(model, task)
-    of = edge_layout(model).n_edges if level == "edge" else UnitLayout(model.n_layers, model.n_heads).n_units
+    of = items_on(model, level)
     for label, mask in masks.items():
         if mask.shape != (of,):
             raise HeurlensError(f"circuit {label!r} has {mask.numel()} entries and this model has {of} {level}s")
     rows = [("circuits", label, int(mask.sum())) for label, mask in masks.items()]
     return _scored(model, task, level, [mask.float() for mask in masks.values()], rows, of, grid, metric=metric,
                    method=_method_on(level, method), means=means, cache=cache)
+
+
+def items_on(model: PreparedModel, level: Level) -> int:
+    """How many units (``level`` "node": heads and MLPs) or edges ("edge") the model's circuits choose among."""
+    return edge_layout(model).n_edges if level == "edge" else UnitLayout(model.n_layers, model.n_heads).n_units
 
 
 def _method_on(level: Level, method: MethodName | None) -> Method:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +26,9 @@ from torch import Tensor
 
 from heurlens.errors import HeurlensError
 from heurlens.interventions.circuits import Level
-from heurlens.interventions.graph import edge_layout
-from heurlens.interventions.mib_graph import MibGraph
+from heurlens.interventions.graph import EdgeLayout, edge_layout
+from heurlens.interventions.mib_graph import MibGraph, mib_node_name
+from heurlens.interventions.nodes import Node
 from heurlens.interventions.rankings import Ranking
 from heurlens.interventions.units import Unit, UnitLayout
 from heurlens.protocols import PreparedModel
@@ -58,7 +60,15 @@ def _cfg(model: PreparedModel, level: Level, what: str) -> dict[str, Any]:
 
 
 def _unit_name(unit: Unit) -> str:
-    return f"m{unit.layer}" if unit.is_mlp else f"a{unit.layer}.h{unit.head}"
+    """A head's or MLP's node name on MIB's graph (its output: ``mib_node_name``)."""
+    return mib_node_name(Node("mlp_out", unit.layer) if unit.is_mlp else Node("attn_head_out", unit.layer, unit.head))
+
+
+@lru_cache(maxsize=4)
+def _mib_graph(layout: EdgeLayout) -> MibGraph:
+    """MIB's graph of ``layout``, built once for the files of one model (SmolLM2's 123,211 names take about a
+    second)."""
+    return MibGraph(layout)
 
 
 def mib_document(model: PreparedModel, level: Level, scores: Tensor | None, keep: Tensor | None,
@@ -74,7 +84,7 @@ def mib_document(model: PreparedModel, level: Level, scores: Tensor | None, keep
             nodes[_unit_name(unit)] = {"in_graph": bool(value)} if keep is not None else {"in_graph": True,
                                                                                           "score": float(value)}
     else:
-        graph = MibGraph(edge_layout(model))
+        graph = _mib_graph(edge_layout(model))
         mib_values = graph.ungrouped(values.detach().double().cpu())
         for name, value in zip(graph.edge_names, mib_values.tolist()):
             edges[name] = {"in_graph": bool(value)} if keep is not None else {"score": float(value), "in_graph": True}
@@ -120,7 +130,7 @@ def read_mib_file(path: Path, model: PreparedModel) -> MibFile:
     if not edges:  # a node circuit
         return MibFile(path, "node", None, torch.tensor([float(bool(nodes.get(name, {}).get("in_graph"))) for name
                                                          in names]))
-    graph = MibGraph(edge_layout(model))
+    graph = _mib_graph(edge_layout(model))
     missing = next((name for name in graph.edge_names if name not in edges), None)
     if missing is not None:
         raise HeurlensError(f"{path} has no edge {missing!r} of this model's graph (MIB's, grouped-query attention "
