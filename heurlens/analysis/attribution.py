@@ -1,19 +1,34 @@
-"""Attribution patching of units (Nanda 2023; node-level EAP, Syed et al. 2023): the first-order estimate of what
-ablating a unit does to a metric m, from one forward and one backward pass per batch,
+"""Attribution patching of units and edges: the first-order estimate of what ablating one item (a unit, or an edge
+between two) does to a metric m, from a few forward and backward passes per batch,
 
-    delta_m(u) ~ sum over examples and positions of (r_u - a_u) . dm/da_u,
+    delta_m(item) ~ sum over examples and positions of (r - a) . g,
 
-a_u the unit's activation on the clean input (a head's ``hook_z`` slice, an MLP's ``hook_mlp_out``), r_u what an
-ablation puts in its place (its mean, zero, or its activation on the example's corrupted input), and dm/da_u the
-total derivative on the clean run (taken through a zero added at every site, so the gradient flows through every
-later unit). m over the task is the batches' values weighted by their rows (a mean over examples, such as the
-logit difference). Ranked by |delta_m|, the units give a circuit of every size: the cheap screen mask
-optimisation is compared against (``attribution_circuits``, ``heurlens.analysis.faithfulness``).
+- unit u (node level; Nanda 2023, node EAP): a its activation on the clean input (a head's ``hook_z`` slice, an MLP's
+  ``hook_mlp_out``), r what an ablation puts in its place (its mean, zero, or its activation on the corrupted input),
+  g = dm/da_u;
+- edge w -> v (edge level; EAP, Syed et al. 2023): a the writer's output in the residual stream on the clean input
+  (the embeddings, a head's W_O^h z_h, an MLP's output), r its output on the corrupted input, g = dm/dx_v the gradient
+  at the reader's own input (``interventions.graph``: TransformerLens' split query/key/value inputs, MLP input,
+  final residual). An edge's patch changes only its reader's input, by r - a.
+
+g is the total derivative (taken through a zero added at each site), either
+- EAP (``ig_steps=None``): on the clean run, or
+- EAP-IG on the inputs (``ig_steps=n``; Hanna et al. 2024, MIB's EAP-IG-inputs): the mean of g over n runs whose
+  input embeddings are x~ + (k / n) (x - x~), k = 0 ... n - 1, from the corrupted input x~ towards the clean x (the
+  points EAP-IG takes: n = 1 is the gradient on the corrupted run, TransformerLens' ``attribution_patch`` point).
+
+The sign is the ablation's: delta_m < 0 where ablating the item lowers m (TransformerLens' ``attribution_patch``
+reports the patch the other way, corrupted to clean: the same numbers negated). m over the task is the batches'
+values weighted by their rows (a mean over examples, such as the logit difference). A unit's score is the sum of its
+outgoing edges' scores: its output reaches m only through the readers after it. Ranked by |delta_m|, the items give
+a circuit of every size (``interventions.rankings``), MIB's way.
 """
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from functools import partial
+from typing import Any, Literal
 
 import pandas as pd
 import torch
@@ -21,80 +36,199 @@ from jaxtyping import Float
 from torch import Tensor
 
 from heurlens.errors import HeurlensError
-from heurlens.interventions.corruption import corrupted_activations, corruption_of
-from heurlens.interventions.mask_sites import head_site, mlp_site
+from heurlens.interventions.circuits import Level
+from heurlens.interventions.corruption import captured, corruption_of
+from heurlens.interventions.edge_masks import EMBED_HOOK
+from heurlens.interventions.graph import EdgeLayout, edge_layout, reader_inputs
 from heurlens.interventions.means import UnitMeans
-from heurlens.interventions.scoring import MethodName, as_method, unit_replacement
-from heurlens.interventions.units import Unit, UnitLayout, as_units
+from heurlens.interventions.rankings import Ranking
+from heurlens.interventions.scoring import Method, MethodName, as_method, unit_replacement
+from heurlens.interventions.units import Unit, UnitLayout, as_units, heads_hook_name, mlp_hook_name
 from heurlens.metrics import metric_output
 from heurlens.models.classifier import as_model
-from heurlens.protocols import Batch, Metric, ModelLike, PreparedModel, Task
+from heurlens.protocols import Batch, HookList, Metric, ModelLike, PreparedModel, Task
 from heurlens.runtime.devices import device_of, to_device
 from heurlens.tasks import TaskLike, as_task, batch_rows, scored_rows
 from heurlens.training_helpers import frozen_parameters
 
+AttributionMethod = Literal["eap", "eap-ig"]
+IG_STEPS = 5  # MIB's EAP-IG-inputs
 
-def attribution_scores(model: ModelLike, task: TaskLike, metric: Metric, *, method: MethodName = "mean",
-                       means: UnitMeans | None = None) -> pd.DataFrame:
-    """One row per unit (layer order): ``unit`` and ``score``, the estimated change of ``metric`` when the unit alone
-    is ablated by ``method`` ("mean" with ``means``, "zero", or "corrupt"). ``metric(scores, task)`` or
-    ``metric(scores)`` must return a one-element tensor with a gradient (e.g. ``prompt_tasks.logit_difference``)."""
+
+def attribution_ranking(model: ModelLike, task: TaskLike, metric: Metric, *, level: Level = "node",
+                        ig_steps: int | None = None, method: MethodName = "corrupt",
+                        means: UnitMeans | None = None) -> Ranking:
+    """Every unit's (``level`` "node", ``UnitLayout``'s order) or edge's ("edge", ``EdgeLayout``'s order) estimated
+    change of ``metric`` when it alone is ablated by ``method`` (the module's formula), as a ranking by |score|
+    labelled "EAP" or "EAP-IG (n steps)". ``ig_steps``: None for EAP, n for EAP-IG on the inputs (needs ``method``
+    "corrupt"). Edges: corrupt ablation only, as edge masks. ``metric(scores, task)`` or ``metric(scores)`` must return
+    a one-element tensor with a gradient (e.g. ``prompt_tasks.logit_difference``)."""
     model = as_model(model)
     task = as_task(model, task)
-    device = device_of(model)
     method = as_method(method)
-    # corrupt: set batch by batch from the corrupted batch
+    _check(level, ig_steps, method)
+    layout = edge_layout(model) if level == "edge" else None
+    device = device_of(model)
     replacement = None if method == "corrupt" else unit_replacement(model, method, means, device)
     corruption = corruption_of(task) if method == "corrupt" else None
-    layout = UnitLayout(model.n_layers, model.n_heads)
-    heads, mlps = torch.zeros(model.n_layers, model.n_heads), torch.zeros(model.n_layers)
     total_rows = scored_rows(task)
-    with frozen_parameters(model):
+    total: Tensor | None = None
+    with frozen_parameters(model), (reader_inputs(model) if layout is not None else nullcontext()):
         for index, batch in enumerate(task.batches):
             batch = to_device(batch, device)
-            if corruption is not None:
-                replacement = corrupted_activations(model, to_device(corruption.batches[index], device))
-            assert replacement is not None
-            weight = batch_rows(batch) / total_rows
-            batch_heads, batch_mlps = _batch_scores(model, batch, task, index, metric, replacement)
-            heads += weight * batch_heads
-            mlps += weight * batch_mlps
-    scores = layout.join(heads, mlps)
-    return pd.DataFrame({"unit": [str(unit) for unit in layout.units()], "score": scores.tolist()})
+            corrupted = None if corruption is None else to_device(corruption.batches[index], device)
+            view = task.batch_task(index) if hasattr(task, "batch_task") else task
+            scores = batch_rows(batch) / total_rows * _batch_scores(
+                model, _Pass(batch, corrupted, view, metric), replacement, layout, ig_steps)
+            total = scores if total is None else total + scores
+    assert total is not None
+    label = "EAP" if ig_steps is None else f"EAP-IG ({ig_steps} steps)"
+    return Ranking(label, level, total.float(), absolute=True)
 
 
-def _batch_scores(model: PreparedModel, batch: Batch, task: Task, index: int, metric: Metric,
-                  replacement: UnitMeans) -> tuple[Float[Tensor, "layer head"], Float[Tensor, " layer"]]:
-    """(heads [layer, head], MLPs [layer]) of sum (r - a) . dm/da on one batch."""
-    sites = [site for layer in range(model.n_layers) for site in (head_site(layer, model.n_heads), mlp_site(layer))]
-    clean: dict[str, Tensor] = {}
+def attribution_scores(model: ModelLike, task: TaskLike, metric: Metric, *, method: MethodName = "mean",
+                       means: UnitMeans | None = None, ig_steps: int | None = None) -> pd.DataFrame:
+    """One row per unit (layer order): ``unit`` and ``score``, the estimated change of ``metric`` when the unit alone
+    is ablated by ``method`` ("mean" with ``means``, "zero", or "corrupt"): ``attribution_ranking`` at node level as a
+    table."""
+    model = as_model(model)
+    ranking = attribution_ranking(model, task, metric, level="node", ig_steps=ig_steps, method=method, means=means)
+    layout = UnitLayout(model.n_layers, model.n_heads)
+    return pd.DataFrame({"unit": [str(unit) for unit in layout.units()], "score": ranking.scores.tolist()})
+
+
+def edge_attribution_scores(model: ModelLike, task: TaskLike, metric: Metric, *, ig_steps: int | None = None
+                            ) -> pd.DataFrame:
+    """One row per edge (``EdgeLayout``'s order): ``edge`` (``"L0.H1->L1.H0.v"``) and ``score``, the estimated change
+    of ``metric`` when the edge alone carries its writer's output on the corrupted input: ``attribution_ranking`` at
+    edge level as a table."""
+    model = as_model(model)
+    ranking = attribution_ranking(model, task, metric, level="edge", ig_steps=ig_steps)
+    return pd.DataFrame({"edge": [str(edge) for edge in edge_layout(model).edges()],
+                         "score": ranking.scores.tolist()})
+
+
+def _check(level: Level, ig_steps: int | None, method: Method) -> None:
+    if level not in ("node", "edge"):
+        raise HeurlensError(f"level {level!r}: attribute 'node' (heads and MLPs) or 'edge' (edges between them)")
+    if ig_steps is not None and ig_steps < 1:
+        raise HeurlensError(f"ig_steps={ig_steps}: EAP-IG needs one step or more (MIB's {IG_STEPS}); None is EAP")
+    if ig_steps is not None and method != "corrupt":
+        raise HeurlensError(f"EAP-IG integrates along the inputs from each corrupted prompt to its clean one, and the "
+                            f"ablation is {method!r}: use corrupt ablation, or EAP (no ig_steps) with {method} ablation")
+    if level == "edge" and method != "corrupt":
+        raise HeurlensError(f"an edge's patch carries its writer's output on the corrupted prompt, the only ablation "
+                            f"heurlens defines for edges, and the ablation is {method!r}: use corrupt ablation")
+
+
+class _Pass:
+    """One batch's inputs: the clean ``batch``, its ``corrupted`` batch (or None), the task ``view`` the metric reads
+    and the metric."""
+
+    def __init__(self, batch: Batch, corrupted: Batch | None, view: Task, metric: Metric):
+        self.batch, self.corrupted, self.view, self.metric = batch, corrupted, view, metric
+
+
+def _batch_scores(model: PreparedModel, inputs: _Pass, replacement: UnitMeans | None, layout: EdgeLayout | None,
+                  ig_steps: int | None) -> Float[Tensor, " item"]:
+    """sum (r - a) . g on one batch, g averaged over the gradient's points, for every unit or edge."""
+    writers = [EMBED_HOOK] + [name for layer in range(model.n_layers)
+                              for name in (heads_hook_name(layer), mlp_hook_name(layer))]
+    clean = captured(model, inputs.batch, writers)
+    other = (captured(model, inputs.corrupted, writers) if inputs.corrupted is not None
+             else _replacement_of(model, replacement, clean))
+    sites = ([group.hook_name for group in layout.groups] if layout is not None
+             else [name for name in writers if name != EMBED_HOOK])
+    if layout is not None:
+        difference = _writer_outputs(model, other) - _writer_outputs(model, clean)
+    points: list[float | None] = [None] if ig_steps is None else [k / ig_steps for k in range(ig_steps)]
+    total: Tensor | None = None
+    for alpha in points:
+        embeddings = None if alpha is None else other[EMBED_HOOK] + alpha * (clean[EMBED_HOOK] - other[EMBED_HOOK])
+        gradients = dict(zip(sites, _gradients(model, inputs, sites, embeddings)))
+        scores = (_edge_products(layout, gradients, difference) if layout is not None
+                  else _unit_products(model, gradients, clean, other))
+        total = scores if total is None else total + scores
+    assert total is not None
+    return total / len(points)
+
+
+def _replacement_of(model: PreparedModel, replacement: UnitMeans | None, clean: dict[str, Tensor]
+                    ) -> dict[str, Tensor]:
+    """Mean or zero ablation's r at every unit's hook point (broadcast to the clean activation's shape)."""
+    assert replacement is not None
+    other = {EMBED_HOOK: clean[EMBED_HOOK]}
+    for layer in range(model.n_layers):
+        for name, value in ((heads_hook_name(layer), replacement.heads[layer]),
+                            (mlp_hook_name(layer), replacement.mlps[layer])):
+            a = clean[name]
+            value = value if value.dim() == a.dim() else value[None, None]
+            other[name] = value.to(a.dtype).expand_as(a)
+    return other
+
+
+def _gradients(model: PreparedModel, inputs: _Pass, sites: list[str], embeddings: Tensor | None) -> tuple[Tensor, ...]:
+    """dm/dx at every site of one pass over the clean batch, its input embeddings replaced by ``embeddings`` when
+    given (EAP-IG's points)."""
     zeros: dict[str, Tensor] = {}
 
-    def through_a_zero(name: str, activation: Tensor) -> Tensor:
-        clean[name] = activation.detach()
+    def through_a_zero(name: str, activation: Tensor, hook: Any) -> Tensor:
         zeros[name] = torch.zeros_like(activation, requires_grad=True)
         return activation + zeros[name]
 
-    view = task.batch_task(index) if hasattr(task, "batch_task") else task
-    with torch.enable_grad(), model.hooks([site.hook(partial(through_a_zero, site.name)) for site in sites]):
-        value = metric_output(metric, model(**batch).float(), view)
+    def interpolated(resid: Tensor, hook: Any) -> Tensor:
+        assert embeddings is not None
+        return embeddings.to(resid.dtype)
+
+    hooks: HookList = [(EMBED_HOOK, interpolated)] if embeddings is not None else []
+    hooks += [(name, partial(through_a_zero, name)) for name in sites]
+    with torch.enable_grad(), model.hooks(hooks):
+        value = metric_output(inputs.metric, model(**inputs.batch).float(), inputs.view)
         if not isinstance(value, Tensor) or not value.requires_grad:
             raise HeurlensError("attribution needs a metric with a gradient: return a tensor computed from the scores "
                                 "in torch (e.g. a logit difference), not a float")
-        gradients = torch.autograd.grad(value.reshape(()), [zeros[site.name] for site in sites])
+        missing = [name for name in sites if name not in zeros]
+        if missing:
+            raise HeurlensError(f"attribution: {missing[0]} did not fire in the forward pass, so its gradient is "
+                                "unknown: this bridge does not run the hook points TransformerLens was asked to turn on")
+        return torch.autograd.grad(value.reshape(()), [zeros[name] for name in sites])
+
+
+def _unit_products(model: PreparedModel, gradients: dict[str, Tensor], clean: dict[str, Tensor],
+                   other: dict[str, Tensor]) -> Float[Tensor, " unit"]:
+    """Each unit's (r - a) . g, summed over examples and positions, in ``UnitLayout``'s order."""
     heads, mlps = torch.zeros(model.n_layers, model.n_heads), torch.zeros(model.n_layers)
-    for site, gradient in zip(sites, gradients):
-        layer = int(site.name.split(".")[1])
-        a = clean[site.name]
-        if site.kind == "heads":
-            r = replacement.heads[layer]
-            r = r if r.dim() == a.dim() else r[None, None]
-            heads[layer] = ((r - a) * gradient).sum(dim=(0, 1, 3)).float().cpu()
-        else:
-            r = replacement.mlps[layer]
-            r = r if r.dim() == a.dim() else r[None, None]
-            mlps[layer] = float(((r - a) * gradient).sum())
-    return heads, mlps
+    for layer in range(model.n_layers):
+        name = heads_hook_name(layer)
+        heads[layer] = ((other[name] - clean[name]) * gradients[name]).sum(dim=(0, 1, 3)).float().cpu()
+        name = mlp_hook_name(layer)
+        mlps[layer] = float(((other[name] - clean[name]) * gradients[name]).sum())
+    return UnitLayout(model.n_layers, model.n_heads).join(heads, mlps)
+
+
+def _writer_outputs(model: PreparedModel, seen: dict[str, Tensor]) -> Float[Tensor, "batch pos writer d_model"]:
+    """Every writer's output in the residual stream (``EdgeLayout.writers``' order): the embeddings, then per layer
+    each head's W_O^h z_h and the MLP's output."""
+    bridge = model.bridge  # type: ignore[attr-defined]  # edge level: edge_layout checked it is a bridge
+    outputs = [seen[EMBED_HOOK][:, :, None]]
+    for layer in range(model.n_layers):
+        z = seen[heads_hook_name(layer)]
+        outputs += [torch.einsum("bphd,hdm->bphm", z, bridge.blocks[layer].attn.W_O.detach().to(z.dtype)),
+                    seen[mlp_hook_name(layer)][:, :, None]]
+    return torch.cat([output.float() for output in outputs], dim=2)
+
+
+def _edge_products(layout: EdgeLayout, gradients: dict[str, Tensor],
+                   difference: Float[Tensor, "batch pos writer d_model"]) -> Float[Tensor, " edge"]:
+    """Each edge's (r - a) . g, summed over examples and positions, in ``EdgeLayout``'s order: per reader group one
+    product of its readers' gradients with its writers' differences."""
+    scores = torch.zeros(layout.n_edges)
+    for group in layout.groups:
+        gradient = gradients[group.hook_name].float()
+        gradient = gradient if gradient.dim() == 4 else gradient[:, :, None]  # [batch, pos, reader, d_model]
+        product = torch.einsum("bprd,bpwd->rw", gradient, difference[:, :, :group.n_writers])
+        scores[group.start:group.end] = product.flatten().cpu()
+    return scores
 
 
 def attribution_circuits(scores: pd.DataFrame, fractions: list[float], n_layers: int, n_heads: int

@@ -22,7 +22,7 @@ from torch import Tensor
 
 from heurlens.errors import HeurlensError
 from heurlens.interventions.corruption import captured
-from heurlens.interventions.graph import FINAL_HOOK, EdgeLayout, ReaderGroup, edge_bridge, edge_layout, split_inputs
+from heurlens.interventions.graph import FINAL_HOOK, EdgeLayout, ReaderGroup, edge_layout, reader_inputs
 from heurlens.interventions.units import heads_hook_name, mlp_hook_name
 from heurlens.protocols import Batch, HookList, PreparedModel
 
@@ -149,17 +149,12 @@ class EdgeMaskHooks:
         """Inside the block ``model`` has what the hooks read: its split query/key/value inputs and MLP inputs turned
         on (TransformerLens' ``set_use_split_qkv_input``, ``set_use_hook_mlp_in``); on leaving, by an error too, as
         they were."""
-        bridge = edge_bridge(model)
-        split, mlp_in = bool(getattr(bridge.cfg, "use_split_qkv_input", False)), bool(bridge.cfg.use_hook_mlp_in)
-        split_inputs(bridge)
-        bridge.set_use_hook_mlp_in(True)
-        self._w_o = [bridge.blocks[layer].attn.W_O.detach() for layer in range(self.layout.n_layers)]
-        try:
-            yield
-        finally:
-            bridge.set_use_split_qkv_input(split)
-            bridge.set_use_hook_mlp_in(mlp_in)
-            self._differences, self._gradients, self._pending = [], [], {}
+        with reader_inputs(model) as bridge:
+            self._w_o = [bridge.blocks[layer].attn.W_O.detach() for layer in range(self.layout.n_layers)]
+            try:
+                yield
+            finally:
+                self._differences, self._gradients, self._pending = [], [], {}
 
     @contextmanager
     def attached(self, model: PreparedModel) -> Iterator[None]:

@@ -13,7 +13,8 @@ and ``ln_final.hook_in``. How masks on these edges act in a forward pass: ``heur
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, cast
@@ -194,14 +195,29 @@ def split_inputs(bridge: Any) -> None:
                             "SmolLM2, Qwen2, Mistral, ...); for this model prune nodes (--level node)") from error
 
 
+@contextmanager
+def reader_inputs(model: PreparedModel) -> Iterator[Any]:
+    """Inside the block (yielding the bridge) every reader has its own hook point, as the layout names them:
+    TransformerLens' split query/key/value inputs (``set_use_split_qkv_input``) and MLP inputs
+    (``set_use_hook_mlp_in``) turned on; on leaving, by an error too, as they were. Edge masks and edge attribution
+    act there."""
+    bridge = edge_bridge(model)
+    split, mlp_in = bool(getattr(bridge.cfg, "use_split_qkv_input", False)), bool(bridge.cfg.use_hook_mlp_in)
+    split_inputs(bridge)
+    bridge.set_use_hook_mlp_in(True)
+    try:
+        yield bridge
+    finally:
+        bridge.set_use_split_qkv_input(split)
+        bridge.set_use_hook_mlp_in(mlp_in)
+
+
 def edge_bridge(model: PreparedModel) -> Any:
     bridge = getattr(model, "bridge", None)
     if bridge is None or not hasattr(bridge, "set_use_split_qkv_input"):
         raise HeurlensError("edge-level pruning needs a TransformerLens 4 TransformerBridge (heurlens.load_model or "
                             "heurlens.wrap_bridge): edges are masked at its split query/key/value inputs")
     return bridge
-
-
 
 
 def parse_edges(spec: str, layout: EdgeLayout) -> list[Edge]:

@@ -1,0 +1,182 @@
+"""EAP and EAP-IG on edges and units (heurlens.analysis.attribution), against oracles nobody here wrote or a
+property that fails when the code is wrong:
+- on a GPT-2, EAP equals TransformerLens 4.3's ``attribution_patch`` edge scores (its patch runs corrupted -> clean
+  with the gradient on the corrupted run: given the clean and corrupted prompts swapped it is EAP's formula; given them
+  as they are, EAP-IG with one step, negated);
+- on a GPT-2 whose output is linear in its inputs (linear MLPs, constant attention patterns, layer norms with an
+  epsilon that swamps the variance), EAP, EAP-IG and the exact patch of each single edge (edge masks) agree;
+- on a grouped-query Llama, the edges of its ungrouped copy (MIB's graph) sum to the grouped edge's score, the copy
+  computing the same logits;
+- a unit's score is the sum of its outgoing edges' scores (two code paths: gradients at the writers, at the readers).
+"""
+
+import pytest
+import torch
+from conftest import WORDS, word_level_tokenizer
+
+import heurlens
+from heurlens.analysis.attribution import attribution_ranking, attribution_scores, edge_attribution_scores
+from heurlens.data.prompt_tasks import PromptExample, tokenize_prompt_task
+from heurlens.errors import HeurlensError
+from heurlens.interventions.edge_masks import edge_mask_forward
+from heurlens.interventions.graph import edge_layout
+from heurlens.interventions.mib_graph import MibGraph
+from heurlens.interventions.nodes import Edge, Node
+from heurlens.interventions.units import UnitLayout
+from heurlens.models.ungrouped import ungrouped_copy
+
+ANSWER, DISTRACTOR = WORDS.index("dog"), WORDS.index("cat")
+PROMPTS = [("the man sees", "a dog runs"), ("a cat sleeps", "the man sees"), ("the dog runs", "a cat sees")]
+
+
+def metric(scores):
+    return (scores[:, ANSWER] - scores[:, DISTRACTOR]).mean()
+
+
+@pytest.fixture(scope="module")
+def task():
+    """Three prompts of three words in batches of 2 and 1 (the batches weigh by their rows), each with a corrupted
+    prompt as long; the answer " dog" against " cat" for all."""
+    examples = [PromptExample(clean, " dog", (" cat",), corrupted) for clean, corrupted in PROMPTS]
+    return tokenize_prompt_task("dog or cat", examples, word_level_tokenizer(), n_ctx=8, batch_size=2,
+                                add_special_tokens=False)
+
+
+def tokens(batches):
+    return torch.cat([batch["input_ids"] for batch in batches])
+
+
+def transformer_lens_edge_scores(model, clean, corrupted):
+    """TransformerLens 4.3's edge attribution (ig_steps=1, per position, averaged over the prompts), summed over
+    positions, by heurlens' edge names."""
+    from transformer_lens.tools.analysis.attribution_patching import EdgeAttributionConfig, attribution_patch
+
+    result = attribution_patch(model.bridge, clean, corrupted, lambda logits: logits[0, -1, ANSWER] -
+                               logits[0, -1, DISTRACTOR], EdgeAttributionConfig(granularity="edge", ig_steps=1))
+    scores: dict[str, float] = {}
+    for (writer, reader), score in result.edge_scores.items():
+        edge = Edge(Node(writer.kind, None if writer.kind == "embed" else writer.layer, writer.head),
+                    Node(reader.kind, None if reader.kind == "logits" else reader.layer, reader.head))
+        scores[str(edge)] = scores.get(str(edge), 0.0) + score
+    return scores
+
+
+def test_eap_is_transformer_lens_attribution_patch_and_one_ig_step_its_negation(tiny_gpt2_dirs, task):
+    model = heurlens.load_model(tiny_gpt2_dirs["lm"])
+    names = [str(edge) for edge in edge_layout(model).edges()]
+    clean, corrupted = tokens(task.batches), tokens(task.corrupted.batches)
+    for ig_steps, theirs in ((None, transformer_lens_edge_scores(model, corrupted, clean)),
+                             (1, transformer_lens_edge_scores(model, clean, corrupted))):
+        ours = attribution_ranking(model, task, metric, level="edge", ig_steps=ig_steps).scores
+        expected = torch.tensor([theirs[name] for name in names]) * (1 if ig_steps is None else -1)
+        assert sorted(theirs) == sorted(names)  # the same 110 edges
+        assert expected.abs().max() > 0.01 and (expected.abs() > 1e-4).sum() > 30  # many edges carry something
+        torch.testing.assert_close(ours, expected, atol=1e-6, rtol=1e-4)
+    eap, one_step = (attribution_ranking(model, task, metric, level="edge", ig_steps=steps).scores
+                     for steps in (None, 1))
+    assert (eap - one_step).abs().max() > 1e-3  # the clean run's gradient is not the corrupted run's
+
+
+@pytest.fixture(scope="module")
+def linear_gpt2(tmp_path_factory):
+    """A GPT-2 whose logits are linear in its embeddings and in every reader's input: linear MLPs, queries and keys
+    of zero (each position attends to the ones before it uniformly, whatever the input), and layer norms whose
+    epsilon (1e12) swamps the variance (weights scaled by 1e6 back: LN(x) = x - mean(x)); float64."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    epsilon = 1e12
+    torch.manual_seed(0)
+    config = GPT2Config(vocab_size=len(WORDS), n_positions=32, n_embd=32, n_layer=2, n_head=4, pad_token_id=0,
+                        layer_norm_epsilon=epsilon, activation_function="linear")
+    model = GPT2LMHeadModel(config).eval()
+    with torch.no_grad():
+        model.transformer.wte.weight *= 30  # effects of order 0.1
+        for block in model.transformer.h:
+            block.attn.c_attn.weight[:, :64] = 0  # W_Q and W_K (c_attn's first 2 x 32 columns)
+            block.attn.c_attn.bias[:64] = 0
+            block.attn.c_attn.weight[:, 64:] *= 30
+            block.mlp.c_proj.weight *= 30
+            for norm in (block.ln_1, block.ln_2):
+                norm.weight *= epsilon ** 0.5
+        model.transformer.ln_f.weight *= epsilon ** 0.5
+    out = tmp_path_factory.mktemp("linear-gpt2")
+    model.save_pretrained(out)
+    word_level_tokenizer().save_pretrained(out)
+    return heurlens.load_model(out).double()
+
+
+def test_on_a_linear_model_eap_and_eap_ig_are_each_edges_exact_patch(linear_gpt2, task):
+    model = linear_gpt2
+    layout = edge_layout(model)
+
+    def m_with(mask):  # the metric over the task with the edges masked (pruned: the corrupted writer's output)
+        total = 0.0
+        for batch, corrupted in zip(task.batches, task.corrupted.batches):
+            with torch.no_grad():
+                scores = edge_mask_forward(model, mask, batch, corrupted)
+            total += float((scores[:, ANSWER] - scores[:, DISTRACTOR]).sum())
+        return total / 3
+
+    kept = torch.ones(layout.n_edges, dtype=torch.float64)
+    full = m_with(kept)
+    exact = torch.tensor([m_with(kept.index_fill(0, torch.tensor([i]), 0.0)) - full for i in range(layout.n_edges)],
+                         dtype=torch.float64)
+    assert exact.abs().max() > 0.1 and (exact.abs() > 1e-3).sum() > 30
+    for ig_steps in (None, 5):
+        scores = attribution_ranking(model, task, metric, level="edge", ig_steps=ig_steps).scores.double()
+        torch.testing.assert_close(scores, exact, atol=1e-6, rtol=1e-5)
+
+
+def test_grouped_edges_are_the_sums_of_their_query_heads_edges_on_the_ungrouped_copy(tiny_decoder_dirs, task):
+    model = heurlens.load_model(tiny_decoder_dirs["llama"])  # 4 query heads sharing 2 key-value heads
+    twin = ungrouped_copy(model)
+    with torch.no_grad():
+        torch.testing.assert_close(twin(**task.batches[0]), model(**task.batches[0]), atol=1e-6, rtol=1e-6)
+    grouped, ungrouped = edge_layout(model), edge_layout(twin)
+    assert (grouped.n_edges, ungrouped.n_edges) == (82, 110)  # issue 65's hand count of both graphs
+    on_mib = MibGraph(ungrouped)
+    assert on_mib.edge_names == MibGraph(grouped).edge_names  # the copy's edges are MIB's, one for one
+    for ig_steps in (None, 3):
+        theirs = attribution_ranking(twin, task, metric, level="edge", ig_steps=ig_steps).scores
+        ours = attribution_ranking(model, task, metric, level="edge", ig_steps=ig_steps).scores
+        summed = MibGraph(grouped).grouped(theirs[on_mib.heurlens_index], "sum").float()
+        torch.testing.assert_close(summed, ours, atol=1e-6, rtol=1e-4)
+        kv_edges = [i for i, edge in enumerate(grouped.edges()) if edge.reader.grouped]
+        assert ours[kv_edges].abs().max() > 1e-3  # the key-value edges are not all zero
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama"])
+def test_a_units_score_is_the_sum_of_its_outgoing_edges(family, tiny_gpt2_dirs, tiny_decoder_dirs, task):
+    model = heurlens.load_model({"gpt2": tiny_gpt2_dirs["lm"], "llama": tiny_decoder_dirs["llama"]}[family])
+    layout = edge_layout(model)
+    units = UnitLayout(model.n_layers, model.n_heads)
+    for ig_steps in (None, 2):
+        edges = attribution_ranking(model, task, metric, level="edge", ig_steps=ig_steps).scores
+        nodes = attribution_ranking(model, task, metric, level="node", ig_steps=ig_steps).scores
+        outgoing = torch.zeros(len(nodes))
+        for score, edge in zip(edges, layout.edges()):
+            if edge.writer.kind != "embed":
+                outgoing[units.units().index(edge.writer.unit)] += score
+        assert nodes.abs().max() > 1e-3
+        torch.testing.assert_close(outgoing, nodes, atol=1e-6, rtol=1e-4)
+
+
+def test_the_tables_name_units_and_edges(tiny_gpt2_dirs, task):
+    model = heurlens.load_model(tiny_gpt2_dirs["lm"])
+    edges = edge_attribution_scores(model, task, metric, ig_steps=2)
+    assert list(edges["edge"][:2]) == ["embed->L0.H0.q", "embed->L0.H1.q"] and len(edges) == 110
+    units = attribution_scores(model, task, metric, method="corrupt", ig_steps=2)
+    assert list(units["unit"][:2]) == ["L0.H0", "L0.H1"]
+    torch.testing.assert_close(torch.tensor(units["score"].tolist()),
+                               attribution_ranking(model, task, metric, level="node", ig_steps=2).scores)
+
+
+def test_what_attribution_cannot_do_is_refused_by_name(tiny_gpt2_dirs, task):
+    model = heurlens.load_model(tiny_gpt2_dirs["lm"])
+    means = heurlens.compute_means(model, task)
+    with pytest.raises(HeurlensError, match="EAP-IG integrates along the inputs.*use corrupt ablation"):
+        attribution_ranking(model, task, metric, ig_steps=5, method="mean", means=means)
+    with pytest.raises(HeurlensError, match="only ablation heurlens defines for edges"):
+        attribution_ranking(model, task, metric, level="edge", method="mean", means=means)
+    with pytest.raises(HeurlensError, match="one step or more"):
+        attribution_ranking(model, task, metric, ig_steps=0)
