@@ -16,6 +16,7 @@ from conftest import WORDS, word_level_tokenizer
 
 import heurlens
 from heurlens.analysis.attribution import attribution_ranking, attribution_scores, edge_attribution_scores
+from heurlens.analysis.faithfulness_areas import MIB_GRID
 from heurlens.data.prompt_tasks import PromptExample, tokenize_prompt_task
 from heurlens.errors import HeurlensError
 from heurlens.interventions.edge_masks import edge_mask_forward
@@ -180,3 +181,49 @@ def test_what_attribution_cannot_do_is_refused_by_name(tiny_gpt2_dirs, task):
         attribution_ranking(model, task, metric, level="edge", method="mean", means=means)
     with pytest.raises(HeurlensError, match="one step or more"):
         attribution_ranking(model, task, metric, ig_steps=0)
+
+
+def test_the_cli_attributes_the_planted_path_first_and_faithfulness_and_export_read_the_run(tmp_path, capsys):
+    """``heurlens attribute --level edge`` on the hand-set Llama whose answer flows along one path of edges
+    (tests/planted_edges.py): the three path edges rank first, far above the others (whose exact patch changes
+    nothing; their first-order scores are not 0, RMSNorm's gradient sees the change of direction); ``heurlens
+    faithfulness RUN`` scores the run's ranking at MIB's sizes (f = 1 from the first size that keeps the path);
+    ``export-mib RUN`` writes the scores in MIB's format, read back by ``--mib-file`` to the same curve; the same
+    command again reads the scores back, other settings on the folder are refused."""
+    import json
+
+    from cli_run import heurlens_in_process
+    from planted_edges import N_EDGES, PATH, WORDS, build_planted_edges_model
+
+    model_dir = str(build_planted_edges_model(tmp_path / "planted"))
+    task = tmp_path / "task.jsonl"
+    rows = [{"prompt": word, "answer": f" {word}", "distractors": [f" {WORDS[(i + 1) % 4]}"],
+             "corrupted_prompt": WORDS[(i + 1) % 4]} for i, word in enumerate(WORDS)] * 4
+    task.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    run = str(tmp_path / "eap-ig")
+    common = ["--model", model_dir, "--task", str(task), "--task-examples", "16"]
+    status, out, err = heurlens_in_process(capsys, "attribute", *common, "--out", run, "--top", str(N_EDGES), "--json")
+    assert status == 0, err
+    ranked = json.loads(out)
+    assert sorted(row["edge"] for row in ranked[:3]) == sorted(PATH)
+    assert min(abs(row["score"]) for row in ranked[:3]) > 5 * abs(ranked[3]["score"])
+    status, again, err = heurlens_in_process(capsys, "attribute", *common, "--out", run, "--top", str(N_EDGES),
+                                             "--json")
+    assert status == 0 and json.loads(again) == ranked  # read back
+    status, _, err = heurlens_in_process(capsys, "attribute", *common, "--out", run, "--method", "eap")
+    assert status != 0 and "other settings (ig_steps, method)" in err
+    status, out, err = heurlens_in_process(capsys, "faithfulness", run, "--task", str(task), "--task-examples", "16",
+                                           "--json")
+    assert status == 0, err
+    curve = [row for row in json.loads(out) if row["method"] == "EAP-IG (5 steps)"]
+    assert [row["edges_kept"] for row in curve] == sorted({int(k * N_EDGES) for k in MIB_GRID})
+    assert all(row["faithfulness"] == pytest.approx(1.0, abs=1e-5) for row in curve if row["edges_kept"] >= 3)
+    assert curve[0]["faithfulness"] == pytest.approx(0.0, abs=1e-5)  # no edge: the corrupted run
+    status, out, err = heurlens_in_process(capsys, "export-mib", run, "--out", str(tmp_path / "mib"))
+    assert status == 0, err
+    status, out, err = heurlens_in_process(capsys, "faithfulness", "--mib-file", str(tmp_path / "mib" /
+                                           "importances.json"), "--absolute", "--model", model_dir, "--task",
+                                           str(task), "--task-examples", "16", "--json")
+    assert status == 0, err
+    from_file = [row for row in json.loads(out) if row["method"].startswith("file")]
+    assert [row["faithfulness"] for row in from_file] == pytest.approx([row["faithfulness"] for row in curve])

@@ -14,6 +14,7 @@ import torch
 from torch import Tensor
 
 from heurlens.analysis.attribution import attribution_circuits, attribution_scores
+from heurlens.analysis.attribution_runs import AttributionRun, scored_model
 from heurlens.analysis.faithfulness import faithfulness_curve, items_on, keep_mask_curve, ranking_curve
 from heurlens.analysis.faithfulness_areas import MIB_GRID, FaithfulnessCurve, grid_count
 from heurlens.analysis.mib_files import MibFile
@@ -34,15 +35,18 @@ _METHOD = {"edge": "edge pruning", "node": "mask optimisation"}
 
 def compare_runs(model: PreparedModel, runs: Mapping[str, Sequence[Subnetwork]], data: PromptTaskData,
                  ablation: MethodName | None = None, source: Source = "ranking", grid: Sequence[float] = MIB_GRID,
-                 random_seeds: int = 0, files: Sequence[MibFile] = ()) -> dict[str, FaithfulnessCurve]:
-    """The curve of each run (by run folder), of each MIB-format file, of attribution patching's unit ranking (on
-    ``data``'s training prompts) and of ``random_seeds`` random rankings per level, on ``data``'s scoring prompts.
+                 random_seeds: int = 0, files: Sequence[MibFile] = (), attributions: Sequence[AttributionRun] = ()
+                 ) -> dict[str, FaithfulnessCurve]:
+    """The curve of each run (by run folder), of each MIB-format file, of each attribution run (``heurlens
+    attribute``: its ranking, edges on the graph it scored), of attribution patching's unit ranking (on ``data``'s
+    training prompts) and of ``random_seeds`` random rankings per level, on ``data``'s scoring prompts.
     ``source`` "ranking": each record's log_alpha cut at every size, each run on its own level (units or edges);
     "targets": the circuits the records kept, every curve on the edge axis when a run is an edge run. ``ablation``:
     as the runs pruned (node runs; edges are always scored with corrupt ablation, MIB's patching), or refused on
     edges when not "corrupt"."""
     everything = [sub for subnetworks in runs.values() for sub in subnetworks]
-    method = comparison_ablation(everything, ablation, any(file.level == "edge" for file in files))
+    method = comparison_ablation(everything, ablation, any(item.level == "edge" for item in files)
+                                 or any(run.level == "edge" for run in attributions))
     [prompts] = data.eval_sets(model)
     means = load_run_means(Path(next(iter(runs))), model) if runs else data.means(model)
     on_edges = source == "targets" and axis_of(everything) == "edge"
@@ -63,6 +67,11 @@ def compare_runs(model: PreparedModel, runs: Mapping[str, Sequence[Subnetwork]],
                         keep_mask_curve(model, file.level, {file.path.stem: cast(Tensor, file.keep)}, prompts,
                                         **_on(file.level, score)))
         levels.append(file.level)
+    for run in attributions:
+        name = f"{run.ranking.label} ({run.path})" if len(attributions) > 1 else run.ranking.label
+        target = scored_model(model, run.level, run.graph)
+        curves[name] = ranking_curve(target, run.ranking, prompts, **_on(run.level, score))
+        levels.append(run.level)
     scores = attribution_scores(model, data.train(model), logit_difference, method=method, means=means)
     if not on_edges:
         ranking = Ranking("attribution", "node", torch.tensor(scores["score"].tolist()), absolute=True)

@@ -1,5 +1,5 @@
-"""The faithfulness command: pruning runs' subnetworks and edge circuits scored as circuits, MIB's way (f(k), CPR,
-CMD)."""
+"""The circuit commands: attribute (EAP and EAP-IG scores of every unit or edge), faithfulness (runs' rankings and
+circuits scored MIB's way: f(k), CPR, CMD) and export-mib (a run's ranking in MIB's file format)."""
 
 from __future__ import annotations
 
@@ -10,15 +10,92 @@ from typing import TYPE_CHECKING, cast
 import click
 
 from heurlens.cli.group import cli
-from heurlens.cli.options import device_option, print_table, table_output_options, weights_dtype_option
+from heurlens.cli.options import (
+    device_option,
+    model_label,
+    print_table,
+    table_output_options,
+    weights_dtype_option,
+)
 
 if TYPE_CHECKING:
     from torch import Tensor
 
+    from heurlens.analysis.attribution import AttributionMethod
+    from heurlens.analysis.attribution_runs import GraphName
     from heurlens.analysis.circuit_comparison import Source
     from heurlens.analysis.faithfulness_areas import FaithfulnessCurve
+    from heurlens.interventions.circuits import Level
     from heurlens.interventions.rankings import Ranking
     from heurlens.interventions.scoring import MethodName
+
+
+@cli.command()
+@click.option("--task", required=True,
+              help="The prompt task: 'ioi', 'greater-than' or a .jsonl/.csv file with distractors and corrupted prompts "
+                   "(m: the logit difference of the answers and the distractors, MIB's metric).")
+@click.option("--task-examples", type=click.IntRange(min=1), default=200, show_default=True,
+              help="Prompts attributed over (drawn with --seed, as prune trains).")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of the prompts.")
+@click.option("--level", type=click.Choice(["edge", "node"]), default="edge", show_default=True,
+              help="edge: every edge between the embeddings, heads, MLPs and logits; node: every head and MLP.")
+@click.option("--method", type=click.Choice(["eap-ig", "eap"]), default="eap-ig", show_default=True,
+              help="eap: the gradient on the clean run (Syed et al. 2023); eap-ig: integrated gradients along the "
+                   "input embeddings from the corrupted prompt to the clean one (MIB's EAP-IG-inputs).")
+@click.option("--ig-steps", type=click.IntRange(min=1), default=5, show_default=True,
+              help="EAP-IG's points on the path (MIB's 5).")
+@click.option("--ablation", type=click.Choice(["corrupt", "mean", "zero"]), default="corrupt", show_default=True,
+              help="What an ablated item carries: its output on the corrupted prompt (MIB's patching; the only one for "
+                   "edges and for eap-ig), or the unit's mean or zero (node level, eap).")
+@click.option("--graph", type=click.Choice(["heurlens", "mib"]), default="heurlens", show_default=True,
+              help="The edges scored: heurlens' graph (a grouped-query model's key and value inputs once per key-value "
+                   "head), or MIB's (grouped-query attention ungrouped: each query head's own; through an ungrouped "
+                   "copy of the model). The same on models without grouped heads.")
+@click.option("--out", required=True, type=click.Path(file_okay=False),
+              help="Run folder for the scores (kept: the same command again reads them back); heurlens faithfulness "
+                   "and export-mib take it as RUN_DIR.")
+@click.option("--top", type=click.IntRange(min=0), default=20, show_default=True, help="Items printed, by |score|.")
+@click.option("--model", required=True, help="A decoder LM: smollm2, a local model directory, or a hub name.")
+@weights_dtype_option
+@device_option
+@table_output_options
+def attribute(task: str, task_examples: int, seed: int, level: str, method: str, ig_steps: int, ablation: str,
+              graph: str, out: str, top: int, model: str, device: str | None, weights_dtype: str | None,
+              as_json: bool, as_csv: bool) -> None:
+    """Score every edge (or unit) by attribution patching: the first-order change of the task's logit difference
+    when it alone is ablated, sum over prompts and positions of (r - a) . dm/dx (EAP), with dm/dx averaged over
+    --ig-steps points from the corrupted input to the clean one for EAP-IG; write the scores into --out and print the
+    items of largest |score|."""
+    import pandas as pd
+
+    import heurlens
+    from heurlens.analysis.attribution_runs import attribute as attribute_run
+    from heurlens.analysis.attribution_runs import attribution_folder, scored_model
+    from heurlens.data.run_data import PromptTaskData
+    from heurlens.errors import HeurlensError
+    from heurlens.interventions.graph import edge_layout
+    from heurlens.interventions.units import UnitLayout
+
+    if ablation != "corrupt" and (level == "edge" or method == "eap-ig"):
+        why = ("an edge carries its writer's output on the corrupted prompt" if level == "edge"
+               else "eap-ig integrates from the corrupted prompt to the clean one")
+        raise HeurlensError(f"--ablation {ablation}: {why}; use --ablation corrupt (mean and zero: --level node "
+                            "--method eap)")
+    attribution_folder(out)  # refused before the model loads
+    hooked = heurlens.load_model(model, device=device, dtype=weights_dtype)
+    run = attribute_run(hooked, PromptTaskData(task, task_examples, seed), out, level=cast("Level", level),
+                        method=cast("AttributionMethod", method), ig_steps=ig_steps,
+                        ablation=cast("MethodName", ablation), graph=cast("GraphName", graph))
+    target = scored_model(hooked, run.level, run.graph)
+    names = ([str(edge) for edge in edge_layout(target).edges()] if run.level == "edge"
+             else [str(unit) for unit in UnitLayout(target.n_layers, target.n_heads).units()])
+    order = run.ranking.order()[:top].tolist()
+    table = pd.DataFrame({"rank": range(1, len(order) + 1), level: [names[i] for i in order],
+                          "score": [float(run.ranking.scores[i]) for i in order]})
+    print_table(table, as_json, as_csv, lambda shown: (
+        f"{run.ranking.label}, {len(names)} {level}s of {model_label(hooked, 'float32')} on {task} "
+        f"({task_examples} prompts, {run.seconds:.1f} s); score: the estimated change of the logit difference "
+        f"when the {level} alone is ablated; in {out}\n{shown.to_string(index=False)}"))
 
 
 @cli.command()
@@ -62,13 +139,15 @@ def faithfulness(run_dirs: tuple[str, ...], mib_files: tuple[str, ...], absolute
     """Score the circuits of each RUN_DIR as the MIB benchmark does: f = (m(circuit) - m(empty)) / (m(full) -
     m(empty)) at each size of the grid (MIB's ten, 0.1% to 100% of the units or edges, nothing assumed), and the areas
     CPR (under f, higher is better) and CMD (under |1 - f|, lower is better) by MIB's trapezoid; a curve missing a size
-    has none. Node runs are scored over the fraction of units (heads and MLPs) kept, beside attribution patching's
+    has none. A RUN_DIR is a prune run or an attribution run (heurlens attribute: its scores' ranking, its edges on the
+    graph it scored). Node runs are scored over the fraction of units (heads and MLPs) kept, beside attribution patching's
     ranking (on the first run's training prompts); edge runs over the fraction of edges of heurlens' graph kept
     (every other edge carrying its writer's output on the corrupted prompt). With --circuits targets and an edge run
     among the runs, every circuit is scored on the edge axis (a node circuit: the edges between its units)."""
     from dataclasses import replace
 
     import heurlens
+    from heurlens.analysis.attribution_runs import is_attribution_run, load_attribution
     from heurlens.analysis.circuit_comparison import compare_runs, comparison_ablation, comparison_table
     from heurlens.analysis.faithfulness import faithfulness_figure
     from heurlens.analysis.mib_files import read_mib_file
@@ -81,16 +160,19 @@ def faithfulness(run_dirs: tuple[str, ...], mib_files: tuple[str, ...], absolute
         check_writable_file(Path(figure), "--figure")
     sizes = parse_grid(grid)
     if not run_dirs and not (mib_files and model):
-        raise click.UsageError("give RUN_DIRS (heurlens prune runs), or --mib-file FILE with --model")
+        raise click.UsageError("give RUN_DIRS (heurlens prune or attribute runs), or --mib-file FILE with --model")
+    attributions = [load_attribution(run_dir) for run_dir in run_dirs if is_attribution_run(run_dir)]
     runs = {run_dir: [sub for group in subnetworks_by_sparsity([run_dir]).values() for sub in group]
-            for run_dir in run_dirs}
-    comparison_ablation([sub for subs in runs.values() for sub in subs], cast("MethodName | None", ablation))
-    hooked = heurlens.load_model(model or next(iter(runs.values()))[0].model_id, device=device, dtype=weights_dtype)
+            for run_dir in run_dirs if not is_attribution_run(run_dir)}
+    comparison_ablation([sub for subs in runs.values() for sub in subs], cast("MethodName | None", ablation),
+                        any(run.level == "edge" for run in attributions))
+    model_id = model or (next(iter(runs.values()))[0].model_id if runs else attributions[0].model_id)
+    hooked = heurlens.load_model(model_id, device=device, dtype=weights_dtype)
     files = [read_mib_file(Path(path), hooked) for path in mib_files]
     files = [replace(file, ranking=replace(file.ranking, absolute=absolute)) if file.ranking else file for file in files]
     data = PromptTaskData(task, task_examples, seed)
     curves = compare_runs(hooked, runs, data, cast("MethodName | None", ablation), cast("Source", source), sizes,
-                          random_seeds, files)
+                          random_seeds, files, attributions)
     if figure:
         atomic_write_bytes(Path(figure), faithfulness_figure(curves, task).to_html(include_plotlyjs=True).encode())
     print_table(comparison_table(curves), as_json, as_csv, partial(_pretty, curves, task, run_dirs))
@@ -118,8 +200,9 @@ def _pretty(curves: dict[str, FaithfulnessCurve], task_name: str, run_dirs: tupl
 
     axes = "; ".join(dict.fromkeys(
         f"{'edges' if 'edges_kept' in curve.circuits else 'units'}: k of {curve.n_items} "
-        f"{'edges of heurlens graph' if 'edges_kept' in curve.circuits else 'heads and MLPs'}"
-        for curve in curves.values()))
+        + ("heads and MLPs" if "edges_kept" not in curve.circuits else
+           "edges of MIB's graph" if "MIB's graph" in name else "edges of heurlens graph")
+        for name, curve in curves.items()))
     first = next(iter(curves.values()))
     shown = table.drop(columns=["cpr", "cmd"]).round(3)
     areas = "\n".join(f"{name:>26}: {areas_text(curve)}" for name, curve in curves.items())
@@ -143,10 +226,13 @@ def _pretty(curves: dict[str, FaithfulnessCurve], task_name: str, run_dirs: tupl
 @device_option
 def export_mib(run_dir: str, out: str, with_circuits: bool, model: str | None, weights_dtype: str | None,
                device: str | None) -> None:
-    """Write the ranking of each record of RUN_DIR (its trained log_alpha, higher kept first) as a circuit file in
-    MIB's format (EAP-IG's Graph.to_json: scores per edge on MIB's graph, grouped-query attention ungrouped, or per
-    head and MLP for a node run), which MIB's circuit track and heurlens faithfulness --mib-file read."""
+    """Write the ranking of each record of RUN_DIR (its trained log_alpha, higher kept first; of an attribution run,
+    its scores, into --out itself) as a circuit file in MIB's format (EAP-IG's Graph.to_json: scores per edge on MIB's
+    graph, grouped-query attention ungrouped, or per head and MLP for a node run), which MIB's circuit track and
+    heurlens faithfulness --mib-file read. A grouped-query model's edges scored on heurlens' graph are written once per
+    query head (copies); attribute with --graph mib for each query head's own score."""
     import heurlens
+    from heurlens.analysis.attribution_runs import is_attribution_run, load_attribution, scored_model
     from heurlens.analysis.faithfulness_areas import MIB_GRID, grid_count
     from heurlens.analysis.mib_files import write_mib_file
     from heurlens.errors import HeurlensError
@@ -155,26 +241,33 @@ def export_mib(run_dir: str, out: str, with_circuits: bool, model: str | None, w
     from heurlens.pruning.subnetwork import Subnetwork
     from heurlens.runtime.run_folders import check_writable_dir
 
-    records = {path: Subnetwork.load(path) for path in find_subnetworks(Path(run_dir))}
-    if not records:
-        raise HeurlensError(f"{run_dir} holds no records (sparsity-*/seed-*.json); make them with heurlens prune "
-                            f"--out {run_dir}")
-    hooked = heurlens.load_model(model or next(iter(records.values())).model_id, device=device, dtype=weights_dtype)
+    if is_attribution_run(run_dir):  # one ranking: the run's scores, on the graph it scored
+        run = load_attribution(run_dir)
+        rankings, level = {Path(out): run.ranking}, run.level
+        hooked = scored_model(heurlens.load_model(model or run.model_id, device=device, dtype=weights_dtype), level,
+                              run.graph)
+    else:
+        records = {path: Subnetwork.load(path) for path in find_subnetworks(Path(run_dir))}
+        if not records:
+            raise HeurlensError(f"{run_dir} holds no records (sparsity-*/seed-*.json) and no attribution scores; make "
+                                f"them with heurlens prune (or heurlens attribute) --out {run_dir}")
+        rankings = {Path(out) / path.relative_to(run_dir).with_suffix(""): ranking_of(record)
+                    for path, record in records.items()}
+        level = next(iter(records.values())).level
+        hooked = heurlens.load_model(model or next(iter(records.values())).model_id, device=device,
+                                     dtype=weights_dtype)
     planned: dict[Path, tuple[Ranking | None, Tensor | None]] = {}
-    for path, record in records.items():
-        folder = Path(out) / path.relative_to(run_dir).with_suffix("")
-        ranking = ranking_of(record)
+    for folder, ranking in rankings.items():
         planned[folder / "importances.json"] = (ranking, None)
         for size in MIB_GRID if with_circuits else ():
             planned[folder / f"circuit-{100 * size:g}%.json"] = (None, ranking.top(grid_count(size, ranking.n_items)))
     foreign = [path for path in planned if path.exists() and _written_by_others(path)]
     if foreign:
         raise HeurlensError(f"{foreign[0]} exists and is not a file heurlens export-mib wrote; give another --out")
-    level = next(iter(records.values())).level
     for path, (scores, keep) in planned.items():
         check_writable_dir(path.parent, "--out")
         write_mib_file(path, hooked, scores, keep, level=level)
-    click.echo(f"wrote {len(planned)} MIB circuit files for {len(records)} records under {out}")
+    click.echo(f"wrote {len(planned)} MIB circuit files for {len(rankings)} rankings under {out}")
 
 
 def _written_by_others(path: Path) -> bool:

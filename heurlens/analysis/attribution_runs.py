@@ -1,0 +1,125 @@
+"""Attribution run folders (``heurlens attribute``): one method's score of every unit or edge on a prompt task's
+training prompts, kept as a ranking that ``heurlens faithfulness`` scores at MIB's sizes and ``heurlens export-mib``
+writes in MIB's format.
+
+A folder holds ``settings.json`` (the model, the task, its prompts, the level, the method, its steps, the ablation
+and the graph) and ``scores.safetensors``: one score per item in ``UnitLayout``'s or ``EdgeLayout``'s order, on the
+graph named: "heurlens" (a grouped-query model's key and value inputs once per key-value head) or "mib" (the edges of
+its ungrouped copy, ``models.ungrouped``: MIB's graph), with the seconds the attribution took. The metric is the
+task's logit difference, MIB's.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, cast
+
+import torch
+from safetensors import safe_open
+from safetensors.torch import save
+from torch import Tensor
+
+from heurlens.analysis.attribution import IG_STEPS, AttributionMethod, attribution_ranking
+from heurlens.data.prompt_tasks import logit_difference
+from heurlens.data.run_data import PromptTaskData
+from heurlens.errors import HeurlensError
+from heurlens.interventions.circuits import Level
+from heurlens.interventions.rankings import Ranking
+from heurlens.interventions.scoring import MethodName
+from heurlens.models.ungrouped import ungrouped_copy
+from heurlens.protocols import PreparedModel
+from heurlens.runtime.cache import atomic_write_bytes
+from heurlens.runtime.run_folders import RunFolder
+
+SCORES_FILE = "scores.safetensors"
+GraphName = Literal["heurlens", "mib"]
+
+
+@dataclass(frozen=True)
+class AttributionRun:
+    """A finished attribution run: its folder, its settings and its ranking (by |score|)."""
+
+    path: Path
+    settings: dict[str, Any]
+    ranking: Ranking
+    seconds: float
+
+    @property
+    def level(self) -> Level:
+        return cast(Level, self.settings["level"])
+
+    @property
+    def graph(self) -> GraphName:
+        return cast(GraphName, self.settings["graph"])
+
+    @property
+    def model_id(self) -> str:
+        return str(self.settings["model_id"])
+
+
+def attribution_folder(out: str | Path) -> RunFolder:
+    """The folder of ``heurlens attribute``, checked before any work (refused when it holds files it did not make)."""
+    return RunFolder(Path(out), "attribution run", (SCORES_FILE,)).opened()
+
+
+def is_attribution_run(run_dir: str | Path) -> bool:
+    """Whether ``run_dir`` holds an attribution run's scores (not a prune run's records)."""
+    return (Path(run_dir) / SCORES_FILE).exists()
+
+
+def scored_model(model: PreparedModel, level: Level, graph: GraphName) -> PreparedModel:
+    """The model whose units or edges the scores are on: ``model``, or its ungrouped copy for edges on MIB's graph."""
+    return ungrouped_copy(model) if level == "edge" and graph == "mib" else model
+
+
+def attribute(model: PreparedModel, data: PromptTaskData, out: str | Path, *, level: Level = "edge",
+              method: AttributionMethod = "eap-ig", ig_steps: int = IG_STEPS, ablation: MethodName = "corrupt",
+              graph: GraphName = "heurlens") -> AttributionRun:
+    """Attribute ``data``'s training prompts' logit difference to every unit or edge of ``model`` with ``method``
+    ("eap", or "eap-ig" with ``ig_steps``) and keep the scores in the folder ``out`` (read back when it holds them:
+    a second call with the same settings computes nothing; other settings are refused)."""
+    folder = attribution_folder(out)
+    settings = {"model_id": model.model_id, "task": data.task, "examples": data.examples, "seed": data.seed,
+                "level": level, "method": method, "ig_steps": ig_steps if method == "eap-ig" else None,
+                "ablation": ablation, "graph": graph if level == "edge" else "heurlens"}
+    path = Path(out) / SCORES_FILE
+
+    def compute() -> tuple[Tensor, float]:
+        start = time.perf_counter()
+        target = scored_model(model, level, graph)
+        train = data.train(target)
+        means = data.means(target) if ablation in ("mean",) else None
+        ranking = attribution_ranking(target, train, logit_difference, level=level, method=ablation, means=means,
+                                      ig_steps=ig_steps if method == "eap-ig" else None)
+        return ranking.scores, time.perf_counter() - start
+
+    def write(result: tuple[Tensor, float]) -> None:
+        scores, seconds = result
+        atomic_write_bytes(path, save({"scores": scores.contiguous()}, metadata={"seconds": f"{seconds:.3f}"}))
+
+    def written() -> tuple[Tensor, float]:
+        run = load_attribution(out)
+        return run.ranking.scores, run.seconds
+
+    with folder.writing():
+        folder.record_settings(settings)
+        folder.stored(SCORES_FILE, compute, write, written)
+    return load_attribution(out)
+
+
+def load_attribution(run_dir: str | Path) -> AttributionRun:
+    """The attribution run in ``run_dir``, refused by name when it holds none."""
+    folder = RunFolder(Path(run_dir), "attribution run", (SCORES_FILE,))
+    settings = folder.settings(f"make one with heurlens attribute --out {run_dir}")
+    if not is_attribution_run(run_dir):
+        raise HeurlensError(f"{run_dir} holds no attribution scores ({SCORES_FILE}); make them with heurlens "
+                            f"attribute --out {run_dir}")
+    with safe_open(Path(run_dir) / SCORES_FILE, framework="pt") as handle:
+        scores = handle.get_tensor("scores")
+        seconds = float((handle.metadata() or {}).get("seconds", "nan"))
+    label = "EAP" if settings["method"] == "eap" else f"EAP-IG ({settings['ig_steps']} steps)"
+    on = " on MIB's graph" if settings["graph"] == "mib" else ""
+    ranking = Ranking(f"{label}{on}", cast(Level, settings["level"]), scores.to(torch.float32), absolute=True)
+    return AttributionRun(Path(run_dir), settings, ranking, seconds)
