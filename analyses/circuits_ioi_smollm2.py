@@ -29,7 +29,8 @@ import pandas as pd
 import torch
 
 import heurlens
-from heurlens.analysis.attribution import attribution_scores
+from heurlens.analysis.attribution import AttributionMethod, attribution_scores
+from heurlens.analysis.attribution_runs import attribute
 from heurlens.analysis.faithfulness import faithfulness_curve, faithfulness_figure, ranking_curve
 from heurlens.analysis.faithfulness_areas import MIB_GRID, FaithfulnessCurve, grid_count
 from heurlens.data.prompt_tasks import logit_difference
@@ -49,13 +50,15 @@ TARGETS = {"node": 0.8, "edge": 0.95}  # the ranking runs' targets
 N_UNITS = 30 * 10  # SmolLM2: 30 layers of 9 heads and an MLP
 SWEEP = [round(1 - grid_count(size, N_UNITS) / N_UNITS, 6) for size in MIB_GRID if 0 < grid_count(size, N_UNITS) < N_UNITS]
 RANDOM_SEEDS = 3
+ATTRIBUTIONS = {"eap-ig-edge": ("edge", "eap-ig"), "eap-edge": ("edge", "eap"), "eap-ig-node": ("node", "eap-ig")}
 
 
 def jobs() -> list[str]:
-    """Every job: per task the four mask runs (level x objective) and the baselines; on IOI one node (KL) run per
-    target of the sweep."""
+    """Every job: per task the four mask runs (level x objective), the baselines and the attribution runs (EAP-IG and
+    EAP of the edges, EAP-IG of the units); on IOI one node (KL) run per target of the sweep."""
     return ([f"{task}/{level}-{objective}" for task in TASKS for level in ("node", "edge")
              for objective in ("kl", "logit-diff")] + [f"{task}/baselines" for task in TASKS]
+            + [f"{task}/{name}" for task in TASKS for name in ATTRIBUTIONS]
             + [f"ioi/node-kl-target-{target:g}" for target in SWEEP])
 
 
@@ -78,6 +81,13 @@ def run(job: str, out: Path, examples: int = EXAMPLES, steps: int | None = None,
             results[f"random-{level}"] = (ranking_curve(model, randoms, scoring, method="corrupt"), 0.0)
         for method, (curve, seconds) in results.items():
             _save(out / "scores" / task / f"{method}.json", curve, seconds, where)
+        return
+    if name in ATTRIBUTIONS:  # heurlens attribute's run folder, its ranking cut at every size
+        attributed_level, method = ATTRIBUTIONS[name]
+        attributed = attribute(model, data, out / "runs" / task / name, level=cast(Level, attributed_level),
+                               method=cast(AttributionMethod, method))
+        curve = ranking_curve(model, attributed.ranking, scoring, method="corrupt")
+        _save(out / "scores" / task / f"{name}.json", curve, attributed.seconds, where)
         return
     part, _, rest = name.partition("-")
     level = cast(Level, part)
@@ -137,7 +147,8 @@ def cpu_cost(out: Path) -> None:
 METHODS = {"node-kl": "node masks, KL", "node-logit-diff": "node masks, logit difference",
            "edge-kl": "edge masks, KL", "edge-logit-diff": "edge masks, logit difference",
            "attribution": "attribution patching (nodes)", "random-node": "random (nodes)",
-           "random-edge": "random (edges)", "node-kl-targets": "node masks, KL, one run per size"}
+           "random-edge": "random (edges)", "node-kl-targets": "node masks, KL, one run per size",
+           "eap-ig-edge": "EAP-IG (edges)", "eap-edge": "EAP (edges)", "eap-ig-node": "EAP-IG (nodes)"}
 
 
 def page(out: Path, docs: Path) -> None:
@@ -206,8 +217,10 @@ def _row(name: str, curve: FaithfulnessCurve, stored: dict, cpu: dict) -> dict:
     steps = stored.get("steps")
     cpu_minutes = (per_step * steps * SEEDS / 60 if per_step and steps else
                    cpu.get("attribution", math.nan) / 60 if name == "attribution" else 0.0 if "random" in name
+                   else stored["seconds"] / 60 if name in ATTRIBUTIONS and stored["where"].startswith("cpu")
                    else math.nan)
-    return {"method": METHODS[name], "axis": level, "CPR": curve.cpr, "CMD": curve.cmd,
+    return {"method": METHODS[name], "axis": level, "curves": curve.circuits["curve"].nunique(),
+            "CPR": curve.cpr, "CMD": curve.cmd,
             "discovery (min, where)": f"{stored['seconds'] / 60:.1f} ({stored['where']})",
             "on this CPU (min)": round(cpu_minutes, 1)}
 

@@ -53,6 +53,7 @@ from heurlens.training_helpers import frozen_parameters
 
 AttributionMethod = Literal["eap", "eap-ig"]
 IG_STEPS = 5  # MIB's EAP-IG-inputs
+_EXAMPLES_A_PRODUCT = 8  # edge scores: readers' gradients times writers' differences, this many examples at a time
 
 
 def attribution_ranking(model: ModelLike, task: TaskLike, metric: Metric, *, level: Level = "node",
@@ -142,15 +143,15 @@ def _batch_scores(model: PreparedModel, inputs: _Pass, replacement: UnitMeans | 
     if layout is not None:
         difference = _writer_outputs(model, other) - _writer_outputs(model, clean)
     points: list[float | None] = [None] if ig_steps is None else [k / ig_steps for k in range(ig_steps)]
-    total: Tensor | None = None
+    mean_gradient: dict[str, Tensor] = {}
     for alpha in points:
         embeddings = None if alpha is None else other[EMBED_HOOK] + alpha * (clean[EMBED_HOOK] - other[EMBED_HOOK])
-        gradients = dict(zip(sites, _gradients(model, inputs, sites, embeddings)))
-        scores = (_edge_products(layout, gradients, difference) if layout is not None
-                  else _unit_products(model, gradients, clean, other))
-        total = scores if total is None else total + scores
-    assert total is not None
-    return total / len(points)
+        for name, gradient in zip(sites, _gradients(model, inputs, sites, embeddings)):
+            share = gradient.float() / len(points)
+            mean_gradient[name] = mean_gradient[name] + share if name in mean_gradient else share
+    if layout is not None:
+        return _edge_products(layout, mean_gradient, difference)
+    return _unit_products(model, mean_gradient, clean, other)
 
 
 def _replacement_of(model: PreparedModel, replacement: UnitMeans | None, clean: dict[str, Tensor]
@@ -220,14 +221,19 @@ def _writer_outputs(model: PreparedModel, seen: dict[str, Tensor]) -> Float[Tens
 
 def _edge_products(layout: EdgeLayout, gradients: dict[str, Tensor],
                    difference: Float[Tensor, "batch pos writer d_model"]) -> Float[Tensor, " edge"]:
-    """Each edge's (r - a) . g, summed over examples and positions, in ``EdgeLayout``'s order: per reader group one
-    product of its readers' gradients with its writers' differences."""
-    scores = torch.zeros(layout.n_edges)
+    """Each edge's (r - a) . g, summed over examples and positions, in ``EdgeLayout``'s order: one product of every
+    reader's gradient with every writer's difference (a few examples at a time), of which each reader group keeps
+    the writers before it."""
+    readers = torch.cat([gradient if gradient.dim() == 4 else gradient[:, :, None]  # [batch, pos, reader, d_model]
+                         for gradient in (gradients[group.hook_name] for group in layout.groups)], dim=2)
+    products = sum(torch.einsum("bprd,bpwd->rw", readers[start:start + _EXAMPLES_A_PRODUCT],
+                                difference[start:start + _EXAMPLES_A_PRODUCT])
+                   for start in range(0, len(readers), _EXAMPLES_A_PRODUCT))
+    assert isinstance(products, Tensor)
+    scores, row = torch.zeros(layout.n_edges), 0
     for group in layout.groups:
-        gradient = gradients[group.hook_name].float()
-        gradient = gradient if gradient.dim() == 4 else gradient[:, :, None]  # [batch, pos, reader, d_model]
-        product = torch.einsum("bprd,bpwd->rw", gradient, difference[:, :, :group.n_writers])
-        scores[group.start:group.end] = product.flatten().cpu()
+        scores[group.start:group.end] = products[row:row + len(group.readers), :group.n_writers].flatten().cpu()
+        row += len(group.readers)
     return scores
 
 
