@@ -227,3 +227,42 @@ def test_the_cli_attributes_the_planted_path_first_and_faithfulness_and_export_r
     assert status == 0, err
     from_file = [row for row in json.loads(out) if row["method"].startswith("file")]
     assert [row["faithfulness"] for row in from_file] == pytest.approx([row["faithfulness"] for row in curve])
+
+
+def test_masks_warm_started_from_an_attribution_run_keep_its_ranking_when_they_cannot_move(tmp_path):
+    """``PruneSettings(init_from=RUN)``: edge masks start at log_alpha_init |s| / max |s| of the run's scores; with a
+    learning rate too small to move them they end where they started, so the run's ranking (the planted path first)
+    is the record's; a run of other items (node masks from edge scores) is refused by name."""
+    import json
+    import warnings
+
+    from planted_edges import PATH, WORDS, build_planted_edges_model
+
+    from heurlens.analysis.attribution_runs import attribute
+    from heurlens.data.run_data import PromptTaskData
+    from heurlens.interventions.rankings import ranking_of
+    from heurlens.pruning import PruneSettings
+    from heurlens.pruning.warm_start import warm_start_log_alpha
+
+    model = heurlens.load_model(build_planted_edges_model(tmp_path / "planted"))
+    task = tmp_path / "task.jsonl"
+    rows = [{"prompt": word, "answer": f" {word}", "distractors": [f" {WORDS[(i + 1) % 4]}"],
+             "corrupted_prompt": WORDS[(i + 1) % 4]} for i, word in enumerate(WORDS)] * 4
+    task.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    data = PromptTaskData(str(task), 16, 0, batch_size=4)
+    run = attribute(model, data, tmp_path / "eap", level="edge", method="eap")
+    settings = PruneSettings(level="edge", ablation="corrupt", init_from=str(tmp_path / "eap"), lr_log_alpha=1e-30,
+                             total_steps=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the masks cannot reach the target in 3 steps that move nothing
+        [record] = heurlens.prune(model, data.train(model), sparsity=0.9, seeds=[0], config=settings, cache=False,
+                                  progress=False)
+    expected = warm_start_log_alpha(run.ranking.scores, settings.log_alpha_init)
+    assert expected.max() == pytest.approx(10.0) and expected.min() >= 0
+    torch.testing.assert_close(record.log_alpha_edges.float(), expected, atol=1e-5, rtol=0)
+    layout = edge_layout(model)
+    assert torch.equal(ranking_of(record).top(3), layout.keep_mask(PATH))
+    assert torch.equal(run.ranking.top(3), layout.keep_mask(PATH))
+    with pytest.raises(HeurlensError, match="scores 46 edges .* this prune trains 6 masks"):
+        heurlens.prune(model, data.train(model), sparsity=0.5, seeds=[0], cache=False, progress=False,
+                       config=PruneSettings(ablation="corrupt", init_from=str(tmp_path / "eap"), total_steps=3))

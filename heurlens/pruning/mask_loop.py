@@ -23,6 +23,7 @@ from heurlens.pruning.hard_concrete import HardConcrete
 from heurlens.pruning.objective import expected_sparsity, kl_loss, mask_optimizer, sampled_sparsity
 from heurlens.pruning.schedule import target_at
 from heurlens.pruning.settings import PruneSettings
+from heurlens.pruning.warm_start import initial_log_alpha
 from heurlens.runtime.call_context import CallContext
 from heurlens.runtime.devices import to_device
 from heurlens.runtime.precision import Precision, autocast
@@ -83,9 +84,13 @@ def train_masks(model: PreparedModel, data: Task, full_logits: Float[Tensor, "ex
     batch_size = data.batches[0]["input_ids"].shape[0]
     warmup, total = config.steps_for(sparsity, len(data), batch_size)
     runs = []
+    start = (initial_log_alpha(config.init_from, len(prunable), config.log_alpha_init) if config.init_from
+             else None)
     for seed in seeds:
         torch.manual_seed(seed)  # log_alpha's initial draw, as for one seed alone
         mask = HardConcrete(len(prunable), config.log_alpha_init, config.log_alpha_init_std, device=device)
+        if start is not None:  # warm-started: every seed from the attribution scores
+            mask.log_alpha.data.copy_(start)
         lambdas = torch.zeros(2, requires_grad=True, device=device)
         optimizer, schedule = mask_optimizer(mask, lambdas, config, total)
         order_generator = torch.Generator(device="cpu").manual_seed(seed)

@@ -90,6 +90,10 @@ class PruneSettings:
         "help": "What the masks are trained to keep: kl, the full model's output distribution (KL, the Heuristic "
                 "Core's); logit-diff, the task's logit difference of answer and distractors kept at the full model's "
                 "(MIB's metric; a prompt task with distractors)."})
+    init_from: str | None = field(default=None, metadata={
+        "help": "An attribution run folder (heurlens attribute, the same model and level) whose scores set the masks' "
+                "start: log_alpha = log_alpha_init |s| / max |s| (the MIB shared task's warm start; default: every "
+                "mask at log_alpha_init).", "option": "--init-from"})
     dtype: Precision = field(default="float32", metadata={
         "help": "Precision of the model's matrix products while the masks train and in the evaluation "
                 "(torch.autocast; log_alpha, the multipliers and the KL stay float32): bfloat16 or float16 on a "
@@ -136,12 +140,12 @@ class PruneSettings:
 
     def to_dict(self) -> dict:
         """The settings as recorded in each subnetwork; ``units``, ``ablation``, ``level``, ``dtype``, ``penalty``,
-        ``settle_steps``, ``extend_steps`` and ``objective`` only when not what run folders written before they
-        existed used, so those still match their own settings."""
+        ``settle_steps``, ``extend_steps``, ``objective`` and ``init_from`` only when not what run folders written
+        before they existed used, so those still match their own settings."""
         settings = asdict(self)
         for name, default in (("units", "all"), ("ablation", "mean"), ("level", "node"), ("dtype", "float32"),
                               ("penalty", "lagrangian"), ("settle_steps", 0), ("extend_steps", 0),
-                              ("objective", "kl")):
+                              ("objective", "kl"), ("init_from", None)):
             if settings[name] == default:
                 del settings[name]
         return settings
