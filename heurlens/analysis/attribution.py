@@ -27,6 +27,7 @@ a circuit of every size (``interventions.rankings``), MIB's way.
 from __future__ import annotations
 
 from contextlib import nullcontext
+from dataclasses import dataclass
 from functools import partial
 from typing import Any, Literal
 
@@ -122,12 +123,15 @@ def _check(level: Level, ig_steps: int | None, method: Method) -> None:
                             f"heurlens defines for edges, and the ablation is {method!r}: use corrupt ablation")
 
 
+@dataclass(frozen=True)
 class _Pass:
     """One batch's inputs: the clean ``batch``, its ``corrupted`` batch (or None), the task ``view`` the metric reads
     and the metric."""
 
-    def __init__(self, batch: Batch, corrupted: Batch | None, view: Task, metric: Metric):
-        self.batch, self.corrupted, self.view, self.metric = batch, corrupted, view, metric
+    batch: Batch
+    corrupted: Batch | None
+    view: Task
+    metric: Metric
 
 
 def _batch_scores(model: PreparedModel, inputs: _Pass, replacement: UnitMeans | None, layout: EdgeLayout | None,
