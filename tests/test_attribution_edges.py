@@ -266,3 +266,34 @@ def test_masks_warm_started_from_an_attribution_run_keep_its_ranking_when_they_c
     with pytest.raises(HeurlensError, match="scores 46 edges .* this prune trains 6 masks"):
         heurlens.prune(model, data.train(model), sparsity=0.5, seeds=[0], cache=False, progress=False,
                        config=PruneSettings(ablation="corrupt", init_from=str(tmp_path / "eap"), total_steps=3))
+
+
+def test_an_attribution_run_on_mibs_graph_is_scored_there_and_its_file_reads_back_as_the_grouped_scores(
+        tiny_decoder_dirs, tmp_path):
+    """``attribute(..., graph="mib")`` on the grouped-query Llama: 110 scores (its ungrouped copy's edges), scored by
+    ``compare_runs`` over those 110 (f = 1 with every edge, 0 with none); written as MIB's file and read back onto the
+    grouped model (another tool's scores: the "sum" rule) they are the grouped model's own EAP-IG scores."""
+    import json
+
+    from heurlens.analysis.attribution_runs import attribute, scored_model
+    from heurlens.analysis.circuit_comparison import compare_runs
+    from heurlens.analysis.mib_files import read_mib_file, write_mib_file
+    from heurlens.data.prompt_tasks import logit_difference
+    from heurlens.data.run_data import PromptTaskData
+
+    model = heurlens.load_model(tiny_decoder_dirs["llama"])
+    task = tmp_path / "task.jsonl"
+    task.write_text("\n".join(json.dumps({"prompt": clean, "answer": " dog", "distractors": [" cat"],
+                                          "corrupted_prompt": corrupted}) for clean, corrupted in PROMPTS * 2) + "\n")
+    data = PromptTaskData(str(task), 6, 0, batch_size=4)
+    run = attribute(model, data, tmp_path / "mib-graph", level="edge", method="eap-ig", ig_steps=3, graph="mib")
+    assert run.ranking.n_items == 110 and run.ranking.label == "EAP-IG (3 steps) on MIB's graph"
+    curve = compare_runs(model, {}, data, attributions=[run])[run.ranking.label]
+    assert curve.n_items == 110
+    points = curve.curve.set_index("kept_fraction")["faithfulness"]
+    assert points[1.0] == pytest.approx(1.0, abs=1e-5) and points[0.001] == pytest.approx(0.0, abs=1e-5)
+    write_mib_file(tmp_path / "scores.json", scored_model(model, "edge", "mib"), run.ranking)
+    read_back = read_mib_file(tmp_path / "scores.json", model).ranking
+    assert read_back is not None and read_back.n_items == 82
+    grouped = attribution_ranking(model, data.train(model), logit_difference, level="edge", ig_steps=3).scores
+    torch.testing.assert_close(read_back.scores, grouped, atol=1e-6, rtol=1e-4)
