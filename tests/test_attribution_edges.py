@@ -297,3 +297,19 @@ def test_an_attribution_run_on_mibs_graph_is_scored_there_and_its_file_reads_bac
     assert read_back is not None and read_back.n_items == 82
     grouped = attribution_ranking(model, data.train(model), logit_difference, level="edge", ig_steps=3).scores
     torch.testing.assert_close(read_back.scores, grouped, atol=1e-6, rtol=1e-4)
+
+
+def test_padded_batches_score_as_one_prompt_at_a_time(tiny_decoder_dirs):
+    """Prompts of different lengths batched together (right padding, attention masks) get the scores they get one
+    at a time (no padding): the padded positions carry no gradient into the real ones."""
+    examples = [PromptExample(clean, " dog", (" cat",), corrupted) for clean, corrupted in
+                [("the man sees", "a dog runs"), ("a cat", "the man"), ("the dog runs .", "a cat sees .")]]
+    model = heurlens.load_model(tiny_decoder_dirs["llama"])
+    batched, alone = (tokenize_prompt_task("mixed", examples, word_level_tokenizer(), n_ctx=8, batch_size=size,
+                                           add_special_tokens=False) for size in (3, 1))
+    assert (batched.batches[0]["attention_mask"] == 0).any()  # the batch is padded
+    for level in ("edge", "node"):
+        together = attribution_ranking(model, batched, metric, level=level, ig_steps=2).scores
+        apart = attribution_ranking(model, alone, metric, level=level, ig_steps=2).scores
+        assert together.abs().max() > 1e-3
+        torch.testing.assert_close(together, apart, atol=1e-6, rtol=1e-4)
