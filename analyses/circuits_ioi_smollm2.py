@@ -54,11 +54,13 @@ ATTRIBUTIONS = {"eap-ig-edge": ("edge", "eap-ig"), "eap-edge": ("edge", "eap"), 
 
 
 def jobs() -> list[str]:
-    """Every job: per task the four mask runs (level x objective), the baselines and the attribution runs (EAP-IG and
-    EAP of the edges, EAP-IG of the units); on IOI one node (KL) run per target of the sweep."""
+    """Every job: per task the four mask runs (level x objective), the baselines, the attribution runs (EAP-IG and
+    EAP of the edges, EAP-IG of the units) and edge masks (KL) warm-started from EAP-IG; on IOI one node (KL) run per
+    target of the sweep."""
     return ([f"{task}/{level}-{objective}" for task in TASKS for level in ("node", "edge")
              for objective in ("kl", "logit-diff")] + [f"{task}/baselines" for task in TASKS]
             + [f"{task}/{name}" for task in TASKS for name in ATTRIBUTIONS]
+            + [f"{task}/edge-kl-warm" for task in TASKS]
             + [f"ioi/node-kl-target-{target:g}" for target in SWEEP])
 
 
@@ -93,7 +95,11 @@ def run(job: str, out: Path, examples: int = EXAMPLES, steps: int | None = None,
     level = cast(Level, part)
     objective: Literal["kl", "logit-diff"] = "logit-diff" if rest.startswith("logit-diff") else "kl"
     target = float(rest.rpartition("target-")[2]) if "target-" in rest else TARGETS[level]
-    config = heurlens.PruneSettings(level=level, ablation="corrupt", objective=objective, total_steps=steps)
+    warm = None  # the warm-started job's own EAP-IG run (jobs run side by side: none writes another's folder)
+    if rest.endswith("-warm"):
+        warm = str(attribute(model, data, out / "runs" / task / f"{name}-eap-ig", level=level, method="eap-ig").path)
+    config = heurlens.PruneSettings(level=level, ablation="corrupt", objective=objective, total_steps=steps,
+                                    init_from=warm)
     records = heurlens.prune(model, train, sparsity=target, seeds=range(seeds), out=out / "runs" / task / name,
                              config=config, progress=False)
     seconds = sum(record.metrics["train_seconds"] for record in records)
@@ -148,7 +154,8 @@ METHODS = {"node-kl": "node masks, KL", "node-logit-diff": "node masks, logit di
            "edge-kl": "edge masks, KL", "edge-logit-diff": "edge masks, logit difference",
            "attribution": "attribution patching (nodes)", "random-node": "random (nodes)",
            "random-edge": "random (edges)", "node-kl-targets": "node masks, KL, one run per size",
-           "eap-ig-edge": "EAP-IG (edges)", "eap-edge": "EAP (edges)", "eap-ig-node": "EAP-IG (nodes)"}
+           "eap-ig-edge": "EAP-IG (edges)", "eap-edge": "EAP (edges)", "eap-ig-node": "EAP-IG (nodes)",
+           "edge-kl-warm": "edge masks, KL, warm-started from EAP-IG"}
 
 
 def page(out: Path, docs: Path) -> None:
