@@ -30,7 +30,7 @@ import torch
 
 import heurlens
 from heurlens.analysis.attribution import AttributionMethod, attribution_scores
-from heurlens.analysis.attribution_runs import attribute
+from heurlens.analysis.attribution_runs import GraphName, attribute, scored_model
 from heurlens.analysis.faithfulness import faithfulness_curve, faithfulness_figure, ranking_curve
 from heurlens.analysis.faithfulness_areas import MIB_GRID, FaithfulnessCurve, grid_count
 from heurlens.data.prompt_tasks import logit_difference
@@ -50,7 +50,8 @@ TARGETS = {"node": 0.8, "edge": 0.95}  # the ranking runs' targets
 N_UNITS = 30 * 10  # SmolLM2: 30 layers of 9 heads and an MLP
 SWEEP = [round(1 - grid_count(size, N_UNITS) / N_UNITS, 6) for size in MIB_GRID if 0 < grid_count(size, N_UNITS) < N_UNITS]
 RANDOM_SEEDS = 3
-ATTRIBUTIONS = {"eap-ig-edge": ("edge", "eap-ig"), "eap-edge": ("edge", "eap"), "eap-ig-node": ("node", "eap-ig")}
+ATTRIBUTIONS = {"eap-ig-edge": ("edge", "eap-ig", "heurlens"), "eap-edge": ("edge", "eap", "heurlens"),
+                "eap-ig-node": ("node", "eap-ig", "heurlens"), "eap-ig-edge-mib": ("edge", "eap-ig", "mib")}
 
 
 def jobs() -> list[str]:
@@ -85,10 +86,11 @@ def run(job: str, out: Path, examples: int = EXAMPLES, steps: int | None = None,
             _save(out / "scores" / task / f"{method}.json", curve, seconds, where)
         return
     if name in ATTRIBUTIONS:  # heurlens attribute's run folder, its ranking cut at every size
-        attributed_level, method = ATTRIBUTIONS[name]
+        attributed_level, method, graph = ATTRIBUTIONS[name]
         attributed = attribute(model, data, out / "runs" / task / name, level=cast(Level, attributed_level),
-                               method=cast(AttributionMethod, method))
-        curve = ranking_curve(model, attributed.ranking, scoring, method="corrupt")
+                               method=cast(AttributionMethod, method), graph=cast(GraphName, graph))
+        curve = ranking_curve(scored_model(model, attributed.level, attributed.graph), attributed.ranking, scoring,
+                              method="corrupt")
         _save(out / "scores" / task / f"{name}.json", curve, attributed.seconds, where)
         return
     part, _, rest = name.partition("-")
@@ -155,6 +157,7 @@ METHODS = {"node-kl": "node masks, KL", "node-logit-diff": "node masks, logit di
            "attribution": "attribution patching (nodes)", "random-node": "random (nodes)",
            "random-edge": "random (edges)", "node-kl-targets": "node masks, KL, one run per size",
            "eap-ig-edge": "EAP-IG (edges)", "eap-edge": "EAP (edges)", "eap-ig-node": "EAP-IG (nodes)",
+           "eap-ig-edge-mib": "EAP-IG (edges of MIB's graph, 123,211)",
            "edge-kl-warm": "edge masks, KL, warm-started from EAP-IG"}
 
 
