@@ -16,24 +16,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, cast
 
-import torch
-from safetensors import safe_open
-from safetensors.torch import save
 from torch import Tensor
 
 from heurlens.analysis.attribution import IG_STEPS, AttributionMethod, attribution_ranking
 from heurlens.data.prompt_tasks import logit_difference
 from heurlens.data.run_data import PromptTaskData
-from heurlens.errors import HeurlensError
 from heurlens.interventions.circuits import Level
+from heurlens.interventions.ranking_files import SCORES_FILE, holds_scores, read_ranking, write_scores
 from heurlens.interventions.rankings import Ranking
 from heurlens.interventions.scoring import MethodName
 from heurlens.models.ungrouped import ungrouped_copy
 from heurlens.protocols import PreparedModel
-from heurlens.runtime.cache import atomic_write_bytes
 from heurlens.runtime.run_folders import RunFolder
 
-SCORES_FILE = "scores.safetensors"
 GraphName = Literal["heurlens", "mib"]
 
 
@@ -66,7 +61,7 @@ def attribution_folder(out: str | Path) -> RunFolder:
 
 def is_attribution_run(run_dir: str | Path) -> bool:
     """Whether ``run_dir`` holds an attribution run's scores (not a prune run's records)."""
-    return (Path(run_dir) / SCORES_FILE).exists()
+    return holds_scores(run_dir)
 
 
 def scored_model(model: PreparedModel, level: Level, graph: GraphName) -> PreparedModel:
@@ -84,20 +79,18 @@ def attribute(model: PreparedModel, data: PromptTaskData, out: str | Path, *, le
     settings = {"model_id": model.model_id, "task": data.task, "examples": data.examples, "seed": data.seed,
                 "level": level, "method": method, "ig_steps": ig_steps if method == "eap-ig" else None,
                 "ablation": ablation, "graph": graph if level == "edge" else "heurlens"}
-    path = Path(out) / SCORES_FILE
+
+    label = ("EAP" if method == "eap" else f"EAP-IG ({ig_steps} steps)") + (" on MIB's graph" if graph == "mib"
+                                                                            and level == "edge" else "")
 
     def compute() -> tuple[Tensor, float]:
         start = time.perf_counter()
         target = scored_model(model, level, graph)
         train = data.train(target)
-        means = data.means(target) if ablation in ("mean",) else None
+        means = data.means(target) if ablation == "mean" else None
         ranking = attribution_ranking(target, train, logit_difference, level=level, method=ablation, means=means,
                                       ig_steps=ig_steps if method == "eap-ig" else None)
         return ranking.scores, time.perf_counter() - start
-
-    def write(result: tuple[Tensor, float]) -> None:
-        scores, seconds = result
-        atomic_write_bytes(path, save({"scores": scores.contiguous()}, metadata={"seconds": f"{seconds:.3f}"}))
 
     def written() -> tuple[Tensor, float]:
         run = load_attribution(out)
@@ -105,21 +98,11 @@ def attribute(model: PreparedModel, data: PromptTaskData, out: str | Path, *, le
 
     with folder.writing():
         folder.record_settings(settings)
-        folder.stored(SCORES_FILE, compute, write, written)
+        folder.stored(SCORES_FILE, compute, lambda result: write_scores(out, result[0], label, result[1]), written)
     return load_attribution(out)
 
 
 def load_attribution(run_dir: str | Path) -> AttributionRun:
     """The attribution run in ``run_dir``, refused by name when it holds none."""
-    folder = RunFolder(Path(run_dir), "attribution run", (SCORES_FILE,))
-    settings = folder.settings(f"make one with heurlens attribute --out {run_dir}")
-    if not is_attribution_run(run_dir):
-        raise HeurlensError(f"{run_dir} holds no attribution scores ({SCORES_FILE}); make them with heurlens "
-                            f"attribute --out {run_dir}")
-    with safe_open(Path(run_dir) / SCORES_FILE, framework="pt") as handle:
-        scores = handle.get_tensor("scores")
-        seconds = float((handle.metadata() or {}).get("seconds", "nan"))
-    label = "EAP" if settings["method"] == "eap" else f"EAP-IG ({settings['ig_steps']} steps)"
-    on = " on MIB's graph" if settings["graph"] == "mib" else ""
-    ranking = Ranking(f"{label}{on}", cast(Level, settings["level"]), scores.to(torch.float32), absolute=True)
+    ranking, settings, seconds = read_ranking(run_dir)
     return AttributionRun(Path(run_dir), settings, ranking, seconds)

@@ -18,6 +18,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from heurlens.errors import HeurlensError
+from heurlens.interventions.ranking_files import read_ranking
 
 
 def warm_start_log_alpha(scores: Float[Tensor, " item"], log_alpha_init: float) -> Float[Tensor, " item"]:
@@ -30,11 +31,10 @@ def warm_start_log_alpha(scores: Float[Tensor, " item"], log_alpha_init: float) 
 def initial_log_alpha(run_dir: str | Path, n_masks: int, log_alpha_init: float) -> Float[Tensor, " item"]:
     """The warm start from the attribution run in ``run_dir`` (``heurlens attribute``), refused by name when it
     scores other items than the ``n_masks`` masks (another level, model or graph)."""
-    from heurlens.analysis.attribution_runs import load_attribution
-
-    run = load_attribution(run_dir)
-    if run.ranking.n_items != n_masks:
-        raise HeurlensError(f"--init-from {run_dir}: its {run.ranking.label} scores {run.ranking.n_items} {run.level}s "
-                            f"of {run.model_id} ({run.graph} graph) and this prune trains {n_masks} masks: attribute the "
-                            "model pruned, at the level pruned (--level), on heurlens' graph (--graph heurlens)")
-    return warm_start_log_alpha(run.ranking.scores, log_alpha_init)
+    ranking, settings, _ = read_ranking(run_dir)
+    if ranking.n_items != n_masks:
+        raise HeurlensError(f"--init-from {run_dir}: its {ranking.label} scores {ranking.n_items} {ranking.level}s of "
+                            f"{settings.get('model_id')} ({settings.get('graph')} graph) and this prune trains {n_masks} "
+                            "masks: attribute the model pruned, at the level pruned (--level), on heurlens' graph "
+                            "(--graph heurlens)")
+    return warm_start_log_alpha(ranking.scores, log_alpha_init)
