@@ -171,7 +171,8 @@ def page(out: Path, docs: Path) -> None:
              "edge outside a circuit carries its activation on the corrupted prompt (IOI: ABC names; greater-than: "
              "the 01 year). f at MIB's ten sizes, CPR and CMD MIB's trapezoids on linear k over [0.001, 1] "
              f"({SEEDS} seeds' curves averaged; mask runs: one target each, node {TARGETS['node']}, edge "
-             f"{TARGETS['edge']}, cut by their log_alpha ranking at every size). Units: 300 heads and MLPs (MIB also "
+             f"{TARGETS['edge']}, cut by their log_alpha ranking at every size; EAP and EAP-IG, `heurlens attribute`: "
+             "one ranking of the pruning prompts; `curves`: how many were averaged). Units: 300 heads and MLPs (MIB also "
              f"counts the embeddings as a node); edges: heurlens' graph, {70651:,} edges, key-value heads grouped "
              f"(MIB's ungrouped graph has {MibGraph(EdgeLayout(30, 9, 3)).n_edges:,}, so edge k is not "
              "MIB's k and the edge numbers are not comparable with MIB's published ones). Discovery: the minutes "
@@ -225,11 +226,13 @@ def _row(name: str, curve: FaithfulnessCurve, stored: dict, cpu: dict) -> dict:
     level = "edge" if "edges_kept" in curve.circuits else "node"
     per_step = cpu.get(name.replace("-targets", ""))
     steps = stored.get("steps")
-    cpu_minutes = (per_step * steps * SEEDS / 60 if per_step and steps else
+    curves = curve.circuits["curve"].nunique()
+    seeds = SEEDS if name.endswith("-targets") else curves  # the sweep's circuits of 3 seeds share one curve per size
+    cpu_minutes = (per_step * steps * seeds / 60 if per_step and steps else
                    cpu.get("attribution", math.nan) / 60 if name == "attribution" else 0.0 if "random" in name
                    else stored["seconds"] / 60 if name in ATTRIBUTIONS and stored["where"].startswith("cpu")
                    else math.nan)
-    return {"method": METHODS[name], "axis": level, "curves": curve.circuits["curve"].nunique(),
+    return {"method": METHODS[name], "axis": level, "curves": curves,
             "CPR": curve.cpr, "CMD": curve.cmd,
             "discovery (min, where)": f"{stored['seconds'] / 60:.1f} ({stored['where']})",
             "on this CPU (min)": round(cpu_minutes, 1)}
