@@ -212,6 +212,9 @@ def test_the_cli_attributes_the_planted_path_first_and_faithfulness_and_export_r
     assert status == 0 and json.loads(again) == ranked  # read back
     status, _, err = heurlens_in_process(capsys, "attribute", *common, "--out", run, "--method", "eap")
     assert status != 0 and "other settings (ig_steps, method)" in err
+    status, _, err = heurlens_in_process(capsys, "attribute", "--model", "no-such-model", "--task", str(task), "--out",
+                                         str(tmp_path / "refused"), "--ablation", "mean", "--method", "eap")
+    assert status != 0 and "only ablation heurlens defines for edges" in err  # before the model loads
     status, out, err = heurlens_in_process(capsys, "faithfulness", run, "--task", str(task), "--task-examples", "16",
                                            "--json")
     assert status == 0, err

@@ -43,7 +43,7 @@ from heurlens.interventions.edge_masks import EMBED_HOOK
 from heurlens.interventions.graph import EdgeLayout, edge_layout, reader_inputs
 from heurlens.interventions.means import UnitMeans
 from heurlens.interventions.rankings import Ranking
-from heurlens.interventions.scoring import Method, MethodName, as_method, unit_replacement
+from heurlens.interventions.scoring import MethodName, as_method, unit_replacement
 from heurlens.interventions.units import Unit, UnitLayout, as_units, heads_hook_name, mlp_hook_name
 from heurlens.metrics import metric_output
 from heurlens.models.classifier import as_model
@@ -68,7 +68,7 @@ def attribution_ranking(model: ModelLike, task: TaskLike, metric: Metric, *, lev
     model = as_model(model)
     task = as_task(model, task)
     method = as_method(method)
-    _check(level, ig_steps, method)
+    check_attribution(level, ig_steps, method)
     layout = edge_layout(model) if level == "edge" else None
     device = device_of(model)
     replacement = None if method == "corrupt" else unit_replacement(model, method, means, device)
@@ -110,7 +110,9 @@ def edge_attribution_scores(model: ModelLike, task: TaskLike, metric: Metric, *,
                          "score": ranking.scores.tolist()})
 
 
-def _check(level: Level, ig_steps: int | None, method: Method) -> None:
+def check_attribution(level: Level, ig_steps: int | None, method: MethodName) -> None:
+    """Refuse by name what attribution cannot do (checked before any work, by the CLI before the model loads)."""
+    method = as_method(method)
     if level not in ("node", "edge"):
         raise HeurlensError(f"level {level!r}: attribute 'node' (heads and MLPs) or 'edge' (edges between them)")
     if ig_steps is not None and ig_steps < 1:
@@ -145,7 +147,7 @@ def _batch_scores(model: PreparedModel, inputs: _Pass, replacement: UnitMeans | 
     sites = ([group.hook_name for group in layout.groups] if layout is not None
              else [name for name in writers if name != EMBED_HOOK])
     if layout is not None:
-        difference = _writer_outputs(model, other) - _writer_outputs(model, clean)
+        difference = _writer_outputs(model, {name: other[name] - clean[name] for name in writers})  # linear in them
     points: list[float | None] = [None] if ig_steps is None else [k / ig_steps for k in range(ig_steps)]
     mean_gradient: dict[str, Tensor] = {}
     for alpha in points:
@@ -212,8 +214,9 @@ def _unit_products(model: PreparedModel, gradients: dict[str, Tensor], clean: di
 
 
 def _writer_outputs(model: PreparedModel, seen: dict[str, Tensor]) -> Float[Tensor, "batch pos writer d_model"]:
-    """Every writer's output in the residual stream (``EdgeLayout.writers``' order): the embeddings, then per layer
-    each head's W_O^h z_h and the MLP's output."""
+    """Every writer's output in the residual stream (``EdgeLayout.writers``' order) from the activations ``seen`` at
+    the writers' hook points: the embeddings, then per layer each head's W_O^h z_h and the MLP's output (linear in
+    ``seen``: given differences of activations, the differences of the outputs)."""
     bridge = model.bridge  # type: ignore[attr-defined]  # edge level: edge_layout checked it is a bridge
     outputs = [seen[EMBED_HOOK][:, :, None]]
     for layer in range(model.n_layers):

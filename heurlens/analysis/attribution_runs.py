@@ -22,9 +22,11 @@ from heurlens.analysis.attribution import IG_STEPS, AttributionMethod, attributi
 from heurlens.data.prompt_tasks import logit_difference
 from heurlens.data.run_data import PromptTaskData
 from heurlens.interventions.circuits import Level
-from heurlens.interventions.ranking_files import SCORES_FILE, holds_scores, read_ranking, write_scores
+from heurlens.interventions.graph import EdgeLayout, edge_layout
+from heurlens.interventions.ranking_files import SCORES_FILE, read_ranking, write_scores
 from heurlens.interventions.rankings import Ranking
 from heurlens.interventions.scoring import MethodName
+from heurlens.interventions.units import UnitLayout
 from heurlens.models.ungrouped import ungrouped_copy
 from heurlens.protocols import PreparedModel
 from heurlens.runtime.run_folders import RunFolder
@@ -59,9 +61,15 @@ def attribution_folder(out: str | Path) -> RunFolder:
     return RunFolder(Path(out), "attribution run", (SCORES_FILE,)).opened()
 
 
-def is_attribution_run(run_dir: str | Path) -> bool:
-    """Whether ``run_dir`` holds an attribution run's scores (not a prune run's records)."""
-    return holds_scores(run_dir)
+def item_names(model: PreparedModel, level: Level, graph: GraphName) -> list[str]:
+    """The names of the units or edges a run's scores are on, in their order (edges on MIB's graph: those of the
+    ungrouped copy, a key-value head per query head), without building the copy."""
+    if level == "node":
+        return [str(unit) for unit in UnitLayout(model.n_layers, model.n_heads).units()]
+    layout = edge_layout(model)
+    if graph == "mib":
+        layout = EdgeLayout(layout.n_layers, layout.n_heads, layout.n_heads)
+    return [str(edge) for edge in layout.edges()]
 
 
 def scored_model(model: PreparedModel, level: Level, graph: GraphName) -> PreparedModel:

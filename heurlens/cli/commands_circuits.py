@@ -69,26 +69,18 @@ def attribute(task: str, task_examples: int, seed: int, level: str, method: str,
     import pandas as pd
 
     import heurlens
+    from heurlens.analysis.attribution import check_attribution
     from heurlens.analysis.attribution_runs import attribute as attribute_run
-    from heurlens.analysis.attribution_runs import attribution_folder, scored_model
+    from heurlens.analysis.attribution_runs import attribution_folder, item_names
     from heurlens.data.run_data import PromptTaskData
-    from heurlens.errors import HeurlensError
-    from heurlens.interventions.graph import edge_layout
-    from heurlens.interventions.units import UnitLayout
 
-    if ablation != "corrupt" and (level == "edge" or method == "eap-ig"):
-        why = ("an edge carries its writer's output on the corrupted prompt" if level == "edge"
-               else "eap-ig integrates from the corrupted prompt to the clean one")
-        raise HeurlensError(f"--ablation {ablation}: {why}; use --ablation corrupt (mean and zero: --level node "
-                            "--method eap)")
-    attribution_folder(out)  # refused before the model loads
+    check_attribution(cast("Level", level), ig_steps if method == "eap-ig" else None, cast("MethodName", ablation))
+    attribution_folder(out)  # both refused before the model loads
     hooked = heurlens.load_model(model, device=device, dtype=weights_dtype)
     run = attribute_run(hooked, PromptTaskData(task, task_examples, seed), out, level=cast("Level", level),
                         method=cast("AttributionMethod", method), ig_steps=ig_steps,
                         ablation=cast("MethodName", ablation), graph=cast("GraphName", graph))
-    target = scored_model(hooked, run.level, run.graph)
-    names = ([str(edge) for edge in edge_layout(target).edges()] if run.level == "edge"
-             else [str(unit) for unit in UnitLayout(target.n_layers, target.n_heads).units()])
+    names = item_names(hooked, run.level, run.graph)
     order = run.ranking.order()[:top].tolist()
     table = pd.DataFrame({"rank": range(1, len(order) + 1), level: [names[i] for i in order],
                           "score": [float(run.ranking.scores[i]) for i in order]})
@@ -147,11 +139,12 @@ def faithfulness(run_dirs: tuple[str, ...], mib_files: tuple[str, ...], absolute
     from dataclasses import replace
 
     import heurlens
-    from heurlens.analysis.attribution_runs import is_attribution_run, load_attribution
+    from heurlens.analysis.attribution_runs import load_attribution
     from heurlens.analysis.circuit_comparison import compare_runs, comparison_ablation, comparison_table
     from heurlens.analysis.faithfulness import faithfulness_figure
     from heurlens.analysis.mib_files import read_mib_file
     from heurlens.data.run_data import PromptTaskData
+    from heurlens.interventions.ranking_files import holds_scores
     from heurlens.pruning.run_folder import subnetworks_by_sparsity
     from heurlens.runtime.cache import atomic_write_bytes
     from heurlens.runtime.run_folders import check_writable_file
@@ -161,9 +154,9 @@ def faithfulness(run_dirs: tuple[str, ...], mib_files: tuple[str, ...], absolute
     sizes = parse_grid(grid)
     if not run_dirs and not (mib_files and model):
         raise click.UsageError("give RUN_DIRS (heurlens prune or attribute runs), or --mib-file FILE with --model")
-    attributions = [load_attribution(run_dir) for run_dir in run_dirs if is_attribution_run(run_dir)]
+    attributions = [load_attribution(run_dir) for run_dir in run_dirs if holds_scores(run_dir)]
     runs = {run_dir: [sub for group in subnetworks_by_sparsity([run_dir]).values() for sub in group]
-            for run_dir in run_dirs if not is_attribution_run(run_dir)}
+            for run_dir in run_dirs if not holds_scores(run_dir)}
     comparison_ablation([sub for subs in runs.values() for sub in subs], cast("MethodName | None", ablation),
                         any(run.level == "edge" for run in attributions))
     model_id = model or (next(iter(runs.values()))[0].model_id if runs else attributions[0].model_id)
@@ -232,16 +225,17 @@ def export_mib(run_dir: str, out: str, with_circuits: bool, model: str | None, w
     heurlens faithfulness --mib-file read. A grouped-query model's edges scored on heurlens' graph are written once per
     query head (copies); attribute with --graph mib for each query head's own score."""
     import heurlens
-    from heurlens.analysis.attribution_runs import is_attribution_run, load_attribution, scored_model
+    from heurlens.analysis.attribution_runs import load_attribution, scored_model
     from heurlens.analysis.faithfulness_areas import MIB_GRID, grid_count
     from heurlens.analysis.mib_files import write_mib_file
     from heurlens.errors import HeurlensError
+    from heurlens.interventions.ranking_files import holds_scores
     from heurlens.interventions.rankings import ranking_of
     from heurlens.pruning.run_folder import find_subnetworks
     from heurlens.pruning.subnetwork import Subnetwork
     from heurlens.runtime.run_folders import check_writable_dir
 
-    if is_attribution_run(run_dir):  # one ranking: the run's scores, on the graph it scored
+    if holds_scores(run_dir):  # one ranking: the run's scores, on the graph it scored
         run = load_attribution(run_dir)
         rankings, level = {Path(out): run.ranking}, run.level
         hooked = scored_model(heurlens.load_model(model or run.model_id, device=device, dtype=weights_dtype), level,
