@@ -10,6 +10,7 @@ property that fails when the code is wrong:
 - a unit's score is the sum of its outgoing edges' scores (two code paths: gradients at the writers, at the readers).
 """
 
+import pandas as pd
 import pytest
 import torch
 from conftest import WORDS, word_level_tokenizer
@@ -275,8 +276,10 @@ def test_an_attribution_run_on_mibs_graph_is_scored_there_and_its_file_reads_bac
         tiny_decoder_dirs, tmp_path):
     """``attribute(..., graph="mib")`` on the grouped-query Llama: 110 scores (its ungrouped copy's edges), scored by
     ``compare_runs`` over those 110 (f = 1 with every edge, 0 with none); written as MIB's file and read back onto the
-    grouped model (another tool's scores: the "sum" rule) they are the grouped model's own EAP-IG scores."""
+    grouped model (another tool's scores: the "sum" rule) they are the grouped model's own EAP-IG scores; read back
+    onto MIB's graph they are the run's own 110 scores to the bit, and the file's curve is the run's."""
     import json
+    from dataclasses import replace
 
     from heurlens.analysis.attribution_runs import attribute, scored_model
     from heurlens.analysis.circuit_comparison import compare_runs
@@ -300,6 +303,12 @@ def test_an_attribution_run_on_mibs_graph_is_scored_there_and_its_file_reads_bac
     assert read_back is not None and read_back.n_items == 82
     grouped = attribution_ranking(model, data.train(model), logit_difference, level="edge", ig_steps=3).scores
     torch.testing.assert_close(read_back.scores, grouped, atol=1e-6, rtol=1e-4)
+    on_mib = read_mib_file(tmp_path / "scores.json", model, graph="mib")
+    assert on_mib.graph == "mib" and torch.equal(on_mib.ranking.scores, run.ranking.scores)
+    file = replace(on_mib, ranking=replace(on_mib.ranking, absolute=True))
+    file_curve = compare_runs(model, {}, data, files=[file])["file scores.json on MIB's graph"]
+    assert file_curve.n_items == 110
+    pd.testing.assert_frame_equal(file_curve.curve, curve.curve)
 
 
 def test_padded_batches_score_as_one_prompt_at_a_time(tiny_decoder_dirs):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, cast
 
 from torch import Tensor
 
@@ -23,6 +23,7 @@ from heurlens.data.prompt_tasks import logit_difference
 from heurlens.data.run_data import PromptTaskData
 from heurlens.interventions.circuits import Level
 from heurlens.interventions.graph import EdgeLayout, edge_layout
+from heurlens.interventions.mib_graph import GraphName
 from heurlens.interventions.ranking_files import SCORES_FILE, read_ranking, write_scores
 from heurlens.interventions.rankings import Ranking
 from heurlens.interventions.scoring import MethodName
@@ -30,8 +31,6 @@ from heurlens.interventions.units import UnitLayout
 from heurlens.models.ungrouped import ungrouped_copy
 from heurlens.protocols import PreparedModel
 from heurlens.runtime.run_folders import RunFolder
-
-GraphName = Literal["heurlens", "mib"]
 
 
 @dataclass(frozen=True)

@@ -62,9 +62,10 @@ def compare_runs(model: PreparedModel, runs: Mapping[str, Sequence[Subnetwork]],
             curves[name] = faithfulness_curve(model, list(subnetworks), prompts, edges=on_edges, **score)
         levels.append("edge" if on_edges else level)
     for file in files:
-        name = f"file {file.path.name}"
-        curves[name] = (ranking_curve(model, file.ranking, prompts, **_on(file.level, score)) if file.ranking else
-                        keep_mask_curve(model, file.level, {file.path.stem: cast(Tensor, file.keep)}, prompts,
+        target = scored_model(model, file.level, file.graph)  # an edge file on MIB's graph: the ungrouped copy
+        name = f"file {file.path.name}" + (" on MIB's graph" if target is not model else "")
+        curves[name] = (ranking_curve(target, file.ranking, prompts, **_on(file.level, score)) if file.ranking else
+                        keep_mask_curve(target, file.level, {file.path.stem: cast(Tensor, file.keep)}, prompts,
                                         **_on(file.level, score)))
         levels.append(file.level)
     for run in attributions:

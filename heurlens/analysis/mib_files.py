@@ -8,8 +8,11 @@ reads (``Graph.from_json``; hannamw/MIB-circuit-track, ``circuit_loading.py``):
 An *importance* file carries a score per edge (edge level) or per node (node level: heads and MLPs; ``input`` has
 none, so MIB always keeps it) and is cut at every size by MIB; a *circuit* file carries only ``in_graph``. Edges are
 on MIB's ungrouped graph (``interventions.mib_graph``); heurlens writes a grouped-query model's key-value edges once
-per query head (copied) and says so in ``cfg["heurlens"]``, and reads them back by the rule ``MibGraph.grouped``
-names: "mean" for its own copies, "sum" for another tool's scores, "any" for circuits.
+per query head (copied) and says so in ``cfg["heurlens"]``. It reads edges back onto one of two graphs: ``"mib"``,
+the file's own edges, on the model's ungrouped copy (``models.ungrouped``: every query head's key and value inputs
+its own, as MIB scores the file), or ``"heurlens"``, the model's grouped graph, by the rule ``MibGraph.grouped``
+names: "mean" for its own copies, "sum" for another tool's scores, "any" for circuits. Without grouped-query
+attention the two are the same edges.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from torch import Tensor
 from heurlens.errors import HeurlensError
 from heurlens.interventions.circuits import Level
 from heurlens.interventions.graph import EdgeLayout, edge_layout
-from heurlens.interventions.mib_graph import MibGraph, mib_node_name
+from heurlens.interventions.mib_graph import GraphName, MibGraph, mib_node_name
 from heurlens.interventions.nodes import Node
 from heurlens.interventions.rankings import Ranking
 from heurlens.interventions.units import Unit, UnitLayout
@@ -40,12 +43,14 @@ COPIED = "copied to each query head"  # cfg["heurlens"]["key_value_edges"] of he
 @dataclass(frozen=True)
 class MibFile:
     """A file read for a model: its ``level``, and a ``ranking`` (an importance file) or a ``keep`` mask (a circuit
-    file) on heurlens' units or edges."""
+    file) on heurlens' units or on the edges of ``graph`` (``"mib"``: the model's ungrouped copy's, in its
+    ``EdgeLayout`` order)."""
 
     path: Path
     level: Level
     ranking: Ranking | None
     keep: Tensor | None
+    graph: GraphName = "heurlens"
 
 
 def _cfg(model: PreparedModel, level: Level, what: str) -> dict[str, Any]:
@@ -108,9 +113,11 @@ def write_mib_file(path: Path, model: PreparedModel, ranking: Ranking | None = N
     atomic_write_json(Path(path), mib_document(model, level, None if ranking is None else ranking.scores, keep, what))
 
 
-def read_mib_file(path: Path, model: PreparedModel) -> MibFile:
-    """An importance or circuit file in MIB's format as a ranking or keep mask on ``model``'s units or edges,
-    refused by name when it is not MIB's format or not this model's graph."""
+def read_mib_file(path: Path, model: PreparedModel, graph: GraphName = "heurlens") -> MibFile:
+    """An importance or circuit file in MIB's format as a ranking or keep mask on ``model``'s units, or on the edges
+    of ``graph``: "heurlens" (the model's own, key-value edges combined) or "mib" (each of the file's edges, on the
+    model's ungrouped copy, ``attribution_runs.scored_model``); refused by name when it is not MIB's format or not this
+    model's graph."""
     path = Path(path)
     try:
         document = json.loads(path.read_text())
@@ -122,26 +129,27 @@ def read_mib_file(path: Path, model: PreparedModel) -> MibFile:
     if shape != (model.n_layers, model.n_heads) or cfg.get("parallel_attn_mlp"):
         raise HeurlensError(f"{path} is a graph of {shape[0]} layers of {shape[1]} heads, and the model "
                             f"{model.model_id!r} has {model.n_layers} of {model.n_heads}: score it on its own model")
-    layout = UnitLayout(model.n_layers, model.n_heads)
-    names = [_unit_name(unit) for unit in layout.units()]
+    names = [_unit_name(unit) for unit in UnitLayout(model.n_layers, model.n_heads).units()]
     node_scores = [nodes.get(name, {}).get("score") for name in names]
     if any(score is not None for score in node_scores):  # node level: one score per head and MLP
         return MibFile(path, "node", Ranking(path.stem, "node", torch.tensor(_complete(node_scores, names, path))), None)
     if not edges:  # a node circuit
         return MibFile(path, "node", None, torch.tensor([float(bool(nodes.get(name, {}).get("in_graph"))) for name
                                                          in names]))
-    graph = _mib_graph(edge_layout(model))
-    missing = next((name for name in graph.edge_names if name not in edges), None)
+    grouped = edge_layout(model)
+    ungrouped = EdgeLayout(grouped.n_layers, grouped.n_heads, grouped.n_heads)  # the copy's: MIB's edges one to one
+    mib = _mib_graph(ungrouped if graph == "mib" else grouped)
+    missing = next((name for name in mib.edge_names if name not in edges), None)
     if missing is not None:
         raise HeurlensError(f"{path} has no edge {missing!r} of this model's graph (MIB's, grouped-query attention "
                             "ungrouped): is it a file of another model?")
-    if all("score" in edges[name] for name in graph.edge_names):
+    if all("score" in edges[name] for name in mib.edge_names):
         copied = cfg.get("heurlens", {}).get("key_value_edges") == COPIED
-        scores = torch.tensor(_complete([edges[name]["score"] for name in graph.edge_names], graph.edge_names, path))
-        return MibFile(path, "edge", Ranking(path.stem, "edge", graph.grouped(scores, "mean" if copied else "sum")
-                                             .float()), None)
-    kept = torch.tensor([float(bool(edges[name]["in_graph"])) for name in graph.edge_names])
-    return MibFile(path, "edge", None, graph.grouped(kept, "any").float())
+        scores = torch.tensor(_complete([edges[name]["score"] for name in mib.edge_names], mib.edge_names, path))
+        return MibFile(path, "edge", Ranking(path.stem, "edge", mib.grouped(scores, "mean" if copied else "sum")
+                                             .float()), None, graph)
+    kept = torch.tensor([float(bool(edges[name]["in_graph"])) for name in mib.edge_names])
+    return MibFile(path, "edge", None, mib.grouped(kept, "any").float(), graph)
 
 
 def _complete(scores: list[Any], names: list[str], path: Path) -> list[float]:

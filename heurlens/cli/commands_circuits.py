@@ -96,6 +96,11 @@ def attribute(task: str, task_examples: int, seed: int, level: str, method: str,
               help="A circuit file in MIB's format (EAP-IG's Graph.to_json: edge or node importance scores, or a binary "
                    "circuit), written by any tool, scored beside the runs (repeatable; --model names the model when no "
                    "run is given).")
+@click.option("--file-graph", type=click.Choice(["mib", "heurlens"]), default="mib", show_default=True,
+              help="The graph --mib-file edges are scored on: mib (the file's own edges, on the model's copy with "
+                   "grouped-query heads ungrouped: MIB's scoring) or heurlens (the model's grouped graph: a key-value "
+                   "edge's query-head scores summed, kept when one is kept). The same for models without "
+                   "grouped-query attention.")
 @click.option("--absolute", is_flag=True,
               help="Rank the --mib-file scores by their absolute value (MIB's --absolute; default: signed, as MIB's "
                    "evaluation runs by default).")
@@ -125,9 +130,10 @@ def attribute(task: str, task_examples: int, seed: int, level: str, method: str,
 @weights_dtype_option
 @device_option
 @table_output_options
-def faithfulness(run_dirs: tuple[str, ...], mib_files: tuple[str, ...], absolute: bool, task: str, task_examples: int,
-                 seed: int, ablation: str | None, source: str, grid: str | None, random_seeds: int, figure: str | None,
-                 model: str | None, weights_dtype: str | None, device: str | None, as_json: bool, as_csv: bool) -> None:
+def faithfulness(run_dirs: tuple[str, ...], mib_files: tuple[str, ...], file_graph: str, absolute: bool, task: str,
+                 task_examples: int, seed: int, ablation: str | None, source: str, grid: str | None, random_seeds: int,
+                 figure: str | None, model: str | None, weights_dtype: str | None, device: str | None, as_json: bool,
+                 as_csv: bool) -> None:
     """Score the circuits of each RUN_DIR as the MIB benchmark does: f = (m(circuit) - m(empty)) / (m(full) -
     m(empty)) at each size of the grid (MIB's ten, 0.1% to 100% of the units or edges, nothing assumed), and the areas
     CPR (under f, higher is better) and CMD (under |1 - f|, lower is better) by MIB's trapezoid; a curve missing a size
@@ -135,7 +141,8 @@ def faithfulness(run_dirs: tuple[str, ...], mib_files: tuple[str, ...], absolute
     graph it scored). Node runs are scored over the fraction of units (heads and MLPs) kept, beside attribution patching's
     ranking (on the first run's training prompts); edge runs over the fraction of edges of heurlens' graph kept
     (every other edge carrying its writer's output on the corrupted prompt). With --circuits targets and an edge run
-    among the runs, every circuit is scored on the edge axis (a node circuit: the edges between its units)."""
+    among the runs, every circuit is scored on the edge axis (a node circuit: the edges between its units). A
+    --mib-file's edges are scored on MIB's graph (--file-graph)."""
     from dataclasses import replace
 
     import heurlens
@@ -161,7 +168,7 @@ def faithfulness(run_dirs: tuple[str, ...], mib_files: tuple[str, ...], absolute
                         any(run.level == "edge" for run in attributions))
     model_id = model or (next(iter(runs.values()))[0].model_id if runs else attributions[0].model_id)
     hooked = heurlens.load_model(model_id, device=device, dtype=weights_dtype)
-    files = [read_mib_file(Path(path), hooked) for path in mib_files]
+    files = [read_mib_file(Path(path), hooked, cast("GraphName", file_graph)) for path in mib_files]
     files = [replace(file, ranking=replace(file.ranking, absolute=absolute)) if file.ranking else file for file in files]
     data = PromptTaskData(task, task_examples, seed)
     curves = compare_runs(hooked, runs, data, cast("MethodName | None", ablation), cast("Source", source), sizes,

@@ -31,6 +31,7 @@ from heurlens.interventions.graph import EdgeLayout
 from heurlens.interventions.nodes import Edge, Node
 
 GroupRule = Literal["sum", "mean", "any"]
+GraphName = Literal["heurlens", "mib"]  # the graph edges are on: heurlens' (key-value heads grouped) or MIB's
 
 
 def mib_node_name(node: Node) -> str:
