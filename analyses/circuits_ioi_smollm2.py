@@ -11,7 +11,8 @@ Run (one job a process, resumable run folders; a GPU's work, about 5 min on an H
     python analyses/circuits_ioi_smollm2.py run ioi/edge-kl --out runs/mib      # prune, then score
     python analyses/circuits_ioi_smollm2.py run ioi/baselines --out runs/mib    # attribution and random
     OMP_NUM_THREADS=1 python analyses/circuits_ioi_smollm2.py cpu-cost --out runs/mib   # a step's time on this CPU
-    python analyses/circuits_ioi_smollm2.py page --out runs/mib                 # the page from the scores
+    python analyses/circuits_ioi_smollm2.py keep --out runs/mib                 # the scores into the page's record
+    python analyses/circuits_ioi_smollm2.py page --out runs/mib                 # keep, then the page from the record
 Jobs: ``jobs()``.
 """
 
@@ -161,8 +162,35 @@ METHODS = {"node-kl": "node masks, KL", "node-logit-diff": "node masks, logit di
            "edge-kl-warm": "edge masks, KL, warm-started from EAP-IG"}
 
 
+def keep_scores(out: Path, kept: Path) -> None:
+    """Copy the scores (and the CPU's step times) under ``out`` into ``kept``, the page's committed record (a few KB
+    a job; run folders are not committed), so that a page is drawn from every job ever scored, not only from the
+    runs on one machine."""
+    for path in [*sorted((out / "scores").rglob("*.json")), out / "cpu-cost.json"]:
+        if path.exists():
+            target = kept / path.relative_to(out)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_bytes(target, path.read_bytes())
+
+
+def unkept(kept: Path) -> list[str]:
+    """The jobs the page last showed (``kept/drawn.json``: task -> score files) whose scores ``kept`` lacks: the page
+    of 2026-11-28 was drawn from run folders lost with their machine, so until those jobs run again its numbers stand
+    as written then and drawing it anew would drop them."""
+    drawn = json.loads((kept / "drawn.json").read_text()) if (kept / "drawn.json").exists() else {}
+    return [f"{task}/{name}" for task, names in drawn.items() for name in names
+            if not (kept / "scores" / task / f"{name}.json").exists()]
+
+
 def page(out: Path, docs: Path) -> None:
-    """The page from the scores under ``out``: per task, every method's f at MIB's sizes, CPR, CMD and cost."""
+    """The page from the scores under ``out``, kept beside the page first (``keep_scores``): per task, every method's
+    f at MIB's sizes, CPR, CMD and cost, from every score kept; refused while a job the page shows has none kept."""
+    kept = docs.with_name(f"{docs.stem}-scores")
+    keep_scores(out, kept)
+    if unkept(kept):
+        raise SystemExit(f"the page shows jobs whose scores are not kept in {kept}: {', '.join(unkept(kept))}; run "
+                         "them (`run JOB`) before drawing it again (the scores of the others are kept)")
+    out = kept
     cpu = json.loads((out / "cpu-cost.json").read_text()) if (out / "cpu-cost.json").exists() else {}
     lines = ["# SmolLM2-135M circuits on MIB's yardstick: IOI and greater-than\n",
              f"Produced by `analyses/circuits_ioi_smollm2.py` (its jobs on the machine each row names, the page on "
@@ -213,6 +241,8 @@ def page(out: Path, docs: Path) -> None:
                       f"ranking run's (target {TARGETS['node']}) circuit of that size. At {1 - TARGETS['node']:.0%} "
                       "the ranking run is itself the per-target run.\n", matched.to_markdown(floatfmt=".3f"), ""]
     RunFolder(out, "MIB yardstick run", ("scores",)).write_results_page(docs, "\n".join(lines))
+    atomic_write_json(out / "drawn.json", {task: sorted(path.stem for path in (out / "scores" / task).glob("*.json"))
+                                           for task in TASKS if (out / "scores" / task).is_dir()})
     print("\n".join(lines))
 
 
@@ -262,7 +292,7 @@ def _points(curves: dict[str, FaithfulnessCurve]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("what", choices=("run", "cpu-cost", "page", "jobs"))
+    parser.add_argument("what", choices=("run", "cpu-cost", "keep", "page", "jobs"))
     parser.add_argument("job", nargs="?", help="A job of `jobs`, e.g. ioi/edge-kl.")
     parser.add_argument("--out", type=Path, default=Path("runs/mib"))
     parser.add_argument("--examples", type=int, default=EXAMPLES, help="Prompts to prune and to score (a trial: fewer).")
@@ -278,6 +308,8 @@ def main() -> None:
         run(args.job, args.out, args.examples, args.steps, args.seeds)
     elif args.what == "cpu-cost":
         cpu_cost(args.out)
+    elif args.what == "keep":
+        keep_scores(args.out, args.docs.with_name(f"{args.docs.stem}-scores"))
     else:
         page(args.out, args.docs)
 
