@@ -9,6 +9,7 @@ into its cache. A user with no registry at all can put the release file into
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import subprocess
 import sys
@@ -156,8 +157,17 @@ def _verified(path: Path, expected: str) -> bool:
 
 
 def _copy_stream(source, path: Path) -> None:
+    """Write ``source`` to ``path`` through a temporary file of this call's own (two processes extracting the same
+    asset at once, e.g. jobs started together on one cache, each replace ``path`` with a whole file)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + ".partial")
-    with open(partial, "wb") as out:
-        shutil.copyfileobj(source, out)
-    partial.replace(path)
+    fd, partial = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".partial")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            shutil.copyfileobj(source, out)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(partial, 0o666 & ~umask)  # mkstemp's file is private; extracted files get the usual permissions
+        os.replace(partial, path)
+    except BaseException:
+        Path(partial).unlink(missing_ok=True)
+        raise
