@@ -2,8 +2,21 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
+
+
+def pytest_configure(config):
+    """Under pytest-xdist (README's test command: ``-n auto``) each worker gets its share of the cores, and so do the
+    heurlens processes the CLI tests start: torch's default, every core to every process, had the workers fight
+    over them."""
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if workers:
+        threads = max(1, (os.cpu_count() or 1) // int(workers))
+        torch.set_num_threads(threads)
+        os.environ["OMP_NUM_THREADS"] = str(threads)
 
 
 @pytest.fixture(scope="session")
