@@ -277,7 +277,8 @@ def test_an_attribution_run_on_mibs_graph_is_scored_there_and_its_file_reads_bac
     """``attribute(..., graph="mib")`` on the grouped-query Llama: 110 scores (its ungrouped copy's edges), scored by
     ``compare_runs`` over those 110 (f = 1 with every edge, 0 with none); written as MIB's file and read back onto the
     grouped model (another tool's scores: the "sum" rule) they are the grouped model's own EAP-IG scores; read back
-    onto MIB's graph they are the run's own 110 scores to the bit, and the file's curve is the run's."""
+    onto MIB's graph they are the run's own 110 scores to the bit, and the file's curve is the run's. The random
+    baseline beside them is on the same 110 edges."""
     import json
     from dataclasses import replace
 
@@ -294,8 +295,9 @@ def test_an_attribution_run_on_mibs_graph_is_scored_there_and_its_file_reads_bac
     data = PromptTaskData(str(task), 6, 0, batch_size=4)
     run = attribute(model, data, tmp_path / "mib-graph", level="edge", method="eap-ig", ig_steps=3, graph="mib")
     assert run.ranking.n_items == 110 and run.ranking.label == "EAP-IG (3 steps) on MIB's graph"
-    curve = compare_runs(model, {}, data, attributions=[run])[run.ranking.label]
-    assert curve.n_items == 110
+    curves = compare_runs(model, {}, data, attributions=[run], random_seeds=1)
+    curve = curves[run.ranking.label]
+    assert curve.n_items == 110 and curves["random (edges of MIB's graph)"].n_items == 110  # random on its axis
     points = curve.curve.set_index("kept_fraction")["faithfulness"]
     assert points[1.0] == pytest.approx(1.0, abs=1e-5) and points[0.001] == pytest.approx(0.0, abs=1e-5)
     write_mib_file(tmp_path / "scores.json", scored_model(model, "edge", "mib"), run.ranking)

@@ -6,6 +6,7 @@ one table row per circuit and one CPR/CMD per method."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from functools import cache, partial
 from pathlib import Path
 from typing import Any, Literal, cast
 
@@ -22,6 +23,7 @@ from heurlens.data.prompt_tasks import logit_difference
 from heurlens.data.run_data import PromptTaskData
 from heurlens.errors import HeurlensError
 from heurlens.interventions.circuits import Level, axis_of
+from heurlens.interventions.mib_graph import GraphName
 from heurlens.interventions.rankings import Ranking, random_ranking, ranking_of
 from heurlens.interventions.scoring import Method, MethodName, as_method
 from heurlens.protocols import PreparedModel
@@ -39,7 +41,8 @@ def compare_runs(model: PreparedModel, runs: Mapping[str, Sequence[Subnetwork]],
                  ) -> dict[str, FaithfulnessCurve]:
     """The curve of each run (by run folder), of each MIB-format file, of each attribution run (``heurlens
     attribute``: its ranking, edges on the graph it scored), of attribution patching's unit ranking (on ``data``'s
-    training prompts) and of ``random_seeds`` random rankings per level, on ``data``'s scoring prompts.
+    training prompts) and of ``random_seeds`` random rankings per level and graph the others are on (edges of MIB's
+    graph: the model's ungrouped copy's), on ``data``'s scoring prompts.
     ``source`` "ranking": each record's log_alpha cut at every size, each run on its own level (units or edges);
     "targets": the circuits the records kept, every curve on the edge axis when a run is an edge run. ``ablation``:
     as the runs pruned (node runs; edges are always scored with corrupt ablation, MIB's patching), or refused on
@@ -52,7 +55,8 @@ def compare_runs(model: PreparedModel, runs: Mapping[str, Sequence[Subnetwork]],
     on_edges = source == "targets" and axis_of(everything) == "edge"
     score: dict[str, Any] = {"method": method, "means": means, "grid": grid}
     curves: dict[str, FaithfulnessCurve] = {}
-    levels: list[Level] = []
+    axes: list[tuple[Level, GraphName]] = []  # the level and graph of each curve, for random's
+    scored = cache(partial(scored_model, model))  # (level, graph) -> the model scored: one ungrouped copy at most
     for run_dir, subnetworks in runs.items():
         level = subnetworks[0].level
         name = f"{_METHOD[level]} ({run_dir})" if len(runs) > 1 else _METHOD[level]
@@ -60,19 +64,19 @@ def compare_runs(model: PreparedModel, runs: Mapping[str, Sequence[Subnetwork]],
             curves[name] = ranking_curve(model, [ranking_of(sub) for sub in subnetworks], prompts, **_on(level, score))
         else:
             curves[name] = faithfulness_curve(model, list(subnetworks), prompts, edges=on_edges, **score)
-        levels.append("edge" if on_edges else level)
+        axes.append(("edge" if on_edges else level, "heurlens"))
     for file in files:
-        target = scored_model(model, file.level, file.graph)  # an edge file on MIB's graph: the ungrouped copy
+        target = scored(file.level, file.graph)  # an edge file on MIB's graph: the ungrouped copy
         name = f"file {file.path.name}" + (" on MIB's graph" if target is not model else "")
         curves[name] = (ranking_curve(target, file.ranking, prompts, **_on(file.level, score)) if file.ranking else
                         keep_mask_curve(target, file.level, {file.path.stem: cast(Tensor, file.keep)}, prompts,
                                         **_on(file.level, score)))
-        levels.append(file.level)
+        axes.append((file.level, "mib" if target is not model else "heurlens"))
     for run in attributions:
         name = f"{run.ranking.label} ({run.path})" if len(attributions) > 1 else run.ranking.label
-        target = scored_model(model, run.level, run.graph)
+        target = scored(run.level, run.graph)
         curves[name] = ranking_curve(target, run.ranking, prompts, **_on(run.level, score))
-        levels.append(run.level)
+        axes.append((run.level, "mib" if target is not model else "heurlens"))
     scores = attribution_scores(model, data.train(model), logit_difference, method=method, means=means)
     if not on_edges:
         ranking = Ranking("attribution", "node", torch.tensor(scores["score"].tolist()), absolute=True)
@@ -82,9 +86,11 @@ def compare_runs(model: PreparedModel, runs: Mapping[str, Sequence[Subnetwork]],
         fractions = sorted({grid_count(size, n_units) / n_units for size in grid} - {0.0})
         circuits = attribution_circuits(scores, fractions, model.n_layers, model.n_heads)
         curves["attribution"] = faithfulness_curve(model, circuits, prompts, edges=True, **score)
-    for level in dict.fromkeys(levels) if random_seeds else ():
-        rankings = [random_ranking(level, items_on(model, level), seed) for seed in range(random_seeds)]
-        curves[f"random ({level}s)"] = ranking_curve(model, rankings, prompts, **_on(level, score))
+    for level, graph in dict.fromkeys(axes) if random_seeds else ():
+        target = scored(level, graph)
+        rankings = [random_ranking(level, items_on(target, level), seed) for seed in range(random_seeds)]
+        name = f"random ({level}s of MIB's graph)" if graph == "mib" else f"random ({level}s)"
+        curves[name] = ranking_curve(target, rankings, prompts, **_on(level, score))
     return curves
 
 

@@ -122,7 +122,8 @@ def attribute(task: str, task_examples: int, seed: int, level: str, method: str,
               help="The sizes f is measured at, fractions kept, comma-separated (default MIB's ten: 0.001, 0.002, "
                    "0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1).")
 @click.option("--random-seeds", type=click.IntRange(min=0), default=0, show_default=True,
-              help="Also score random rankings (this many seeds) at every size: the baseline MIB reports.")
+              help="Also score random rankings (this many seeds) at every size, on each level and graph the other curves "
+                   "are on: the baseline MIB reports.")
 @click.option("--figure", type=click.Path(dir_okay=False), default=None,
               help="Also write the curves (faithfulness against the fraction of units or edges kept) as a plotly HTML "
                    "page.")
