@@ -9,7 +9,6 @@ into its cache. A user with no registry at all can put the release file into
 from __future__ import annotations
 
 import hashlib
-import os
 import shutil
 import subprocess
 import sys
@@ -20,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from heurlens.errors import HeurlensError
-from heurlens.runtime.cache import cache_dir
+from heurlens.runtime.cache import atomic_file, cache_dir
 
 
 @dataclass(frozen=True)
@@ -159,15 +158,5 @@ def _verified(path: Path, expected: str) -> bool:
 def _copy_stream(source, path: Path) -> None:
     """Write ``source`` to ``path`` through a temporary file of this call's own (two processes extracting the same
     asset at once, e.g. jobs started together on one cache, each replace ``path`` with a whole file)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, partial = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".partial")
-    try:
-        with os.fdopen(fd, "wb") as out:
-            shutil.copyfileobj(source, out)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(partial, 0o666 & ~umask)  # mkstemp's file is private; extracted files get the usual permissions
-        os.replace(partial, path)
-    except BaseException:
-        Path(partial).unlink(missing_ok=True)
-        raise
+    with atomic_file(path) as out:
+        shutil.copyfileobj(source, out)

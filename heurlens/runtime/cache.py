@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, BinaryIO, TypeVar
 
 from safetensors import SafetensorError
 
@@ -72,6 +72,16 @@ def atomic_write_bytes(path: Path, data: bytes) -> bool:
     root = cache_root_of(path)
     if root is not None and _kind_in(root, path) in COMPUTED_KINDS and not make_room(root, path, len(data)):
         return False
+    with atomic_file(path) as handle:
+        handle.write(data)
+    return True
+
+
+@contextmanager
+def atomic_file(path: Path) -> Iterator[BinaryIO]:
+    """A binary file to write that replaces ``path`` whole when the block ends (a temporary file of this call's own
+    until then, removed on an error): a reader, or another process writing the same path at once, never sees half of
+    one. A folder that cannot be written is refused naming it."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -81,7 +91,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> bool:
         raise unwritable_error(path, error) from error
     try:
         with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+            yield handle
             handle.flush()
             os.fsync(handle.fileno())
         umask = os.umask(0)
@@ -91,7 +101,6 @@ def atomic_write_bytes(path: Path, data: bytes) -> bool:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    return True
 
 
 UNWRITABLE = (errno.EACCES, errno.EPERM, errno.EROFS)  # what the operating system says of a read-only folder
