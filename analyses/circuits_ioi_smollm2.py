@@ -173,6 +173,11 @@ def keep_scores(out: Path, kept: Path) -> None:
             atomic_write_bytes(target, path.read_bytes())
 
 
+def kept_folder(docs: Path) -> Path:
+    """The page's committed record of scores, beside the page."""
+    return docs.with_name(f"{docs.stem}-scores")
+
+
 def unkept(kept: Path) -> list[str]:
     """The jobs the page last showed (``kept/drawn.json``: task -> score files) whose scores ``kept`` lacks: the page
     of 2026-11-28 was drawn from run folders lost with their machine, so until those jobs run again its numbers stand
@@ -185,12 +190,12 @@ def unkept(kept: Path) -> list[str]:
 def page(out: Path, docs: Path) -> None:
     """The page from the scores under ``out``, kept beside the page first (``keep_scores``): per task, every method's
     f at MIB's sizes, CPR, CMD and cost, from every score kept; refused while a job the page shows has none kept."""
-    kept = docs.with_name(f"{docs.stem}-scores")
-    keep_scores(out, kept)
-    if unkept(kept):
-        raise SystemExit(f"the page shows jobs whose scores are not kept in {kept}: {', '.join(unkept(kept))}; run "
+    out, scored = kept_folder(docs), out
+    keep_scores(scored, out)
+    missing = unkept(out)
+    if missing:
+        raise SystemExit(f"the page shows jobs whose scores are not kept in {out}: {', '.join(missing)}; run "
                          "them (`run JOB`) before drawing it again (the scores of the others are kept)")
-    out = kept
     cpu = json.loads((out / "cpu-cost.json").read_text()) if (out / "cpu-cost.json").exists() else {}
     lines = ["# SmolLM2-135M circuits on MIB's yardstick: IOI and greater-than\n",
              f"Produced by `analyses/circuits_ioi_smollm2.py` (its jobs on the machine each row names, the page on "
@@ -309,7 +314,7 @@ def main() -> None:
     elif args.what == "cpu-cost":
         cpu_cost(args.out)
     elif args.what == "keep":
-        keep_scores(args.out, args.docs.with_name(f"{args.docs.stem}-scores"))
+        keep_scores(args.out, kept_folder(args.docs))
     else:
         page(args.out, args.docs)
 
