@@ -57,12 +57,12 @@ ATTRIBUTIONS = {"eap-ig-edge": ("edge", "eap-ig", "heurlens"), "eap-edge": ("edg
 
 def jobs() -> list[str]:
     """Every job: per task the four mask runs (level x objective), the baselines, the attribution runs (EAP-IG and
-    EAP of the edges, EAP-IG of the units) and edge masks (KL) warm-started from EAP-IG; on IOI one node (KL) run per
-    target of the sweep."""
+    EAP of the edges, EAP-IG of the units), edge masks (KL) warm-started from EAP-IG and random rankings of the edges
+    of MIB's graph (beside EAP-IG's there); on IOI one node (KL) run per target of the sweep."""
     return ([f"{task}/{level}-{objective}" for task in TASKS for level in ("node", "edge")
              for objective in ("kl", "logit-diff")] + [f"{task}/baselines" for task in TASKS]
             + [f"{task}/{name}" for task in TASKS for name in ATTRIBUTIONS]
-            + [f"{task}/edge-kl-warm" for task in TASKS]
+            + [f"{task}/edge-kl-warm" for task in TASKS] + [f"{task}/random-edge-mib" for task in TASKS]
             + [f"ioi/node-kl-target-{target:g}" for target in SWEEP])
 
 
@@ -85,6 +85,12 @@ def run(job: str, out: Path, examples: int = EXAMPLES, steps: int | None = None,
             results[f"random-{level}"] = (ranking_curve(model, randoms, scoring, method="corrupt"), 0.0)
         for method, (curve, seconds) in results.items():
             _save(out / "scores" / task / f"{method}.json", curve, seconds, where)
+        return
+    if name == "random-edge-mib":  # random rankings of the edges of MIB's graph (the ungrouped copy's)
+        target = scored_model(model, "edge", "mib")
+        randoms = [random_ranking("edge", edge_layout(target).n_edges, seed) for seed in range(RANDOM_SEEDS)]
+        _save(out / "scores" / task / f"{name}.json", ranking_curve(target, randoms, scoring, method="corrupt"), 0.0,
+              where)
         return
     if name in ATTRIBUTIONS:  # heurlens attribute's run folder, its ranking cut at every size
         attributed_level, method, graph = ATTRIBUTIONS[name]
@@ -159,7 +165,8 @@ METHODS = {"node-kl": "node masks, KL", "node-logit-diff": "node masks, logit di
            "random-edge": "random (edges)", "node-kl-targets": "node masks, KL, one run per size",
            "eap-ig-edge": "EAP-IG (edges)", "eap-edge": "EAP (edges)", "eap-ig-node": "EAP-IG (nodes)",
            "eap-ig-edge-mib": "EAP-IG (edges of MIB's graph, 123,211)",
-           "edge-kl-warm": "edge masks, KL, warm-started from EAP-IG"}
+           "edge-kl-warm": "edge masks, KL, warm-started from EAP-IG",
+           "random-edge-mib": "random (edges of MIB's graph, 123,211)"}
 
 
 def keep_scores(out: Path, kept: Path) -> None:

@@ -185,3 +185,30 @@ def test_the_faithfulness_command_scores_a_prune_run(tiny_decoder_dirs, tmp_path
     status, out, err = heurlens_in_process(capsys, "faithfulness", str(tmp_path / "run"), "--task", str(task),
                                            "--task-examples", "3", "--circuits", "targets", "--grid", "0.4,0.7")
     assert status == 0 and "mask optimisation: CPR 0." in out, err
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama"])
+def test_a_node_circuit_on_the_edge_axis_mean_ablated_is_the_node_circuit_mean_ablated(family, tiny_gpt2_dirs,
+                                                                                      tiny_decoder_dirs):
+    """Mean ablation on edges (MIB's "mean"): a node circuit as the edges between its units (and the embeddings and
+    logits) leaves every unit outside it carrying its mean on every edge out of it, which is the unit mean-ablated:
+    the same metric on both axes, for circuits of one to all but one unit (grouped key-value heads included); the
+    empty circuits differ (on edges the embeddings carry their mean too)."""
+    model = heurlens.load_model(tiny_gpt2_dirs["lm"] if family == "gpt2" else tiny_decoder_dirs[family])
+    with torch.no_grad():  # random weights at 0.02 move the logits by 1e-5: scaled to matter
+        for weight in model.bridge.parameters():
+            weight.mul_(8 if weight.dim() > 1 else 1)
+    data = token_batches(torch.tensor([[2, 4, 10, 5, 6], [3, 5, 10, 9, 7], [2, 9, 10, 4, 8]]), batch_size=2)
+    means = heurlens.compute_means(model, data)
+    circuits = {"one head": "L1.H2", "heads of a key-value head": "L0.H0,L0.H1,L1.MLP",
+                "all but one": "L0.H0,L0.H1,L0.H2,L0.H3,L0.MLP,L1.H0,L1.H1,L1.H3,L1.MLP"}
+
+    def metric(scores):
+        return scores[:, 5] - scores[:, 7]
+
+    on_nodes, on_edges = (faithfulness_curve(model, circuits, data, metric=lambda s: metric(s).mean(), method="mean",
+                                             means=means, edges=edges, cache=False) for edges in (False, True))
+    nodes, edges = (curve.circuits.set_index("circuit")["metric"] for curve in (on_nodes, on_edges))
+    assert (nodes - on_nodes.full).abs().min() > 1e-3  # every circuit changes the metric: the comparison can tell
+    assert nodes.to_dict() == pytest.approx(edges.to_dict(), abs=1e-5)
+    assert abs(on_nodes.empty - on_edges.empty) > 1e-3

@@ -79,6 +79,7 @@ def check(feature: str, architecture: str, folder: Path) -> None:
         for layer in range(model.n_layers):
             torch.testing.assert_close(means.heads[layer], cache[f"blocks.{layer}.attn.hook_z"].mean((0, 1)))
             torch.testing.assert_close(means.mlps[layer], cache[f"blocks.{layer}.hook_mlp_out"].mean((0, 1)))
+        torch.testing.assert_close(means.embeddings, cache["blocks.0.hook_resid_pre"].mean((0, 1)))
     elif feature == "unit ablation":
         ours = heurlens.predict_logits(model, CLEAN, fwd_hooks=heurlens.ablation_hooks(model, ABLATED, means=means))
         hand = by_hand(model, means)

@@ -4,7 +4,8 @@ property that fails when the code is wrong:
   with the gradient on the corrupted run: given the clean and corrupted prompts swapped it is EAP's formula; given them
   as they are, EAP-IG with one step, negated);
 - on a GPT-2 whose output is linear in its inputs (linear MLPs, constant attention patterns, layer norms with an
-  epsilon that swamps the variance), EAP, EAP-IG and the exact patch of each single edge (edge masks) agree;
+  epsilon that swamps the variance), EAP, EAP-IG and the exact patch of each single edge (edge masks) agree, and
+  EAP with mean or zero ablation is each single edge's exact mean or zero ablation;
 - on a grouped-query Llama, the edges of its ungrouped copy (MIB's graph) sum to the grouped edge's score, the copy
   computing the same logits;
 - a unit's score is the sum of its outgoing edges' scores (two code paths: gradients at the writers, at the readers).
@@ -129,6 +130,33 @@ def test_on_a_linear_model_eap_and_eap_ig_are_each_edges_exact_patch(linear_gpt2
         torch.testing.assert_close(scores, exact, atol=1e-6, rtol=1e-5)
 
 
+def test_on_a_linear_model_eap_with_mean_or_zero_ablation_is_each_edges_exact_ablation(linear_gpt2, task):
+    """r = the writer's mean (or 0) in place of its corrupted output: EAP's sum (r - a) . g is, on a model linear in
+    every reader's input, the exact change when the edge alone carries r (edge masks with those means)."""
+    model = linear_gpt2
+    layout = edge_layout(model)
+    means = heurlens.compute_means(model, task)
+    zeros = heurlens.interventions.means.zero_means(model)
+    for method, replacement in (("mean", means), ("zero", zeros)):
+        def m_with(mask, replacement=replacement):
+            total = 0.0
+            for batch in task.batches:
+                with torch.no_grad():
+                    scores = edge_mask_forward(model, mask, batch, means=replacement)
+                total += float((scores[:, ANSWER] - scores[:, DISTRACTOR]).sum())
+            return total / 3
+
+        kept = torch.ones(layout.n_edges, dtype=torch.float64)
+        full = m_with(kept)
+        exact = torch.tensor([m_with(kept.index_fill(0, torch.tensor([i]), 0.0)) - full
+                              for i in range(layout.n_edges)], dtype=torch.float64)
+        assert exact.abs().max() > 0.1 and (exact.abs() > 1e-3).sum() >= 20, method  # (no query or key edge: W_Q = 0)
+        scores = attribution_ranking(model, task, metric, level="edge", method=method, means=means).scores.double()
+        torch.testing.assert_close(scores, exact, atol=1e-6, rtol=1e-5, msg=lambda m, a=method: f"{a}: {m}")
+        corrupt = attribution_ranking(model, task, metric, level="edge").scores.double()
+        assert (scores - corrupt).abs().max() > 1e-2  # another ablation, other scores
+
+
 def test_grouped_edges_are_the_sums_of_their_query_heads_edges_on_the_ungrouped_copy(tiny_decoder_dirs, task):
     model = heurlens.load_model(tiny_decoder_dirs["llama"])  # 4 query heads sharing 2 key-value heads
     twin = ungrouped_copy(model)
@@ -152,9 +180,12 @@ def test_a_units_score_is_the_sum_of_its_outgoing_edges(family, tiny_gpt2_dirs, 
     model = heurlens.load_model({"gpt2": tiny_gpt2_dirs["lm"], "llama": tiny_decoder_dirs["llama"]}[family])
     layout = edge_layout(model)
     units = UnitLayout(model.n_layers, model.n_heads)
-    for ig_steps in (None, 2):
-        edges = attribution_ranking(model, task, metric, level="edge", ig_steps=ig_steps).scores
-        nodes = attribution_ranking(model, task, metric, level="node", ig_steps=ig_steps).scores
+    means = heurlens.compute_means(model, task)
+    for ig_steps, method in ((None, "corrupt"), (2, "corrupt"), (None, "mean")):
+        edges = attribution_ranking(model, task, metric, level="edge", ig_steps=ig_steps, method=method,
+                                    means=means).scores
+        nodes = attribution_ranking(model, task, metric, level="node", ig_steps=ig_steps, method=method,
+                                    means=means).scores
         outgoing = torch.zeros(len(nodes))
         for score, edge in zip(edges, layout.edges()):
             if edge.writer.kind != "embed":
@@ -178,8 +209,11 @@ def test_what_attribution_cannot_do_is_refused_by_name(tiny_gpt2_dirs, task):
     means = heurlens.compute_means(model, task)
     with pytest.raises(HeurlensError, match="EAP-IG integrates along the inputs.*use corrupt ablation"):
         attribution_ranking(model, task, metric, ig_steps=5, method="mean", means=means)
-    with pytest.raises(HeurlensError, match="only ablation heurlens defines for edges"):
-        attribution_ranking(model, task, metric, level="edge", method="mean", means=means)
+    with pytest.raises(HeurlensError, match="EAP-IG integrates along the inputs"):
+        attribution_ranking(model, task, metric, level="edge", ig_steps=5, method="mean", means=means)
+    without_embeddings = heurlens.interventions.means.UnitMeans(means.heads, means.mlps, means.source)
+    with pytest.raises(HeurlensError, match="no mean of the embeddings.*compute them again"):
+        attribution_ranking(model, task, metric, level="edge", method="mean", means=without_embeddings)
     with pytest.raises(HeurlensError, match="one step or more"):
         attribution_ranking(model, task, metric, ig_steps=0)
 
@@ -214,8 +248,8 @@ def test_the_cli_attributes_the_planted_path_first_and_faithfulness_and_export_r
     status, _, err = heurlens_in_process(capsys, "attribute", *common, "--out", run, "--method", "eap")
     assert status != 0 and "other settings (ig_steps, method)" in err
     status, _, err = heurlens_in_process(capsys, "attribute", "--model", "no-such-model", "--task", str(task), "--out",
-                                         str(tmp_path / "refused"), "--ablation", "mean", "--method", "eap")
-    assert status != 0 and "only ablation heurlens defines for edges" in err  # before the model loads
+                                         str(tmp_path / "refused"), "--ablation", "mean")
+    assert status != 0 and "EAP-IG integrates along the inputs" in err  # before the model loads
     status, out, err = heurlens_in_process(capsys, "faithfulness", run, "--task", str(task), "--task-examples", "16",
                                            "--json")
     assert status == 0, err
@@ -231,6 +265,19 @@ def test_the_cli_attributes_the_planted_path_first_and_faithfulness_and_export_r
     assert status == 0, err
     from_file = [row for row in json.loads(out) if row["method"].startswith("file")]
     assert [row["faithfulness"] for row in from_file] == pytest.approx([row["faithfulness"] for row in curve])
+    # EAP with mean ablation (MIB's "mean"); faithfulness scores the run as it attributed, unless told otherwise
+    mean_run = str(tmp_path / "eap-mean")
+    status, out, err = heurlens_in_process(capsys, "attribute", *common, "--out", mean_run, "--method", "eap",
+                                           "--ablation", "mean", "--top", "3", "--json")
+    assert status == 0 and len(json.loads(out)) == 3, err
+    empty = {}
+    for ablation in (None, "mean", "corrupt"):
+        status, out, err = heurlens_in_process(capsys, "faithfulness", mean_run, "--task", str(task),
+                                               "--task-examples", "16", "--json",
+                                               *(["--ablation", ablation] if ablation else []))
+        assert status == 0, err
+        empty[ablation] = next(row["metric"] for row in json.loads(out) if row["edges_kept"] == 0)
+    assert empty[None] == empty["mean"] and abs(empty["mean"] - empty["corrupt"]) > 1e-3
 
 
 def test_masks_warm_started_from_an_attribution_run_keep_its_ranking_when_they_cannot_move(tmp_path):
@@ -327,3 +374,38 @@ def test_padded_batches_score_as_one_prompt_at_a_time(tiny_decoder_dirs):
         apart = attribution_ranking(model, alone, metric, level=level, ig_steps=2).scores
         assert together.abs().max() > 1e-3
         torch.testing.assert_close(together, apart, atol=1e-6, rtol=1e-4)
+
+
+def test_a_comparison_with_a_node_runs_old_means_mean_ablates_edges_with_the_embeddings_mean_computed(tmp_path):
+    """A node run's means saved before 2026-11-29 have no mean of the embeddings: ``compare_runs`` with an edge
+    attribution run and ``ablation="mean"`` takes the run's unit means and the embeddings' mean of the training
+    prompts, so the attribution run's curve is its ranking mean-ablated with the means of those prompts."""
+    import json
+
+    from planted_edges import WORDS, build_planted_edges_model
+
+    from heurlens.analysis.attribution_runs import attribute
+    from heurlens.analysis.circuit_comparison import compare_runs
+    from heurlens.analysis.faithfulness import ranking_curve
+    from heurlens.data.run_data import PromptTaskData
+    from heurlens.interventions.means import UnitMeans
+    from heurlens.pruning.run_folder import MEANS_FILE, load_run_means, subnetworks_by_sparsity
+
+    model = heurlens.load_model(build_planted_edges_model(tmp_path / "planted"))
+    task = tmp_path / "task.jsonl"
+    rows = [{"prompt": word, "answer": f" {word}", "distractors": [f" {WORDS[(i + 1) % 4]}"],
+             "corrupted_prompt": WORDS[(i + 1) % 4]} for i, word in enumerate(WORDS)] * 4
+    task.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    data = PromptTaskData(str(task), 16, 0, batch_size=4)
+    heurlens.prune(model, data.train(model), sparsity=0.5, seeds=[0], out=tmp_path / "nodes", progress=False,
+                   cache=False, config=heurlens.PruneSettings(total_steps=2))
+    saved = load_run_means(tmp_path / "nodes")
+    assert saved.embeddings is not None
+    UnitMeans(saved.heads, saved.mlps, saved.source).save(tmp_path / "nodes" / MEANS_FILE)  # as saved before
+    run = attribute(model, data, tmp_path / "eap-mean", method="eap", ablation="mean")
+    [subnetworks] = subnetworks_by_sparsity([tmp_path / "nodes"]).values()
+    curves = compare_runs(model, {str(tmp_path / "nodes"): subnetworks}, data, "mean", attributions=[run])
+    [prompts] = data.eval_sets(model)
+    expected = ranking_curve(model, run.ranking, prompts, method="mean", means=data.means(model), cache=False)
+    assert curves["EAP"].circuits["metric"].tolist() == pytest.approx(expected.circuits["metric"].tolist(), abs=1e-6)
+    assert curves["EAP"].empty == pytest.approx(expected.empty, abs=1e-6)

@@ -327,25 +327,30 @@ def test_a_model_pickled_after_a_forward_pass_prunes_to_the_same_edges(planted):
             planted(**clean)
 
 
-def test_an_edge_circuit_asked_for_another_ablation_is_refused_not_scored_with_corrupt(planted, tmp_path, capsys):
-    """``evaluate_subnetworks(method="mean")`` on edge circuits returned the interchange numbers, and ``faithfulness
-    --ablation mean`` scored the circuits with interchange but attribution with mean (issue 63): refused, in the
-    library and on the command line (before the model loads)."""
-    from cli_run import assert_refused
-
+def test_an_edge_circuit_asked_for_another_ablation_is_scored_with_it(planted, tmp_path):
+    """Issue 63: ``evaluate_subnetworks(method="mean")`` on edge circuits returned the corrupt ablation's numbers. Edges
+    now take mean and zero ablation (MIB's "mean", 2026-11-29): each method is scored as asked, the circuit's metric
+    and KL those of ``edge_mask_forward`` with the pruned edges carrying the writers' means, zeros or corrupted
+    outputs, in ``faithfulness_curve`` and ``evaluate_subnetworks`` alike."""
     from heurlens.analysis.faithfulness import faithfulness_curve
+    from heurlens.data.prompt_tasks import logit_difference
+    from heurlens.evaluate import mean_kl
+    from heurlens.interventions.means import zero_means
 
     task = planted_edges_task()
     [circuit] = heurlens.prune(planted, task, sparsity=0.8, seeds=[0], out=tmp_path / "edges", progress=False,
                                cache=False, config=PruneSettings(level="edge", ablation="corrupt", total_steps=4))
     means = heurlens.compute_means(planted, task)
-    for method in ("mean", "zero"):
-        with pytest.raises(HeurlensError, match=f"method='{method}': an edge circuit's pruned edges carry"):
-            heurlens.evaluate_subnetworks(planted, [circuit], [task], means=means, method=method, cache=False)
-        with pytest.raises(HeurlensError, match=f"method='{method}': on the edge axis"):
-            faithfulness_curve(planted, [circuit], task, method=method, means=means)
-    with pytest.raises(HeurlensError, match="method='mean': on the edge axis"):
-        faithfulness_curve(planted, {"path heads": "L0.H1,L1.H0"}, task, method="mean", means=means, edges=True)
-    assert faithfulness_curve(planted, [circuit], task).circuits["edges_kept"].tolist() == [len(circuit.edges)]
-    assert_refused(capsys, "--ablation mean: an edge run's circuits prune edges", "faithfulness",
-                   str(tmp_path / "edges"), "--task", "ioi", "--ablation", "mean")
+    with torch.no_grad():
+        full = torch.cat([planted(**b) for b in task.batches])
+    metrics = {}
+    for method, replacement in (("mean", means), ("zero", zero_means(planted)), ("corrupt", None)):
+        with torch.no_grad():
+            scores = torch.cat([edge_mask_forward(planted, circuit.keep_mask(), b, None if replacement else c,
+                                                  replacement) for b, c in zip(task.batches, task.corrupted.batches)])
+        metrics[method] = float(logit_difference(scores, task))
+        curve = faithfulness_curve(planted, [circuit], task, method=method, means=means, cache=False)
+        assert curve.circuits["metric"].item() == pytest.approx(metrics[method], abs=1e-5), method
+        table = heurlens.evaluate_subnetworks(planted, [circuit], [task], means=means, method=method, cache=False)
+        assert table["kl"].iloc[-1] == pytest.approx(mean_kl(full, scores), abs=1e-6), method  # after the full model
+    assert abs(metrics["mean"] - metrics["corrupt"]) > 1e-3  # the methods differ: the comparison can tell

@@ -151,6 +151,8 @@ def test_means_over_texts_are_transformerlens_own_over_to_tokens(family, tiny_gp
             mlp = torch.cat([cache[f"blocks.{layer}.hook_mlp_out"][0] for cache in caches]).mean(0)
             torch.testing.assert_close(means.heads[layer], heads, atol=1e-6, rtol=1e-5)
             torch.testing.assert_close(means.mlps[layer], mlp, atol=1e-6, rtol=1e-5)
+        embeddings = torch.cat([cache["blocks.0.hook_resid_pre"][0] for cache in caches]).mean(0)
+        torch.testing.assert_close(means.embeddings, embeddings, atol=1e-6, rtol=1e-5)
 
 
 def test_an_nli_classifier_tokenises_texts_as_its_bridge_does(tiny_bert_dir):

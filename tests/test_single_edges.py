@@ -3,7 +3,8 @@ kept or every edge pruned the masked model is exact by construction, whatever ea
 whether heurlens' writer outputs (``hook_z @ W_O``, ``hook_mlp_out``) are what the block really adds to the residual
 stream. The hand-written patch measures the write instead of computing it: the writer's output replaced by its
 corrupted one, and the change of the residual stream just after its add (``hook_resid_mid`` for a head,
-``hook_resid_post`` for an MLP) added to the one reader's input alone."""
+``hook_resid_post`` for an MLP) added to the one reader's input alone. Under mean ablation (MIB's "mean") the same
+with the writer's activation replaced by its mean (``compute_means``: hook_z's, hook_mlp_out's, the embeddings')."""
 
 import pytest
 import torch
@@ -26,16 +27,18 @@ def batch(ids):
     return {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
 
 
-def hand_patched(model, writer: str, reader: str) -> torch.Tensor:
-    """The model's scores on ``CLEAN`` with ``reader``'s input moved by the change ``writer``'s corrupted output makes
-    to the residual stream, every other input clean: TransformerLens hooks only."""
+def hand_patched(model, writer: str, reader: str, means=None) -> torch.Tensor:
+    """The model's scores on ``CLEAN`` with ``reader``'s input moved by the change ``writer``'s corrupted output (with
+    ``means``: its mean) makes to the residual stream, every other input clean: TransformerLens hooks only."""
     bridge = model.bridge
     if writer == "embed":
         site, after = "blocks.0.hook_resid_pre", "blocks.0.hook_resid_pre"
+        mean = None if means is None else means.embeddings
     else:
         layer, part = writer.split(".")
         site = f"blocks.{layer[1:]}.attn.hook_z" if part.startswith("H") else f"blocks.{layer[1:]}.hook_mlp_out"
         after = f"blocks.{layer[1:]}.hook_resid_mid" if part.startswith("H") else f"blocks.{layer[1:]}.hook_resid_post"
+        mean = None if means is None else (means.heads if part.startswith("H") else means.mlps)[int(layer[1:])]
     seen = {}
 
     def keep(name):
@@ -45,6 +48,8 @@ def hand_patched(model, writer: str, reader: str) -> torch.Tensor:
 
     with torch.no_grad(), model.hooks([(site, keep("corrupted"))]):
         model(**batch(CORRUPTED))
+    if mean is not None:  # every position, every example: the writer's mean
+        seen["corrupted"] = mean.expand_as(seen["corrupted"]).clone()
 
     def replace(x, hook):
         if writer.split(".")[-1].startswith("H"):
@@ -107,6 +112,55 @@ def test_each_single_edge_pruned_equals_the_patch_written_by_hand(family, tiny_d
         by_hand = hand_patched(model, writer, reader)
         assert (by_hand - full).abs().max() > 50 * 2e-6, edge  # the edge matters: the comparison can tell
         torch.testing.assert_close(by_heurlens, by_hand, atol=2e-6, rtol=0, msg=lambda m, e=edge: f"{e}: {m}")
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama", "qwen2"])
+def test_each_single_edge_mean_ablated_equals_the_patch_written_by_hand(family, tiny_decoder_dirs, tiny_gpt2_dirs):
+    """Mean ablation: the pruned edge carries its writer's mean over the reference tokens (MIB's "mean"); the edges
+    out of a writer all pruned are the writer mean-ablated (heurlens' unit ablation, and for the embeddings a hook
+    that replaces them by their mean)."""
+    model = heurlens.load_model(tiny_gpt2_dirs["lm"] if family == "gpt2" else tiny_decoder_dirs[family])
+    with torch.no_grad():
+        for weight in model.bridge.parameters():
+            weight.mul_(WEIGHT_SCALE if weight.dim() > 1 else 1)
+    means = heurlens.compute_means(model, torch.cat([CLEAN, CORRUPTED]))
+    layout = edge_layout(model)
+    kv = "KV" if layout.n_kv_heads < layout.n_heads else "H"
+    with torch.no_grad():
+        full = model(**batch(CLEAN))
+    for edge in (e.format(kv=kv) for e in EDGES):
+        writer, reader = edge.split("->")
+        with torch.no_grad():
+            by_heurlens = edge_mask_forward(model, 1 - layout.keep_mask([edge]), batch(CLEAN), means=means)
+        by_hand = hand_patched(model, writer, reader, means)
+        assert (by_hand - full).abs().max() > 50 * 2e-6, edge
+        assert (by_hand - hand_patched(model, writer, reader)).abs().max() > 50 * 2e-6, edge  # not the corrupt patch
+        torch.testing.assert_close(by_heurlens, by_hand, atol=2e-6, rtol=0, msg=lambda m, e=edge: f"{e}: {m}")
+    for writer in ("L0.H1", "L1.MLP", "embed"):
+        out = [edge for edge in layout.edges() if str(edge.writer) == writer]
+        with torch.no_grad():
+            by_heurlens = edge_mask_forward(model, 1 - layout.keep_mask(out), batch(CLEAN), means=means)
+            if writer == "embed":
+                with model.hooks([("blocks.0.hook_resid_pre", lambda x, hook: means.embeddings.expand_as(x))]):
+                    unit_ablated = model(**batch(CLEAN))
+            else:
+                unit_ablated = heurlens.predict_logits(model, CLEAN, fwd_hooks=heurlens.ablation_hooks(
+                    model, writer, means=means))
+        assert (unit_ablated - full).abs().max() > 1e-4, writer
+        torch.testing.assert_close(by_heurlens, unit_ablated, atol=1e-5, rtol=1e-4, msg=lambda m, w=writer: f"{w}: {m}")
+
+
+def test_edges_are_not_mean_ablated_with_means_that_lack_the_embeddings(tiny_gpt2_dirs):
+    """Means saved before 2026-11-29 hold no mean of the embeddings: an edge out of the embeddings has nothing to
+    carry, refused by name with what to do (units still mean-ablate with them)."""
+    from dataclasses import replace
+
+    model = heurlens.load_model(tiny_gpt2_dirs["lm"])
+    old = replace(heurlens.compute_means(model, CLEAN), embeddings=None)
+    layout = edge_layout(model)
+    with pytest.raises(HeurlensError, match="no mean of the embeddings.*compute them again"):
+        edge_mask_forward(model, layout.keep_mask([]), batch(CLEAN), means=old)
+    heurlens.predict_logits(model, CLEAN, fwd_hooks=heurlens.ablation_hooks(model, "L0.H1", means=old))
 
 
 @pytest.mark.parametrize("architecture", ["Gemma2ForCausalLM", "Gemma3ForCausalLM", "Olmo2ForCausalLM"])

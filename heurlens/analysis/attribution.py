@@ -7,7 +7,8 @@ between two) does to a metric m, from a few forward and backward passes per batc
   ``hook_mlp_out``), r what an ablation puts in its place (its mean, zero, or its activation on the corrupted input),
   g = dm/da_u;
 - edge w -> v (edge level; EAP, Syed et al. 2023): a the writer's output in the residual stream on the clean input
-  (the embeddings, a head's W_O^h z_h, an MLP's output), r its output on the corrupted input, g = dm/dx_v the gradient
+  (the embeddings, a head's W_O^h z_h, an MLP's output), r its output on the corrupted input (or its mean output
+  over a reference set, or zero: MIB's mean and zero ablations, as ``edge_masks``), g = dm/dx_v the gradient
   at the reader's own input (``interventions.graph``: TransformerLens' split query/key/value inputs, MLP input,
   final residual). An edge's patch changes only its reader's input, by r - a.
 
@@ -63,8 +64,9 @@ def attribution_ranking(model: ModelLike, task: TaskLike, metric: Metric, *, lev
     """Every unit's (``level`` "node", ``UnitLayout``'s order) or edge's ("edge", ``EdgeLayout``'s order) estimated
     change of ``metric`` when it alone is ablated by ``method`` (the module's formula), as a ranking by |score|
     labelled "EAP" or "EAP-IG (n steps)". ``ig_steps``: None for EAP, n for EAP-IG on the inputs (needs ``method``
-    "corrupt"). Edges: corrupt ablation only, as edge masks. ``metric(scores, task)`` or ``metric(scores)`` must return
-    a one-element tensor with a gradient (e.g. ``prompt_tasks.logit_difference``)."""
+    "corrupt"). ``means``: mean ablation's (edges: with the embeddings' mean, as ``compute_means`` takes it).
+    ``metric(scores, task)`` or ``metric(scores)`` must return a one-element tensor with a gradient (e.g.
+    ``prompt_tasks.logit_difference``)."""
     model = as_model(model)
     task = as_task(model, task)
     method = as_method(method)
@@ -72,6 +74,8 @@ def attribution_ranking(model: ModelLike, task: TaskLike, metric: Metric, *, lev
     layout = edge_layout(model) if level == "edge" else None
     device = device_of(model)
     replacement = None if method == "corrupt" else unit_replacement(model, method, means, device)
+    if layout is not None and replacement is not None:
+        replacement.embeddings_mean()  # refused by name when missing: the edges out of the embeddings need it
     corruption = corruption_of(task) if method == "corrupt" else None
     total_rows = scored_rows(task)
     total: Tensor | None = None
@@ -99,13 +103,13 @@ def attribution_scores(model: ModelLike, task: TaskLike, metric: Metric, *, meth
     return pd.DataFrame({"unit": [str(unit) for unit in layout.units()], "score": ranking.scores.tolist()})
 
 
-def edge_attribution_scores(model: ModelLike, task: TaskLike, metric: Metric, *, ig_steps: int | None = None
-                            ) -> pd.DataFrame:
+def edge_attribution_scores(model: ModelLike, task: TaskLike, metric: Metric, *, ig_steps: int | None = None,
+                            method: MethodName = "corrupt", means: UnitMeans | None = None) -> pd.DataFrame:
     """One row per edge (``EdgeLayout``'s order): ``edge`` (``"L0.H1->L1.H0.v"``) and ``score``, the estimated change
-    of ``metric`` when the edge alone carries its writer's output on the corrupted input: ``attribution_ranking`` at
-    edge level as a table."""
+    of ``metric`` when the edge alone carries its writer's output on the corrupted input (``method`` "corrupt"), its
+    mean (``method`` "mean" with ``means``) or zero: ``attribution_ranking`` at edge level as a table."""
     model = as_model(model)
-    ranking = attribution_ranking(model, task, metric, level="edge", ig_steps=ig_steps)
+    ranking = attribution_ranking(model, task, metric, level="edge", ig_steps=ig_steps, method=method, means=means)
     return pd.DataFrame({"edge": [str(edge) for edge in edge_layout(model).edges()],
                          "score": ranking.scores.tolist()})
 
@@ -120,9 +124,6 @@ def check_attribution(level: Level, ig_steps: int | None, method: MethodName) ->
     if ig_steps is not None and method != "corrupt":
         raise HeurlensError(f"EAP-IG integrates along the inputs from each corrupted prompt to its clean one, and the "
                             f"ablation is {method!r}: use corrupt ablation, or EAP (no ig_steps) with {method} ablation")
-    if level == "edge" and method != "corrupt":
-        raise HeurlensError(f"an edge's patch carries its writer's output on the corrupted prompt, the only ablation "
-                            f"heurlens defines for edges, and the ablation is {method!r}: use corrupt ablation")
 
 
 @dataclass(frozen=True)
@@ -162,9 +163,12 @@ def _batch_scores(model: PreparedModel, inputs: _Pass, replacement: UnitMeans | 
 
 def _replacement_of(model: PreparedModel, replacement: UnitMeans | None, clean: dict[str, Tensor]
                     ) -> dict[str, Tensor]:
-    """Mean or zero ablation's r at every unit's hook point (broadcast to the clean activation's shape)."""
+    """Mean or zero ablation's r at every writer's hook point (broadcast to the clean activation's shape): every
+    unit's, and the embeddings' (edges' first writer) where the means have one."""
     assert replacement is not None
-    other = {EMBED_HOOK: clean[EMBED_HOOK]}
+    embeddings = clean[EMBED_HOOK]
+    other = {} if replacement.embeddings is None else {
+        EMBED_HOOK: replacement.embeddings.to(embeddings.dtype).expand_as(embeddings)}
     for layer in range(model.n_layers):
         for name, value in ((heads_hook_name(layer), replacement.heads[layer]),
                             (mlp_hook_name(layer), replacement.mlps[layer])):

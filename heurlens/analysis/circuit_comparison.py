@@ -5,7 +5,9 @@ one table row per circuit and one CPR/CMD per method."""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from functools import cache, partial
 from pathlib import Path
 from typing import Any, Literal, cast
@@ -21,7 +23,6 @@ from heurlens.analysis.faithfulness_areas import MIB_GRID, FaithfulnessCurve, gr
 from heurlens.analysis.mib_files import MibFile
 from heurlens.data.prompt_tasks import logit_difference
 from heurlens.data.run_data import PromptTaskData
-from heurlens.errors import HeurlensError
 from heurlens.interventions.circuits import Level, axis_of
 from heurlens.interventions.mib_graph import GraphName
 from heurlens.interventions.rankings import Ranking, random_ranking, ranking_of
@@ -30,6 +31,7 @@ from heurlens.protocols import PreparedModel
 from heurlens.pruning.evaluation import ablation_of
 from heurlens.pruning.run_folder import load_run_means
 from heurlens.pruning.subnetwork import Subnetwork
+from heurlens.runtime.deprecations import STILL_WORKS
 
 Source = Literal["ranking", "targets"]
 _METHOD = {"edge": "edge pruning", "node": "mask optimisation"}
@@ -45,15 +47,22 @@ def compare_runs(model: PreparedModel, runs: Mapping[str, Sequence[Subnetwork]],
     graph: the model's ungrouped copy's), on ``data``'s scoring prompts.
     ``source`` "ranking": each record's log_alpha cut at every size, each run on its own level (units or edges);
     "targets": the circuits the records kept, every curve on the edge axis when a run is an edge run. ``ablation``:
-    as the runs pruned (node runs; edges are always scored with corrupt ablation, MIB's patching), or refused on
-    edges when not "corrupt"."""
+    every curve's; by default the node runs' (attribution's ranking of units too; "corrupt" without node runs) on
+    units, "corrupt" (MIB's patching) on edges, and an attribution run's own."""
     everything = [sub for subnetworks in runs.values() for sub in subnetworks]
-    method = comparison_ablation(everything, ablation, any(item.level == "edge" for item in files)
-                                 or any(run.level == "edge" for run in attributions))
+    method = comparison_ablation(everything, ablation)
     [prompts] = data.eval_sets(model)
     means = load_run_means(Path(next(iter(runs))), model) if runs else data.means(model)
     on_edges = source == "targets" and axis_of(everything) == "edge"
+    levels = {sub.level for sub in everything} | {file.level for file in files} | {run.level for run in attributions}
+    edges = on_edges or "edge" in levels
+    if edges and means.embeddings is None:  # a run's means saved before 2026-11-29: edges need the embeddings' too
+        means = replace(means, embeddings=data.means(model).embeddings)
     score: dict[str, Any] = {"method": method, "means": means, "grid": grid}
+    on: dict[Level, dict[str, Any]] = {  # each level's scoring: edges by default with MIB's patching
+        "node": score, "edge": {**score, "method": as_method(ablation) if ablation else "corrupt"}}
+    if on_edges:  # every curve on the edge axis
+        score = on["edge"]
     curves: dict[str, FaithfulnessCurve] = {}
     axes: list[tuple[Level, GraphName]] = []  # the level and graph of each curve, for random's
     scored = cache(partial(scored_model, model))  # (level, graph) -> the model scored: one ungrouped copy at most
@@ -61,21 +70,22 @@ def compare_runs(model: PreparedModel, runs: Mapping[str, Sequence[Subnetwork]],
         level = subnetworks[0].level
         name = f"{_METHOD[level]} ({run_dir})" if len(runs) > 1 else _METHOD[level]
         if source == "ranking":
-            curves[name] = ranking_curve(model, [ranking_of(sub) for sub in subnetworks], prompts, **_on(level, score))
+            curves[name] = ranking_curve(model, [ranking_of(sub) for sub in subnetworks], prompts, **on[level])
         else:
             curves[name] = faithfulness_curve(model, list(subnetworks), prompts, edges=on_edges, **score)
         axes.append(("edge" if on_edges else level, "heurlens"))
     for file in files:
         target = scored(file.level, file.graph)  # an edge file on MIB's graph: the ungrouped copy
         name = f"file {file.path.name}" + (" on MIB's graph" if target is not model else "")
-        curves[name] = (ranking_curve(target, file.ranking, prompts, **_on(file.level, score)) if file.ranking else
+        curves[name] = (ranking_curve(target, file.ranking, prompts, **on[file.level]) if file.ranking else
                         keep_mask_curve(target, file.level, {file.path.stem: cast(Tensor, file.keep)}, prompts,
-                                        **_on(file.level, score)))
+                                        **on[file.level]))
         axes.append((file.level, "mib" if target is not model else "heurlens"))
     for run in attributions:
         name = f"{run.ranking.label} ({run.path})" if len(attributions) > 1 else run.ranking.label
         target = scored(run.level, run.graph)
-        curves[name] = ranking_curve(target, run.ranking, prompts, **_on(run.level, score))
+        own = {**on[run.level], "method": as_method(ablation or run.settings["ablation"])}  # default: as it attributed
+        curves[name] = ranking_curve(target, run.ranking, prompts, **own)
         axes.append((run.level, "mib" if target is not model else "heurlens"))
     scores = attribution_scores(model, data.train(model), logit_difference, method=method, means=means)
     if not on_edges:
@@ -90,26 +100,20 @@ def compare_runs(model: PreparedModel, runs: Mapping[str, Sequence[Subnetwork]],
         target = scored(level, graph)
         rankings = [random_ranking(level, items_on(target, level), seed) for seed in range(random_seeds)]
         name = f"random ({level}s of MIB's graph)" if graph == "mib" else f"random ({level}s)"
-        curves[name] = ranking_curve(target, rankings, prompts, **_on(level, score))
+        curves[name] = ranking_curve(target, rankings, prompts, **on[level])
     return curves
 
 
-def comparison_ablation(records: Sequence[Subnetwork], ablation: MethodName | None, edge_files: bool = False
+def comparison_ablation(records: Sequence[Subnetwork], ablation: MethodName | None, edge_files: bool | None = None
                         ) -> Method:
     """What the node circuits' other units are replaced by: ``ablation``, else what the node runs pruned with
-    ("corrupt" without node runs); refused when an edge run (or file) is compared and it is not "corrupt"."""
+    ("corrupt" without node runs). ``edge_files``: deprecated and ignored (edges take every ablation since
+    2026-11-29, so nothing is refused for them)."""
+    if edge_files is not None:
+        warnings.warn(f"comparison_ablation(edge_files=...) is ignored since edges take every ablation: leave it out "
+                      f"(it {STILL_WORKS})", DeprecationWarning, stacklevel=2)
     nodes = [record for record in records if record.level == "node"]
-    method = as_method(ablation) if ablation else (ablation_of(nodes) if nodes else "corrupt")
-    if (edge_files or any(record.level == "edge" for record in records)) and method != "corrupt":
-        raise HeurlensError(f"--ablation {method}: an edge run's circuits prune edges to the corrupted prompt's "
-                            "outputs, the only ablation heurlens defines for edges; give --ablation corrupt (or leave "
-                            "it out)")
-    return method
-
-
-def _on(level: Level, score: dict[str, Any]) -> dict[str, Any]:
-    """The scoring options on ``level``: edges always with corrupt ablation."""
-    return {**score, "method": "corrupt"} if level == "edge" else score
+    return as_method(ablation) if ablation else (ablation_of(nodes) if nodes else "corrupt")
 
 
 def comparison_table(curves: Mapping[str, FaithfulnessCurve]) -> pd.DataFrame:

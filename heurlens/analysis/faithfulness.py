@@ -49,9 +49,9 @@ def faithfulness_curve(model: ModelLike, circuits: Sequence[Subnetwork] | Mappin
     ``method`` ("mean" with ``means``, "zero", or "corrupt": its activation on the example's corrupted prompt).
     ``metric``: a function of (scores, task) or (scores) to one number; default the logit difference of a prompt
     task with distractors. ``edges``: k is the fraction of edges kept (node circuits as the edges between their
-    units, ``EdgeLayout.edges_between``), every other edge carrying its writer's output on the corrupted prompt, as
-    edge circuits (``prune --level edge``) are always scored: ``method`` None is "corrupt" there and "mean" for
-    units, and another ``method`` on the edge axis is refused. A circuit is a point of its curve at a size of
+    units, ``EdgeLayout.edges_between``), every other edge carrying its writer's output on the corrupted prompt (or,
+    ``method`` "mean" or "zero", its mean or zero), as edge circuits (``prune --level edge``) are scored: ``method``
+    None is "corrupt" there (MIB's patching) and "mean" for units. A circuit is a point of its curve at a size of
     ``grid`` (MIB's by default) when it keeps exactly ``int(size n)`` items; CPR and CMD need every size
     (``ranking_curve`` cuts a run's ranking at each)."""
     model = as_model(model)
@@ -133,13 +133,8 @@ def items_on(model: PreparedModel, level: Level) -> int:
 
 
 def _method_on(level: Level, method: MethodName | None) -> Method:
-    """The ablation on ``level``: on edges only "corrupt" (the default there), on units "mean" by default."""
-    method = as_method(method) if method else None
-    if level == "edge" and method not in (None, "corrupt"):
-        raise HeurlensError(f"method={method!r}: on the edge axis every edge outside a circuit carries its writer's "
-                            "output on the corrupted prompt (corrupt ablation), the only ablation heurlens defines "
-                            "for edges; give method='corrupt' (or None)")
-    return method or ("corrupt" if level == "edge" else "mean")
+    """The ablation on ``level``: ``method``, by default "corrupt" on edges (MIB's patching) and "mean" on units."""
+    return as_method(method) if method else ("corrupt" if level == "edge" else "mean")
 
 
 def _scored(model, task: Task, level: Level, masks: list[torch.Tensor], rows: list[tuple[str, str, int]], of: int,

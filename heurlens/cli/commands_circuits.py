@@ -46,7 +46,7 @@ if TYPE_CHECKING:
               help="EAP-IG's points on the path (MIB's 5).")
 @click.option("--ablation", type=click.Choice(["corrupt", "mean", "zero"]), default="corrupt", show_default=True,
               help="What an ablated item carries: its output on the corrupted prompt (MIB's patching; the only one for "
-                   "edges and for eap-ig), or the unit's mean or zero (node level, eap).")
+                   "eap-ig), or its mean over the training prompts or zero (eap; MIB's mean and zero ablations).")
 @click.option("--graph", type=click.Choice(["heurlens", "mib"]), default="heurlens", show_default=True,
               help="The edges scored: heurlens' graph (a grouped-query model's key and value inputs once per key-value "
                    "head), or MIB's (grouped-query attention ungrouped: each query head's own; through an ungrouped "
@@ -112,7 +112,8 @@ def attribute(task: str, task_examples: int, seed: int, level: str, method: str,
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
               help="The --seed the run was pruned with (its means come from its prompts).")
 @click.option("--ablation", type=click.Choice(["mean", "zero", "corrupt", "interchange"]), default=None,
-              help="What the units outside a circuit are replaced by (default: as the run pruned them; interchange: "
+              help="What the units or edges outside a circuit carry: their mean, zero, or their output on the corrupted "
+                   "prompt (default: units as the run pruned them, edges corrupt, MIB's patching; interchange: "
                    "corrupt's name before, deprecated).")
 @click.option("--circuits", "source", type=click.Choice(["ranking", "targets"]), default="ranking", show_default=True,
               help="ranking: each record's trained log_alpha cut at every size of --grid (one run, every size, as MIB "
@@ -141,9 +142,9 @@ def faithfulness(run_dirs: tuple[str, ...], mib_files: tuple[str, ...], file_gra
     has none. A RUN_DIR is a prune run or an attribution run (heurlens attribute: its scores' ranking, its edges on the
     graph it scored). Node runs are scored over the fraction of units (heads and MLPs) kept, beside attribution patching's
     ranking (on the first run's training prompts); edge runs over the fraction of edges of heurlens' graph kept
-    (every other edge carrying its writer's output on the corrupted prompt). With --circuits targets and an edge run
-    among the runs, every circuit is scored on the edge axis (a node circuit: the edges between its units). A
-    --mib-file's edges are scored on MIB's graph (--file-graph)."""
+    (every other edge carrying its writer's output on the corrupted prompt, or with --ablation its mean or zero).
+    With --circuits targets and an edge run among the runs, every circuit is scored on the edge axis (a node circuit:
+    the edges between its units). A --mib-file's edges are scored on MIB's graph (--file-graph)."""
     from dataclasses import replace
 
     import heurlens
@@ -165,8 +166,7 @@ def faithfulness(run_dirs: tuple[str, ...], mib_files: tuple[str, ...], file_gra
     attributions = [load_attribution(run_dir) for run_dir in run_dirs if holds_scores(run_dir)]
     runs = {run_dir: [sub for group in subnetworks_by_sparsity([run_dir]).values() for sub in group]
             for run_dir in run_dirs if not holds_scores(run_dir)}
-    comparison_ablation([sub for subs in runs.values() for sub in subs], cast("MethodName | None", ablation),
-                        any(run.level == "edge" for run in attributions))
+    comparison_ablation([sub for subs in runs.values() for sub in subs], cast("MethodName | None", ablation))
     model_id = model or (next(iter(runs.values()))[0].model_id if runs else attributions[0].model_id)
     hooked = heurlens.load_model(model_id, device=device, dtype=weights_dtype)
     files = [read_mib_file(Path(path), hooked, cast("GraphName", file_graph)) for path in mib_files]

@@ -51,10 +51,11 @@ def mask_hooks(model: PreparedModel, level: Level, replacement: UnitMeans | None
     """Hooks that mask ``model`` at ``level`` with every component kept until ``set_masks``: unit masks at each
     layer's ``hook_z`` and ``hook_mlp_out`` replacing pruned units by ``replacement`` (means or zeros, on ``device``;
     corrupt ablation sets it per batch through ``use_corrupted``), or edge masks at the split inputs, pruned edges
-    carrying the writers' outputs on the corrupted batch."""
+    carrying the writers' means (``replacement``: means with the embeddings', or zeros) or, without ``replacement``,
+    their outputs on the corrupted batch (``use_corrupted``)."""
     if level == "edge":
         layout = edge_layout(model)
-        return EdgeMaskHooks(layout, torch.ones(layout.n_edges, device=device))
+        return EdgeMaskHooks(layout, torch.ones(layout.n_edges, device=device), replacement)
     if replacement is None:
         raise HeurlensError("unit masks need what a pruned unit is replaced by: means, zeros, or (corrupt ablation) "
                             "its activations on the corrupted batch, set by use_corrupted")

@@ -3,10 +3,12 @@ writer-reader pair (``heurlens.interventions.graph``) makes reader r's input
 
     x_r = sum_w m_wr out_w + (1 - m_wr) out_w~ = x_r(model) - sum_w (1 - m_wr) (out_w - out_w~),
 
-out_w~ the writer's output on the example's corrupted input (corrupt ablation), so m = 1 on every edge is the
-model and m = 0 on every edge its run on the corrupted input. Each reader is normalised on its own input, as Edge
-Pruning does. Writers are read at ``blocks.0.hook_resid_pre``, ``blocks.L.attn.hook_z`` (times each head's W_O) and
-``blocks.L.hook_mlp_out``; readers are corrected where they read (the layout's hook points).
+out_w~ what a pruned edge carries: the writer's output on the example's corrupted input (corrupt ablation, Edge
+Pruning's and MIB's patching), or its mean output over a reference set at every position (mean ablation, MIB's
+"mean"; zeros: zero ablation). So m = 1 on every edge is the model, and m = 0 on every edge its run on the corrupted
+input (corrupt ablation). Each reader is normalised on its own input, as Edge Pruning does. Writers are read at
+``blocks.0.hook_resid_pre``, ``blocks.L.attn.hook_z`` (times each head's W_O) and ``blocks.L.hook_mlp_out``; readers
+are corrected where they read (the layout's hook points).
 """
 
 from __future__ import annotations
@@ -23,10 +25,10 @@ from torch import Tensor
 from heurlens.errors import HeurlensError
 from heurlens.interventions.corruption import captured
 from heurlens.interventions.graph import FINAL_HOOK, EdgeLayout, ReaderGroup, edge_layout, reader_inputs
+from heurlens.interventions.means import EMBED_HOOK, UnitMeans
 from heurlens.interventions.units import heads_hook_name, mlp_hook_name
 from heurlens.protocols import Batch, HookList, PreparedModel
 
-EMBED_HOOK = "blocks.0.hook_resid_pre"
 LAYERS_A_GROUP = 8  # writers' blocks of this many layers are joined into one (each writer kept twice)
 
 
@@ -89,14 +91,17 @@ class _Read(torch.autograd.Function):
 
 class EdgeMaskHooks:
     """Hook functions that apply edge masks ``masks`` (a flat vector over ``layout``'s edges, or one row per example
-    of the batch: several pruning seeds in one forward pass) with the writers' outputs on the corrupted batch
-    (``use_corrupted``) as what a pruned edge carries. Set ``masks`` and call ``use_corrupted`` before each forward
-    pass; the hooks read them when they fire."""
+    of the batch: several pruning seeds in one forward pass) with what a pruned edge carries: the writers' outputs on
+    the corrupted batch (``use_corrupted``, before each forward pass), or with ``means`` (``compute_means``, or
+    ``zero_means``) each writer's mean output. Set ``masks`` before each forward pass; the hooks read them when they
+    fire."""
 
-    def __init__(self, layout: EdgeLayout, masks: Float[Tensor, "*example edge"]):
+    def __init__(self, layout: EdgeLayout, masks: Float[Tensor, "*example edge"], means: UnitMeans | None = None):
         self.layout = layout
         self.masks = masks
+        self.means = means
         self.replacement: WriterOutputs | None = None
+        self._mean_outputs: list[Tensor] = []  # mean ablation: per writer block, its writers' mean outputs
         self._differences: WriterOutputs = []  # a masked pass: out_w - out_w~ of the writers so far, block by block
         self._gradients: list[_GradientSum] = []  # each block's gradient from the readers (``_SharedBlock``)
         self._written = self._closed = self._grouped = 0  # blocks written; blocks up to the last MLP's, last group's
@@ -115,6 +120,9 @@ class EdgeMaskHooks:
     def use_corrupted(self, model: PreparedModel, batch: Batch) -> None:
         """Run ``batch`` (the corrupted inputs, on the model's device) with the edges untouched and keep every
         writer's output as what the pruned edges will carry (corrupt ablation; ``corruption.captured``)."""
+        if self.means is not None:
+            raise HeurlensError("these edge masks replace pruned edges by the writers' means (mean ablation), not by "
+                                "their outputs on a corrupted batch: build them without means for corrupt ablation")
         writers = [EMBED_HOOK] + [name for layer in range(self.layout.n_layers)
                                   for name in (heads_hook_name(layer), mlp_hook_name(layer))]
         self._standing_aside = True
@@ -151,6 +159,7 @@ class EdgeMaskHooks:
         they were."""
         with reader_inputs(model) as bridge:
             self._w_o = [bridge.blocks[layer].attn.W_O.detach() for layer in range(self.layout.n_layers)]
+            self._mean_outputs = [] if self.means is None else self._writers_means(self.means)
             try:
                 yield
             finally:
@@ -163,6 +172,16 @@ class EdgeMaskHooks:
         with self.prepared(model), model.hooks(self.hooks):
             yield
 
+    def _writers_means(self, means: UnitMeans) -> list[Tensor]:
+        """Each writer block's mean outputs ``[writers, d_model]``: the embeddings' mean, a head's W_O^h mean(z_h) (the
+        mean of its write, W_O^h being linear), an MLP's mean."""
+        blocks = [means.embeddings_mean()[None]]
+        for layer in range(self.layout.n_layers):
+            heads = means.heads[layer]
+            blocks += [torch.einsum("hd,hdm->hm", heads, self._w_o[layer].to(heads.device, heads.dtype)),
+                       means.mlps[layer][None]]
+        return blocks
+
     def _shared(self, blocks: list[Tensor]) -> Tensor:
         """``blocks`` joined into one block of differences that readers read through ``_SharedBlock``."""
         self._gradients.append(_GradientSum())
@@ -174,10 +193,15 @@ class EdgeMaskHooks:
         layer: the blocks written since the last MLP become one, so a later reader takes one matrix product a layer."""
         if self._standing_aside:
             return
-        if self.replacement is None:
+        if self._mean_outputs:  # each writer's mean, the same at every position
+            mean = self._mean_outputs[self._written].to(output.device, output.dtype)
+            difference = (output.unflatten(2, (-1, mean.shape[-1])) - mean[None, :, None]).flatten(2)
+        elif self.replacement is None:
             raise HeurlensError("edge masks replace pruned edges by the writers' outputs on the corrupted input: call "
                                 "use_corrupted(model, corrupted batch) before each forward pass")
-        self._differences.append(self._shared([output - self.replacement[self._written].to(output.dtype)]))
+        else:
+            difference = output - self.replacement[self._written].to(output.dtype)
+        self._differences.append(self._shared([difference]))
         self._written += 1
         if closes_layer:
             self._join(self._closed)
@@ -279,10 +303,13 @@ def _mlp_output(out: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch
 
 
 def edge_mask_forward(model: PreparedModel, masks: Float[Tensor, "*example edge"], batch: Batch,
-                      corrupted: Batch) -> Tensor:
+                      corrupted: Batch | None = None, means: UnitMeans | None = None) -> Tensor:
     """The model's scores on ``batch`` with the edges masked by ``masks``, pruned edges carrying the writers' outputs
-    on ``corrupted`` (both batches on the model's device)."""
-    hooks = EdgeMaskHooks(edge_layout(model), masks)
+    on ``corrupted`` (both batches on the model's device), or with ``means`` instead their means."""
+    if (corrupted is None) == (means is None):
+        raise HeurlensError("give what pruned edges carry: a corrupted batch (corrupt ablation) or means, one of them")
+    hooks = EdgeMaskHooks(edge_layout(model), masks, means)
     with hooks.attached(model):
-        hooks.use_corrupted(model, corrupted)
+        if corrupted is not None:
+            hooks.use_corrupted(model, corrupted)
         return model(**batch)

@@ -1,6 +1,8 @@
 """Mean activation of every unit (head output ``hook_z``, MLP output ``hook_mlp_out``) over a
 reference set, the constant a pruned or ablated unit is replaced by (Heuristic Core paper, Section 2: "the
-mean activation over the training data"). Means run over every non-padding token.
+mean activation over the training data"), and of the embeddings (``blocks.0.hook_resid_pre``), what a pruned edge
+out of the embeddings carries under mean ablation (``interventions.edge_masks``). Means run over every non-padding
+token.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from safetensors.torch import load_file
 from torch import Tensor
 
 from heurlens.errors import HeurlensError
-from heurlens.interventions.mask_sites import SiteMeans, head_site, mlp_site
+from heurlens.interventions.mask_sites import MaskSite, SiteMeans, head_site, mlp_site
 from heurlens.interventions.units import heads_hook_name, mlp_hook_name
 from heurlens.models.classifier import as_model
 from heurlens.protocols import ModelLike, PreparedModel
@@ -24,39 +26,58 @@ from heurlens.runtime.cache import atomic_save_tensors
 from heurlens.runtime.devices import device_of
 from heurlens.tasks import TaskLike, as_task
 
+EMBED_HOOK = "blocks.0.hook_resid_pre"  # the embeddings' write into the residual stream (edges' first writer)
+
 
 @dataclass
 class UnitMeans:
-    """Mean activation of every head (``[n_heads, d_head]`` per layer) and MLP (``[d_model]``)."""
+    """Mean activation of every head (``[n_heads, d_head]`` per layer) and MLP (``[d_model]``), and of the
+    embeddings (``[d_model]``; None in means saved before 2026-11-29: edges cannot be mean-ablated with those)."""
 
     heads: dict[int, Float[Tensor, "head d_head"]]
     mlps: dict[int, Float[Tensor, " d_model"]]
     source: str  # what the means were taken over
+    embeddings: Float[Tensor, " d_model"] | None = None
+
+    @property
+    def _tensors(self) -> list[Tensor]:
+        return [*self.heads.values(), *self.mlps.values(), *([] if self.embeddings is None else [self.embeddings])]
+
+    def embeddings_mean(self) -> Float[Tensor, " d_model"]:
+        """The embeddings' mean, refused by name when these means have none (saved before 2026-11-29)."""
+        if self.embeddings is None:
+            raise HeurlensError(f"the means over {self.source} have no mean of the embeddings (means saved before "
+                                "2026-11-29), which a pruned edge out of the embeddings carries under mean ablation: "
+                                "compute them again (heurlens.compute_means(model, data))")
+        return self.embeddings
 
     def to(self, device: torch.device | str) -> UnitMeans:
         """The same means on ``device`` (itself when they are there already)."""
-        if all(t.device == torch.device(device) for t in [*self.heads.values(), *self.mlps.values()]):
+        if all(t.device == torch.device(device) for t in self._tensors):
             return self
         return UnitMeans({k: v.to(device) for k, v in self.heads.items()},
-                         {k: v.to(device) for k, v in self.mlps.items()}, self.source)
+                         {k: v.to(device) for k, v in self.mlps.items()}, self.source,
+                         None if self.embeddings is None else self.embeddings.to(device))
 
     def save(self, path: Path) -> None:
         """Write the means to ``path`` (safetensors, atomically), with their ``source``."""
         tensors = {f"heads.{layer}": t for layer, t in self.heads.items()}
         tensors |= {f"mlps.{layer}": t for layer, t in self.mlps.items()}
+        tensors |= {} if self.embeddings is None else {"embeddings": self.embeddings}
         atomic_save_tensors(path, tensors, metadata={"source": self.source})
 
     def check_fits(self, model: ModelLike) -> None:
         """Refuse means whose layers or shapes are not ``model``'s (means of another model), or that hold NaN/inf."""
         model = as_model(model)
         cfg = model.bridge.cfg
-        if not all(t.isfinite().all() for t in [*self.heads.values(), *self.mlps.values()]):
+        if not all(t.isfinite().all() for t in self._tensors):
             raise HeurlensError(f"the unit means over {self.source} hold NaN or inf values: an ablation with them "
                                 "would be NaN. Compute them again: heurlens.compute_means(model, data)")
         heads_ok = sorted(self.heads) == list(range(cfg.n_layers)) and all(
             tuple(t.shape) == (cfg.n_heads, cfg.d_head) for t in self.heads.values())
         mlps_ok = sorted(self.mlps) == list(range(cfg.n_layers)) and all(
             tuple(t.shape) == (cfg.d_model,) for t in self.mlps.values())
+        mlps_ok = mlps_ok and (self.embeddings is None or tuple(self.embeddings.shape) == (cfg.d_model,))
         if not (heads_ok and mlps_ok):
             shapes = {f"heads.{k}": tuple(v.shape) for k, v in list(self.heads.items())[:1]}
             raise HeurlensError(
@@ -81,19 +102,21 @@ class UnitMeans:
         mlps = {int(k.split(".")[1]): v for k, v in tensors.items() if k.startswith("mlps.")}
         if not heads or heads.keys() != mlps.keys() or not all(t.isfinite().all() for t in tensors.values()):
             raise HeurlensError(f"the unit means {path} are incomplete or hold NaN/inf values; {repair}")
-        return cls(heads, mlps, source)
+        return cls(heads, mlps, source, tensors.get("embeddings"))
 
 
 @torch.no_grad()
 @checked
 def compute_means(model: ModelLike, reference: TaskLike, *, prepend_bos: bool | None = None) -> UnitMeans:
-    """Average ``hook_z`` and ``hook_mlp_out`` of every layer over the reference data's real tokens. Only tokens
+    """Average ``hook_z`` and ``hook_mlp_out`` of every layer, and the embeddings, over the reference data's real
+    tokens. Only tokens
     are needed: ``reference`` is any task, a list of texts (tokenised as TransformerLens' ``to_tokens`` does,
     ``prepend_bos`` as there: None follows the bridge's ``cfg.default_prepend_bos``), or a token tensor
     ``[example, pos]``."""
     model = as_model(model)
     reference = as_task(model, reference, prepend_bos)
     sites = [site for layer in range(model.n_layers) for site in (head_site(layer, model.n_heads), mlp_site(layer))]
+    sites.append(MaskSite(EMBED_HOOK, 1, "residual"))
     running = SiteMeans(per_position=False)
     current: dict[str, Tensor] = {}  # the attention mask of the batch being run
 
@@ -109,7 +132,8 @@ def compute_means(model: ModelLike, reference: TaskLike, *, prepend_bos: bool | 
     heads = {layer: means[heads_hook_name(layer)] for layer in range(model.n_layers)}
     mlps = {layer: means[mlp_hook_name(layer)] for layer in range(model.n_layers)}
     tokens = int(running.counts[heads_hook_name(0)])
-    return UnitMeans(heads, mlps, source=f"{reference.name} ({len(reference)} examples, {tokens} tokens)")
+    return UnitMeans(heads, mlps, source=f"{reference.name} ({len(reference)} examples, {tokens} tokens)",
+                     embeddings=means[EMBED_HOOK])
 
 
 def zero_means(model: PreparedModel, device: torch.device | None = None) -> UnitMeans:
@@ -117,4 +141,4 @@ def zero_means(model: PreparedModel, device: torch.device | None = None) -> Unit
     cfg, device = model.bridge.cfg, device or device_of(model)
     heads = {layer: torch.zeros(cfg.n_heads, cfg.d_head, device=device) for layer in range(cfg.n_layers)}
     mlps = {layer: torch.zeros(cfg.d_model, device=device) for layer in range(cfg.n_layers)}
-    return UnitMeans(heads, mlps, source="zeros")
+    return UnitMeans(heads, mlps, source="zeros", embeddings=torch.zeros(cfg.d_model, device=device))

@@ -4,8 +4,8 @@ the one results table (``masked_table``: the same columns for unit groups, subne
 
 Methods: "mean" (a unit's mean over a reference set, ``heurlens.interventions.means``), "zero", and "corrupt" (its
 activation on the example's corrupted input, ``heurlens.interventions.corruption``; TransformerLens'
-``ablation="corrupt"``, "interchange" in heurlens 0.1.0). An edge circuit's pruned edges always carry the corrupted
-outputs: "corrupt" is the only method of the edge level.
+``ablation="corrupt"``, "interchange" in heurlens 0.1.0). An edge circuit's pruned edges carry their writers'
+corrupted outputs, means or zeros alike (``interventions.edge_masks``).
 """
 
 from __future__ import annotations
@@ -64,14 +64,12 @@ def unit_replacement(model: PreparedModel, method: Method, means: UnitMeans | No
 def masking(model: PreparedModel, level: Level, method: Method, means: UnitMeans | None, device: torch.device
             ) -> MaskHooks:
     """The hooks that apply keep masks of ``level`` with ``method`` (checked and moved once for every mask; corrupt
-    ablation's placeholder is replaced before every batch)."""
-    if level == "edge" and method != "corrupt":
-        raise HeurlensError(f"method={method!r}: an edge circuit's pruned edges carry their writers' outputs on the "
-                            "corrupted prompt (corrupt ablation), the only ablation heurlens defines for edges; "
-                            "score edge circuits with method='corrupt' (heurlens faithfulness: --ablation corrupt)")
-    if level == "edge":
+    ablation's replacements, units' and edges' alike, are set before every batch)."""
+    if level == "edge" and method == "corrupt":
         return mask_hooks(model, "edge", device=device)
     replacement = zero_means(model, device) if method == "corrupt" else unit_replacement(model, method, means, device)
+    if level == "edge":
+        return mask_hooks(model, "edge", replacement, device)
     return mask_hooks(model, "node", replacement, device)
 
 
