@@ -87,10 +87,10 @@ def run(job: str, out: Path, examples: int = EXAMPLES, steps: int | None = None,
             _save(out / "scores" / task / f"{method}.json", curve, seconds, where)
         return
     if name == "random-edge-mib":  # random rankings of the edges of MIB's graph (the ungrouped copy's)
-        target = scored_model(model, "edge", "mib")
-        randoms = [random_ranking("edge", edge_layout(target).n_edges, seed) for seed in range(RANDOM_SEEDS)]
-        _save(out / "scores" / task / f"{name}.json", ranking_curve(target, randoms, scoring, method="corrupt"), 0.0,
-              where)
+        ungrouped = scored_model(model, "edge", "mib")
+        randoms = [random_ranking("edge", edge_layout(ungrouped).n_edges, seed) for seed in range(RANDOM_SEEDS)]
+        _save(out / "scores" / task / f"{name}.json", ranking_curve(ungrouped, randoms, scoring, method="corrupt"),
+              0.0, where)
         return
     if name in ATTRIBUTIONS:  # heurlens attribute's run folder, its ranking cut at every size
         attributed_level, method, graph = ATTRIBUTIONS[name]

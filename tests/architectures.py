@@ -55,7 +55,8 @@ CONFIGS: dict[str, Callable[[], hf.PretrainedConfig]] = {
 FEATURES = ("logits", "unit means", "unit ablation", "node masks", "resumed pass", "edge masks", "bfloat16")
 FEATURE_MEANS = {
     "logits": "the bridge's logits (a classifier's: heurlens' head on them) equal the HF model's",
-    "unit means": "`compute_means` equals the mean of `run_with_cache`'s `hook_z` and `hook_mlp_out`",
+    "unit means": "`compute_means` equals the mean of `run_with_cache`'s `hook_z`, `hook_mlp_out` and (the embeddings) "
+                  "`blocks.0.hook_resid_pre`",
     "unit ablation": "L0.H1 and L1.MLP mean-ablated by heurlens equal the same replacement written with TransformerLens "
                      "hooks by hand",
     "node masks": "unit masks at 1 give the model, and at 0 on L0.H1 and L1.MLP the hand-written ablation",

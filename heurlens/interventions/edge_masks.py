@@ -24,6 +24,7 @@ from torch import Tensor
 
 from heurlens.errors import HeurlensError
 from heurlens.interventions.corruption import captured
+from heurlens.interventions.edge_products import BlockRead, GradientSum, SharedBlock
 from heurlens.interventions.graph import FINAL_HOOK, EdgeLayout, ReaderGroup, edge_layout, reader_inputs
 from heurlens.interventions.means import EMBED_HOOK, UnitMeans
 from heurlens.interventions.units import heads_hook_name, mlp_hook_name
@@ -33,60 +34,6 @@ LAYERS_A_GROUP = 8  # writers' blocks of this many layers are joined into one (e
 
 
 WriterOutputs = list[Tensor]  # per writer block (embed, then per layer heads and MLP): [batch, writers, pos * d_model]
-
-
-class _GradientSum:
-    """The gradient the readers' products (``_Read``) leave for one block of writers' differences, summed in place."""
-
-    def __init__(self) -> None:
-        self.total: Tensor | None = None
-
-
-class _SharedBlock(torch.autograd.Function):
-    """The identity on a block D of writers' differences that every reader above reads. Its gradient from those
-    readers, sum_r (1 - m_r)^T G_r, is summed in place by their products (``_Read``) and handed to D once here: without
-    this each reader's share is a fresh [batch, writers, pos * d_model] tensor, written and then added, a memory-bound
-    pass that cost a third of an edge step on SmolLM2 (benchmarks/edge_pruning_step.py)."""
-
-    @staticmethod
-    def forward(ctx: Any, block: Tensor, gradient: _GradientSum) -> Tensor:
-        ctx.gradient = gradient
-        ctx.set_materialize_grads(False)
-        return block.view_as(block)
-
-    @staticmethod
-    def backward(ctx: Any, grad: Tensor | None) -> tuple[Tensor | None, None]:
-        total, ctx.gradient.total = ctx.gradient.total, None
-        if total is None:
-            return grad, None
-        return (total if grad is None else total.add_(grad)), None
-
-
-class _Read(torch.autograd.Function):
-    """``so_far`` + (1 - m) D for one block D (``so_far`` summed into in place, or none: ``torch.bmm(dropped,
-    block)``), whose gradient for D goes into the block's ``_GradientSum`` (``_SharedBlock``) instead of to autograd."""
-
-    @staticmethod
-    def forward(ctx: Any, dropped: Tensor, block: Tensor, gradient: _GradientSum, so_far: Tensor | None) -> Tensor:
-        ctx.save_for_backward(dropped, block)
-        ctx.gradient = gradient
-        if so_far is None:
-            return torch.bmm(dropped, block)
-        ctx.mark_dirty(so_far)  # under autocast the blocks' precisions differ (embeddings float32, heads bfloat16)
-        return so_far.baddbmm_(dropped.to(so_far.dtype), block.to(so_far.dtype))
-
-    @staticmethod
-    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, None, None, Tensor | None]:
-        dropped, block = ctx.saved_tensors
-        of_output = grad.to(block.dtype)
-        if ctx.needs_input_grad[1]:
-            share = dropped.transpose(1, 2).to(block.dtype)
-            gradient = ctx.gradient
-            total = gradient.total  # a backward run under autocast may have made it another precision
-            gradient.total = (torch.bmm(share, of_output) if total is None
-                              else total.baddbmm_(share.to(total.dtype), of_output.to(total.dtype)))
-        of_dropped = torch.bmm(of_output, block.transpose(1, 2)) if ctx.needs_input_grad[0] else None
-        return of_dropped, None, None, (grad if ctx.needs_input_grad[3] else None)
 
 
 class EdgeMaskHooks:
@@ -103,7 +50,7 @@ class EdgeMaskHooks:
         self.replacement: WriterOutputs | None = None
         self._mean_outputs: list[Tensor] = []  # mean ablation: per writer block, its writers' mean outputs
         self._differences: WriterOutputs = []  # a masked pass: out_w - out_w~ of the writers so far, block by block
-        self._gradients: list[_GradientSum] = []  # each block's gradient from the readers (``_SharedBlock``)
+        self._gradients: list[GradientSum] = []  # each block's gradient from the readers (``SharedBlock``)
         self._written = self._closed = self._grouped = 0  # blocks written; blocks up to the last MLP's, last group's
         per_layer = zip(*(iter(layout.groups[:-1]),) * 4)  # each layer's q, k, v and MLP groups
         self._read_with = {q.hook_name: [k, v, mlp] for q, k, v, mlp in per_layer}  # computed when q fires
@@ -183,9 +130,9 @@ class EdgeMaskHooks:
         return blocks
 
     def _shared(self, blocks: list[Tensor]) -> Tensor:
-        """``blocks`` joined into one block of differences that readers read through ``_SharedBlock``."""
-        self._gradients.append(_GradientSum())
-        return _SharedBlock.apply(blocks[0] if len(blocks) == 1 else torch.cat(blocks, dim=1), self._gradients[-1])
+        """``blocks`` joined into one block of differences that readers read through ``SharedBlock``."""
+        self._gradients.append(GradientSum())
+        return SharedBlock.apply(blocks[0] if len(blocks) == 1 else torch.cat(blocks, dim=1), self._gradients[-1])
 
     def _write(self, output: Float[Tensor, "batch writer pos_d_model"], closes_layer: bool = False) -> None:
         """Keep a block of writers' outputs (the corrupted pass) or their differences from the corrupted ones (a masked
@@ -284,7 +231,7 @@ class EdgeMaskHooks:
             if end > last:
                 break
             if start >= first:
-                correction = _Read.apply(dropped[..., start - first:end - first], difference, gradient, correction)
+                correction = BlockRead.apply(dropped[..., start - first:end - first], difference, gradient, correction)
             start = end
         if start != last or correction is None:
             raise HeurlensError(f"a reader fired after {start} writers, not the {last} edge-level pruning expects: this "
