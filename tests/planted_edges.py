@@ -1,6 +1,9 @@
 """A hand-set Llama in which the answer flows along one path of edges: embed -> L0.H1 (value) -> L1.H0 (value) ->
 logits (used by the edge-pruning tests)."""
 
+import json
+from pathlib import Path
+
 import torch
 from conftest import word_level_tokenizer
 from transformers import LlamaConfig, LlamaForCausalLM
@@ -49,3 +52,11 @@ def planted_edges_task(copies: int = 4):
                 for i, word in enumerate(WORDS)] * copies
     return tokenize_prompt_task("planted-edges", examples, word_level_tokenizer(), n_ctx=8, batch_size=4,
                                 add_special_tokens=False)
+
+
+def planted_edges_task_file(path: Path) -> Path:
+    """``planted_edges_task`` (four copies) as the .jsonl file a ``--task`` takes, written to ``path``."""
+    rows = [{"prompt": word, "answer": f" {word}", "distractors": [f" {WORDS[(i + 1) % 4]}"],
+             "corrupted_prompt": WORDS[(i + 1) % 4]} for i, word in enumerate(WORDS)] * 4
+    path.write_text("\n".join(json.dumps(row) for row in rows) + "\n")
+    return path

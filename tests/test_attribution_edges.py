@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 import torch
 from conftest import WORDS, word_level_tokenizer
+from planted_edges import planted_edges_task_file
 
 import heurlens
 from heurlens.analysis.attribution import attribution_ranking, attribution_scores, edge_attribution_scores
@@ -228,13 +229,10 @@ def test_the_cli_attributes_the_planted_path_first_and_faithfulness_and_export_r
     import json
 
     from cli_run import heurlens_in_process
-    from planted_edges import N_EDGES, PATH, WORDS, build_planted_edges_model
+    from planted_edges import N_EDGES, PATH, build_planted_edges_model
 
     model_dir = str(build_planted_edges_model(tmp_path / "planted"))
-    task = tmp_path / "task.jsonl"
-    rows = [{"prompt": word, "answer": f" {word}", "distractors": [f" {WORDS[(i + 1) % 4]}"],
-             "corrupted_prompt": WORDS[(i + 1) % 4]} for i, word in enumerate(WORDS)] * 4
-    task.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    task = planted_edges_task_file(tmp_path / "task.jsonl")
     run = str(tmp_path / "eap-ig")
     common = ["--model", model_dir, "--task", str(task), "--task-examples", "16"]
     status, out, err = heurlens_in_process(capsys, "attribute", *common, "--out", run, "--top", str(N_EDGES), "--json")
@@ -284,10 +282,9 @@ def test_masks_warm_started_from_an_attribution_run_keep_its_ranking_when_they_c
     """``PruneSettings(init_from=RUN)``: edge masks start at log_alpha_init |s| / max |s| of the run's scores; with a
     learning rate too small to move them they end where they started, so the run's ranking (the planted path first)
     is the record's; a run of other items (node masks from edge scores) is refused by name."""
-    import json
     import warnings
 
-    from planted_edges import PATH, WORDS, build_planted_edges_model
+    from planted_edges import PATH, build_planted_edges_model
 
     from heurlens.analysis.attribution_runs import attribute
     from heurlens.data.run_data import PromptTaskData
@@ -296,10 +293,7 @@ def test_masks_warm_started_from_an_attribution_run_keep_its_ranking_when_they_c
     from heurlens.pruning.warm_start import warm_start_log_alpha
 
     model = heurlens.load_model(build_planted_edges_model(tmp_path / "planted"))
-    task = tmp_path / "task.jsonl"
-    rows = [{"prompt": word, "answer": f" {word}", "distractors": [f" {WORDS[(i + 1) % 4]}"],
-             "corrupted_prompt": WORDS[(i + 1) % 4]} for i, word in enumerate(WORDS)] * 4
-    task.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    task = planted_edges_task_file(tmp_path / "task.jsonl")
     data = PromptTaskData(str(task), 16, 0, batch_size=4)
     run = attribute(model, data, tmp_path / "eap", level="edge", method="eap")
     settings = PruneSettings(level="edge", ablation="corrupt", init_from=str(tmp_path / "eap"), lr_log_alpha=1e-30,
@@ -380,9 +374,7 @@ def test_a_comparison_with_a_node_runs_old_means_mean_ablates_edges_with_the_emb
     """A node run's means saved before 2026-11-29 have no mean of the embeddings: ``compare_runs`` with an edge
     attribution run and ``ablation="mean"`` takes the run's unit means and the embeddings' mean of the training
     prompts, so the attribution run's curve is its ranking mean-ablated with the means of those prompts."""
-    import json
-
-    from planted_edges import WORDS, build_planted_edges_model
+    from planted_edges import build_planted_edges_model
 
     from heurlens.analysis.attribution_runs import attribute
     from heurlens.analysis.circuit_comparison import compare_runs
@@ -392,10 +384,7 @@ def test_a_comparison_with_a_node_runs_old_means_mean_ablates_edges_with_the_emb
     from heurlens.pruning.run_folder import MEANS_FILE, load_run_means, subnetworks_by_sparsity
 
     model = heurlens.load_model(build_planted_edges_model(tmp_path / "planted"))
-    task = tmp_path / "task.jsonl"
-    rows = [{"prompt": word, "answer": f" {word}", "distractors": [f" {WORDS[(i + 1) % 4]}"],
-             "corrupted_prompt": WORDS[(i + 1) % 4]} for i, word in enumerate(WORDS)] * 4
-    task.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    task = planted_edges_task_file(tmp_path / "task.jsonl")
     data = PromptTaskData(str(task), 16, 0, batch_size=4)
     heurlens.prune(model, data.train(model), sparsity=0.5, seeds=[0], out=tmp_path / "nodes", progress=False,
                    cache=False, config=heurlens.PruneSettings(total_steps=2))

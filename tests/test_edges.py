@@ -6,7 +6,7 @@ keeps both heads."""
 
 import pytest
 import torch
-from planted_edges import N_EDGES, PATH, build_planted_edges_model, planted_edges_task
+from planted_edges import N_EDGES, PATH, build_planted_edges_model, planted_edges_task, planted_edges_task_file
 
 import heurlens
 from heurlens.analysis.faithfulness_areas import MIB_GRID
@@ -217,12 +217,8 @@ def test_the_cli_prunes_edges_and_scores_them_beside_a_node_run(planted, tmp_pat
     import json
 
     from cli_run import heurlens_in_process
-    from planted_edges import WORDS
 
-    task = tmp_path / "task.jsonl"
-    rows = [{"prompt": word, "answer": f" {word}", "distractors": [f" {WORDS[(i + 1) % 4]}"],
-             "corrupted_prompt": WORDS[(i + 1) % 4]} for i, word in enumerate(WORDS)] * 4
-    task.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    task = planted_edges_task_file(tmp_path / "task.jsonl")
     model_dir = str(planted.model_id)
     common = ["--model", model_dir, "--task", str(task), "--task-examples", "16", "--seeds", "1", "--ablation",
               "corrupt", "--batch-size", "4"]

@@ -5,7 +5,7 @@ import json
 
 import pytest
 import torch
-from planted_edges import N_EDGES, PATH, build_planted_edges_model, planted_edges_task
+from planted_edges import N_EDGES, PATH, build_planted_edges_model, planted_edges_task, planted_edges_task_file
 
 import heurlens
 from heurlens.analysis.faithfulness import keep_mask_curve, ranking_curve
@@ -128,12 +128,8 @@ def test_export_mib_then_faithfulness_of_the_file_is_the_runs_curve(planted, tmp
     ``heurlens faithfulness --mib-file`` scores the file exactly as the run's own ranking; a folder holding a file
     export-mib did not write is refused before anything is written."""
     from cli_run import heurlens_in_process
-    from planted_edges import WORDS
 
-    task = tmp_path / "task.jsonl"
-    rows = [{"prompt": word, "answer": f" {word}", "distractors": [f" {WORDS[(i + 1) % 4]}"],
-             "corrupted_prompt": WORDS[(i + 1) % 4]} for i, word in enumerate(WORDS)] * 4
-    task.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    task = planted_edges_task_file(tmp_path / "task.jsonl")
     common = ["--task", str(task), "--task-examples", "16"]
     status, _, err = heurlens_in_process(capsys, "prune", "--model", str(planted.model_id), *common, "--seeds", "1",
                                          "--ablation", "corrupt", "--batch-size", "4", "--level", "edge",

@@ -94,16 +94,21 @@ def hand_patched(model, writer: str, reader: str, means=None) -> torch.Tensor:
         bridge.set_use_hook_mlp_in(mlp_in)
 
 
-@pytest.mark.parametrize("family", ["gpt2", "llama", "qwen2"])
-def test_each_single_edge_pruned_equals_the_patch_written_by_hand(family, tiny_decoder_dirs, tiny_gpt2_dirs):
-    model = heurlens.load_model(tiny_gpt2_dirs["lm"] if family == "gpt2" else tiny_decoder_dirs[family])
-    with torch.no_grad():  # initialised at 0.02, a query edge would move the logits by 1e-5: scaled to matter
+def scaled_model(folder):
+    """The model in ``folder`` with its weights scaled to matter (initialised at 0.02, a query edge would move the
+    logits by 1e-5), its edge layout, how its key-value heads are named in ``EDGES`` and its scores on ``CLEAN``."""
+    model = heurlens.load_model(folder)
+    with torch.no_grad():
         for weight in model.bridge.parameters():
             weight.mul_(WEIGHT_SCALE if weight.dim() > 1 else 1)
-    layout = edge_layout(model)
-    kv = "KV" if layout.n_kv_heads < layout.n_heads else "H"
-    with torch.no_grad():
         full = model(**batch(CLEAN))
+    layout = edge_layout(model)
+    return model, layout, "KV" if layout.n_kv_heads < layout.n_heads else "H", full
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama", "qwen2"])
+def test_each_single_edge_pruned_equals_the_patch_written_by_hand(family, tiny_decoder_dirs, tiny_gpt2_dirs):
+    model, layout, kv, full = scaled_model(tiny_gpt2_dirs["lm"] if family == "gpt2" else tiny_decoder_dirs[family])
     for edge in (e.format(kv=kv) for e in EDGES):
         writer, reader = edge.split("->")
         mask = 1 - layout.keep_mask([edge])
@@ -119,15 +124,8 @@ def test_each_single_edge_mean_ablated_equals_the_patch_written_by_hand(family, 
     """Mean ablation: the pruned edge carries its writer's mean over the reference tokens (MIB's "mean"); the edges
     out of a writer all pruned are the writer mean-ablated (heurlens' unit ablation, and for the embeddings a hook
     that replaces them by their mean)."""
-    model = heurlens.load_model(tiny_gpt2_dirs["lm"] if family == "gpt2" else tiny_decoder_dirs[family])
-    with torch.no_grad():
-        for weight in model.bridge.parameters():
-            weight.mul_(WEIGHT_SCALE if weight.dim() > 1 else 1)
+    model, layout, kv, full = scaled_model(tiny_gpt2_dirs["lm"] if family == "gpt2" else tiny_decoder_dirs[family])
     means = heurlens.compute_means(model, torch.cat([CLEAN, CORRUPTED]))
-    layout = edge_layout(model)
-    kv = "KV" if layout.n_kv_heads < layout.n_heads else "H"
-    with torch.no_grad():
-        full = model(**batch(CLEAN))
     for edge in (e.format(kv=kv) for e in EDGES):
         writer, reader = edge.split("->")
         with torch.no_grad():
