@@ -47,8 +47,9 @@ def compare_runs(model: PreparedModel, runs: Mapping[str, Sequence[Subnetwork]],
     graph: the model's ungrouped copy's), on ``data``'s scoring prompts.
     ``source`` "ranking": each record's log_alpha cut at every size, each run on its own level (units or edges);
     "targets": the circuits the records kept, every curve on the edge axis when a run is an edge run. ``ablation``:
-    every curve's; by default the node runs' (attribution's ranking of units too; "corrupt" without node runs) on
-    units, "corrupt" (MIB's patching) on edges, and an attribution run's own."""
+    every curve's; by default on units the node runs' (attribution's ranking of units too; "corrupt" without node
+    runs), and on edges, every edge curve alike, the edge attribution runs' when they share one, else "corrupt"
+    (MIB's patching)."""
     everything = [sub for subnetworks in runs.values() for sub in subnetworks]
     method = comparison_ablation(everything, ablation)
     [prompts] = data.eval_sets(model)
@@ -59,8 +60,9 @@ def compare_runs(model: PreparedModel, runs: Mapping[str, Sequence[Subnetwork]],
     if edges and means.embeddings is None:  # a run's means saved before 2026-11-29: edges need the embeddings' too
         means = replace(means, embeddings=data.means(model).embeddings)
     score: dict[str, Any] = {"method": method, "means": means, "grid": grid}
-    on: dict[Level, dict[str, Any]] = {  # each level's scoring: edges by default with MIB's patching
-        "node": score, "edge": {**score, "method": as_method(ablation) if ablation else "corrupt"}}
+    attributed = {run.settings["ablation"] for run in attributions if run.level == "edge"}
+    on: dict[Level, dict[str, Any]] = {"node": score, "edge": {  # every edge curve alike (MIB's patching by default)
+        **score, "method": as_method(ablation or (attributed.pop() if len(attributed) == 1 else "corrupt"))}}
     if on_edges:  # every curve on the edge axis
         score = on["edge"]
     curves: dict[str, FaithfulnessCurve] = {}
@@ -84,8 +86,7 @@ def compare_runs(model: PreparedModel, runs: Mapping[str, Sequence[Subnetwork]],
     for run in attributions:
         name = f"{run.ranking.label} ({run.path})" if len(attributions) > 1 else run.ranking.label
         target = scored(run.level, run.graph)
-        own = {**on[run.level], "method": as_method(ablation or run.settings["ablation"])}  # default: as it attributed
-        curves[name] = ranking_curve(target, run.ranking, prompts, **own)
+        curves[name] = ranking_curve(target, run.ranking, prompts, **on[run.level])
         axes.append((run.level, "mib" if target is not model else "heurlens"))
     scores = attribution_scores(model, data.train(model), logit_difference, method=method, means=means)
     if not on_edges:
