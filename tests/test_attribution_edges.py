@@ -271,10 +271,12 @@ def test_the_cli_attributes_the_planted_path_first_and_faithfulness_and_export_r
     empty = {}
     for ablation in (None, "mean", "corrupt"):
         status, out, err = heurlens_in_process(capsys, "faithfulness", mean_run, "--task", str(task),
-                                               "--task-examples", "16", "--json",
+                                               "--task-examples", "16", "--json", "--random-seeds", "1",
                                                *(["--ablation", ablation] if ablation else []))
         assert status == 0, err
-        empty[ablation] = next(row["metric"] for row in json.loads(out) if row["edges_kept"] == 0)
+        at_zero = {row["method"]: row["metric"] for row in json.loads(out) if row["edges_kept"] == 0}
+        assert len(at_zero) == 2 and len(set(at_zero.values())) == 1  # EAP and random: one ablation for both
+        empty[ablation] = at_zero["EAP"]
     assert empty[None] == empty["mean"] and abs(empty["mean"] - empty["corrupt"]) > 1e-3
 
 
