@@ -124,9 +124,8 @@ class EdgeMaskHooks:
         mean of its write, W_O^h being linear), an MLP's mean."""
         blocks = [means.embeddings_mean()[None]]
         for layer in range(self.layout.n_layers):
-            heads = means.heads[layer]
-            blocks += [torch.einsum("hd,hdm->hm", heads, self._w_o[layer].to(heads.device, heads.dtype)),
-                       means.mlps[layer][None]]
+            heads = means.heads[layer].to(self._w_o[layer].device)[None, None]  # one example of one position
+            blocks += [self._heads_output(layer, heads)[0], means.mlps[layer][None]]
         return blocks
 
     def _shared(self, blocks: list[Tensor]) -> Tensor:
