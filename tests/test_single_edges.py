@@ -11,7 +11,7 @@ import torch
 
 import heurlens
 from heurlens.errors import HeurlensError
-from heurlens.interventions.edge_masks import edge_mask_forward
+from heurlens.interventions.edge_masks import EdgeMaskHooks, edge_mask_forward
 from heurlens.interventions.graph import edge_layout
 
 CLEAN = torch.tensor([[2, 4, 10, 5, 6], [3, 5, 10, 9, 7]])  # word-level tokens, no padding
@@ -150,7 +150,8 @@ def test_each_single_edge_mean_ablated_equals_the_patch_written_by_hand(family, 
 
 def test_edges_are_not_mean_ablated_with_means_that_lack_the_embeddings(tiny_gpt2_dirs):
     """Means saved before 2026-11-29 hold no mean of the embeddings: an edge out of the embeddings has nothing to
-    carry, refused by name with what to do (units still mean-ablate with them)."""
+    carry, refused by name with what to do (units still mean-ablate with them); so are edge masks given neither a
+    corrupted batch nor means, and a corrupted batch given to masks built with means."""
     from dataclasses import replace
 
     model = heurlens.load_model(tiny_gpt2_dirs["lm"])
@@ -158,6 +159,11 @@ def test_edges_are_not_mean_ablated_with_means_that_lack_the_embeddings(tiny_gpt
     layout = edge_layout(model)
     with pytest.raises(HeurlensError, match="no mean of the embeddings.*compute them again"):
         edge_mask_forward(model, layout.keep_mask([]), batch(CLEAN), means=old)
+    with pytest.raises(HeurlensError, match="a corrupted batch .corrupt ablation. or means, one of them"):
+        edge_mask_forward(model, layout.keep_mask([]), batch(CLEAN))
+    hooks = EdgeMaskHooks(layout, layout.keep_mask([]), heurlens.compute_means(model, CLEAN))
+    with pytest.raises(HeurlensError, match="writers' means .mean ablation., not by their outputs on a corrupted"):
+        hooks.use_corrupted(model, batch(CORRUPTED))
     heurlens.predict_logits(model, CLEAN, fwd_hooks=heurlens.ablation_hooks(model, "L0.H1", means=old))
 
 
@@ -175,8 +181,6 @@ def test_post_norm_models_are_refused_edge_masks_by_name(architecture, tmp_path)
                                                 int(model.bridge.cfg.n_key_value_heads or model.n_heads))
     assert layout_would_be.n_edges > 0
     # what the refusal prevents: heurlens' write for L0.H1 is not the change the block makes
-    from heurlens.interventions.edge_masks import EdgeMaskHooks
-
     hooks = EdgeMaskHooks(layout_would_be, 1 - layout_would_be.keep_mask(["L0.H1->logits"]))
     with hooks.attached(model), torch.no_grad():
         hooks.use_corrupted(model, batch(CORRUPTED))
