@@ -167,13 +167,17 @@ def test_the_faithfulness_command_scores_a_prune_run(tiny_decoder_dirs, tmp_path
     assert pruned["faithfulness"].tolist() == pytest.approx(expected.circuits["faithfulness"].tolist())
     assert pruned["faithfulness"].tolist()[4] == pytest.approx(1.0, abs=1e-5)  # 100% of the units: the model
     assert pruned["cpr"].iloc[0] == pytest.approx(expected.cpr) and pruned["cmd"].iloc[0] == pytest.approx(expected.cmd)
-    # attribution patching's ranking of the units (by |score|, on the training prompts), cut at the same sizes
-    scores = attribution_scores(model, data.train(model), logit_difference, means=means)
-    by_attribution = ranking_curve(model, Ranking("attribution", "node", torch.tensor(scores["score"].tolist()),
-                                                  absolute=True), prompts, means=means, cache=False)
+    # attribution patching's ranking of the units (on the training prompts), cut at the same sizes: CPR from the
+    # ranking by score (-delta_m: the units whose ablation lowers m most first), CMD from the ranking by |score|
+    scores = -torch.tensor(attribution_scores(model, data.train(model), logit_difference, means=means)["score"])
     attributed = shown[shown["method"] == "attribution"]
-    assert attributed["faithfulness"].tolist() == pytest.approx(by_attribution.circuits["faithfulness"].tolist())
-    assert attributed["cpr"].iloc[0] == pytest.approx(by_attribution.cpr)
+    assert set(attributed["areas_ranked_by"]) == {"CPR by score, CMD by |score|"}
+    for by, area in (("score", "cpr"), ("|score|", "cmd")):
+        alone = ranking_curve(model, Ranking("attribution", "node", scores, absolute=by == "|score|"), prompts,
+                              means=means, cache=False)
+        rows = attributed[attributed["ranked_by"] == by]
+        assert rows["faithfulness"].tolist() == pytest.approx(alone.circuits["faithfulness"].tolist())
+        assert attributed[area].iloc[0] == pytest.approx(getattr(alone, area))
     randoms = shown[shown["method"] == "random (nodes)"]
     assert randoms["curve"].unique().tolist() == ["random seed 0", "random seed 1"]
     assert "CPR" in (tmp_path / "f.html").read_text()

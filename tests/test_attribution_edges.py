@@ -71,7 +71,7 @@ def test_eap_is_transformer_lens_attribution_patch_and_one_ig_step_its_negation(
     clean, corrupted = tokens(task.batches), tokens(task.corrupted.batches)
     for ig_steps, theirs in ((None, transformer_lens_edge_scores(model, corrupted, clean)),
                              (1, transformer_lens_edge_scores(model, clean, corrupted))):
-        ours = attribution_ranking(model, task, metric, level="edge", ig_steps=ig_steps).scores
+        ours = -attribution_ranking(model, task, metric, level="edge", ig_steps=ig_steps).scores  # delta_m
         expected = torch.tensor([theirs[name] for name in names]) * (1 if ig_steps is None else -1)
         assert sorted(theirs) == sorted(names)  # the same 110 edges
         assert expected.abs().max() > 0.01 and (expected.abs() > 1e-4).sum() > 30  # many edges carry something
@@ -127,8 +127,8 @@ def test_on_a_linear_model_eap_and_eap_ig_are_each_edges_exact_patch(linear_gpt2
                          dtype=torch.float64)
     assert exact.abs().max() > 0.1 and (exact.abs() > 1e-3).sum() > 30
     for ig_steps in (None, 5):
-        scores = attribution_ranking(model, task, metric, level="edge", ig_steps=ig_steps).scores.double()
-        torch.testing.assert_close(scores, exact, atol=1e-6, rtol=1e-5)
+        scores = -attribution_ranking(model, task, metric, level="edge", ig_steps=ig_steps).scores.double()
+        torch.testing.assert_close(scores, exact, atol=1e-6, rtol=1e-5)  # delta_m: the ranking holds -delta_m
 
 
 def test_on_a_linear_model_eap_with_mean_or_zero_ablation_is_each_edges_exact_ablation(linear_gpt2, task):
@@ -152,9 +152,9 @@ def test_on_a_linear_model_eap_with_mean_or_zero_ablation_is_each_edges_exact_ab
         exact = torch.tensor([m_with(kept.index_fill(0, torch.tensor([i]), 0.0)) - full
                               for i in range(layout.n_edges)], dtype=torch.float64)
         assert exact.abs().max() > 0.1 and (exact.abs() > 1e-3).sum() >= 20, method  # (no query or key edge: W_Q = 0)
-        scores = attribution_ranking(model, task, metric, level="edge", method=method, means=means).scores.double()
+        scores = -attribution_ranking(model, task, metric, level="edge", method=method, means=means).scores.double()
         torch.testing.assert_close(scores, exact, atol=1e-6, rtol=1e-5, msg=lambda m, a=method: f"{a}: {m}")
-        corrupt = attribution_ranking(model, task, metric, level="edge").scores.double()
+        corrupt = -attribution_ranking(model, task, metric, level="edge").scores.double()
         assert (scores - corrupt).abs().max() > 1e-2  # another ablation, other scores
 
 
@@ -202,7 +202,7 @@ def test_the_tables_name_units_and_edges(tiny_gpt2_dirs, task):
     units = attribution_scores(model, task, metric, method="corrupt", ig_steps=2)
     assert list(units["unit"][:2]) == ["L0.H0", "L0.H1"]
     torch.testing.assert_close(torch.tensor(units["score"].tolist()),
-                               attribution_ranking(model, task, metric, level="node", ig_steps=2).scores)
+                               -attribution_ranking(model, task, metric, level="node", ig_steps=2).scores)
 
 
 def test_what_attribution_cannot_do_is_refused_by_name(tiny_gpt2_dirs, task):
@@ -251,18 +251,33 @@ def test_the_cli_attributes_the_planted_path_first_and_faithfulness_and_export_r
     status, out, err = heurlens_in_process(capsys, "faithfulness", run, "--task", str(task), "--task-examples", "16",
                                            "--json")
     assert status == 0, err
-    curve = [row for row in json.loads(out) if row["method"] == "EAP-IG (5 steps)"]
+    rows = [row for row in json.loads(out) if row["method"] == "EAP-IG (5 steps)"]
+    assert {row["areas_ranked_by"] for row in rows} == {"CPR by score, CMD by |score|"}
+    curve = [row for row in rows if row["ranked_by"] == "score"]  # CPR's circuits: the top edges by score
     assert [row["edges_kept"] for row in curve] == sorted({int(k * N_EDGES) for k in MIB_GRID})
     assert all(row["faithfulness"] == pytest.approx(1.0, abs=1e-5) for row in curve if row["edges_kept"] >= 3)
     assert curve[0]["faithfulness"] == pytest.approx(0.0, abs=1e-5)  # no edge: the corrupted run
     status, out, err = heurlens_in_process(capsys, "export-mib", run, "--out", str(tmp_path / "mib"))
     assert status == 0, err
-    status, out, err = heurlens_in_process(capsys, "faithfulness", "--mib-file", str(tmp_path / "mib" /
-                                           "importances.json"), "--absolute", "--model", model_dir, "--task",
-                                           str(task), "--task-examples", "16", "--json")
-    assert status == 0, err
-    from_file = [row for row in json.loads(out) if row["method"].startswith("file")]
-    assert [row["faithfulness"] for row in from_file] == pytest.approx([row["faithfulness"] for row in curve])
+    # MIB's signed evaluation (its default, absolute=False) keeps the highest scores first: on the export, the path
+    # whose edges raise the logit difference (written with delta_m's sign, the three would have come last)
+    exported = json.loads((tmp_path / "mib" / "importances.json").read_text())["edges"]
+    by_score = sorted(exported, key=lambda name: exported[name]["score"], reverse=True)
+    assert set(by_score[:3]) == {"input->a0.h1<v>", "a0.h1->a1.h0<v>", "a1.h0->logits"}
+    assert min(exported[name]["score"] for name in by_score[:3]) > 0
+    for absolute in ([], ["--absolute"]):  # read back by score and by |score|: the run's two curves
+        status, out, err = heurlens_in_process(capsys, "faithfulness", "--mib-file", str(tmp_path / "mib" /
+                                               "importances.json"), *absolute, "--model", model_dir, "--task",
+                                               str(task), "--task-examples", "16", "--json")
+        assert status == 0, err
+        from_file = [row for row in json.loads(out) if row["method"].startswith("file")]
+        if absolute:
+            assert [row["faithfulness"] for row in from_file] == pytest.approx(
+                [row["faithfulness"] for row in rows if row["ranked_by"] == "|score|"])
+        else:
+            assert [row["faithfulness"] for row in from_file] == pytest.approx([row["faithfulness"] for row in rows])
+            assert from_file[0]["cpr"] == pytest.approx(rows[0]["cpr"]) and from_file[0]["cmd"] == pytest.approx(
+                rows[0]["cmd"])
     # EAP with mean ablation (MIB's "mean"); faithfulness scores the run as it attributed, unless told otherwise
     mean_run = str(tmp_path / "eap-mean")
     status, out, err = heurlens_in_process(capsys, "attribute", *common, "--out", mean_run, "--method", "eap",
@@ -274,7 +289,7 @@ def test_the_cli_attributes_the_planted_path_first_and_faithfulness_and_export_r
                                                "--task-examples", "16", "--json", "--random-seeds", "1",
                                                *(["--ablation", ablation] if ablation else []))
         assert status == 0, err
-        at_zero = {row["method"]: row["metric"] for row in json.loads(out) if row["edges_kept"] == 0}
+        at_zero = {row["method"]: row["metric"] for row in json.loads(out) if row["edges_kept"] == 0}  # both orders
         assert len(at_zero) == 2 and len(set(at_zero.values())) == 1  # EAP and random: one ablation for both
         empty[ablation] = at_zero["EAP"]
     assert empty[None] == empty["mean"] and abs(empty["mean"] - empty["corrupt"]) > 1e-3
@@ -348,12 +363,18 @@ def test_an_attribution_run_on_mibs_graph_is_scored_there_and_its_file_reads_bac
     assert read_back is not None and read_back.n_items == 82
     grouped = attribution_ranking(model, data.train(model), logit_difference, level="edge", ig_steps=3).scores
     torch.testing.assert_close(read_back.scores, grouped, atol=1e-6, rtol=1e-4)
+    assert read_back.signed  # heurlens' attribution file: signed scores, as written
     on_mib = read_mib_file(tmp_path / "scores.json", model, graph="mib")
     assert on_mib.graph == "mib" and torch.equal(on_mib.ranking.scores, run.ranking.scores)
-    file = replace(on_mib, ranking=replace(on_mib.ranking, absolute=True))
-    file_curve = compare_runs(model, {}, data, files=[file])["file scores.json on MIB's graph"]
-    assert file_curve.n_items == 110
-    pd.testing.assert_frame_equal(file_curve.curve, curve.curve)
+    file_curve = compare_runs(model, {}, data, files=[on_mib])["file scores.json on MIB's graph"]
+    assert file_curve.n_items == 110 and (file_curve.cpr, file_curve.cmd) == (curve.cpr, curve.cmd)
+    pd.testing.assert_frame_equal(file_curve.circuits.drop(columns=["curve", "circuit"]),
+                                  curve.circuits.drop(columns=["curve", "circuit"]))
+    absolute = replace(on_mib, ranking=replace(on_mib.ranking, absolute=True))  # MIB's --absolute: both by |score|
+    file_curve = compare_runs(model, {}, data, files=[absolute])["file scores.json on MIB's graph"]
+    by_size = curve.circuits[curve.circuits["ranked_by"] == "|score|"]
+    assert file_curve.circuits["faithfulness"].tolist() == by_size["faithfulness"].tolist()
+    assert file_curve.cmd == curve.cmd and file_curve.area_rankings == "|score|"
 
 
 def test_padded_batches_score_as_one_prompt_at_a_time(tiny_decoder_dirs):

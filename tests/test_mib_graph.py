@@ -2,6 +2,7 @@
 circuit files out and in (a round trip, a file written by hand in MIB's schema, the planted path through a file)."""
 
 import json
+import re
 
 import pytest
 import torch
@@ -70,23 +71,79 @@ def test_a_key_value_edge_is_each_of_its_query_heads_edges(gqa_llama):
 def test_a_runs_ranking_round_trips_through_mibs_file(gqa_llama, tmp_path):
     """An edge ranking of the grouped-query model written as MIB's importance file (scores copied to each query
     head) and read back is the same ranking to the bit, as is a node ranking; a binary circuit comes back as the
-    same keep mask."""
+    same keep mask, and carries the ranking's score on every edge beside in_graph (EAP-IG's Graph.from_json reads
+    ``score`` on every edge)."""
     scores = torch.randn(82, generator=torch.Generator().manual_seed(0))
     write_mib_file(tmp_path / "edges.json", gqa_llama, Ranking("run", "edge", scores))
     document = json.loads((tmp_path / "edges.json").read_text())
     assert len(document["edges"]) == 110 and document["cfg"]["n_heads"] == 4
     assert document["edges"]["a0.h1->a1.h0<k>"]["score"] == document["edges"]["a0.h1->a1.h1<k>"]["score"]
     back = read_mib_file(tmp_path / "edges.json", gqa_llama)
-    assert back.level == "edge" and torch.equal(back.ranking.scores, scores)
+    assert back.level == "edge" and torch.equal(back.ranking.scores, scores) and not back.ranking.signed
     units = torch.randn(10, generator=torch.Generator().manual_seed(1))
     write_mib_file(tmp_path / "nodes.json", gqa_llama, Ranking("run", "node", units))
     assert torch.equal(read_mib_file(tmp_path / "nodes.json", gqa_llama).ranking.scores, units)
+    signed = Ranking("EAP-IG", "edge", scores, signed=True)
+    write_mib_file(tmp_path / "signed.json", gqa_llama, signed)
+    document = json.loads((tmp_path / "signed.json").read_text())
+    assert document["edges"]["input->a0.h0<q>"]["score"] == float(scores[0])  # attribution scores as they are
+    back = read_mib_file(tmp_path / "signed.json", gqa_llama).ranking
+    assert back.signed and torch.equal(back.scores, scores)
     keep = (scores > 0.5).float()
-    write_mib_file(tmp_path / "circuit.json", gqa_llama, keep=keep, level="edge")
+    write_mib_file(tmp_path / "circuit.json", gqa_llama, Ranking("run", "edge", scores), keep)
+    document = json.loads((tmp_path / "circuit.json").read_text())
+    assert all(isinstance(edge["score"], float) for edge in document["edges"].values())
+    assert sum(edge["in_graph"] for edge in document["edges"].values()) > keep.sum()  # a key-value edge: 2 query heads
     assert torch.equal(read_mib_file(tmp_path / "circuit.json", gqa_llama).keep, keep)
     (tmp_path / "bad.json").write_text('{"nodes": {}}')
     with pytest.raises(HeurlensError, match="not a circuit file in MIB's format"):
         read_mib_file(tmp_path / "bad.json", gqa_llama)
+
+
+def test_a_mask_runs_negative_log_alpha_is_written_so_both_of_mibs_orders_keep_its_highest_first(gqa_llama, tmp_path):
+    """log_alpha of both signs (a mask run's: negative means mostly off) is written shifted to 1 and above, so MIB's
+    absolute=True order is its absolute=False order is the run's own; the offset in cfg brings back the exact
+    log_alpha. Written as it is, |log_alpha| would put the most negative (least kept) edges first."""
+    log_alpha = torch.linspace(-6.0, 3.0, 82)[torch.randperm(82, generator=torch.Generator().manual_seed(2))]
+    write_mib_file(tmp_path / "mask.json", gqa_llama, Ranking("seed 0", "edge", log_alpha))
+    document = json.loads((tmp_path / "mask.json").read_text())
+    graph = MibGraph(edge_layout(gqa_llama))
+    written = torch.tensor([document["edges"][name]["score"] for name in graph.edge_names])
+    assert written.min() == pytest.approx(1.0) and document["cfg"]["heurlens"]["scores"] == "log_alpha"
+    by_score, by_size = (torch.argsort(keys, descending=True, stable=True) for keys in (written, written.abs()))
+    assert torch.equal(by_score, by_size)
+    expected = torch.argsort(graph.ungrouped(log_alpha), descending=True, stable=True)
+    assert torch.equal(written[by_score], written[expected])  # the run's order (ties among copies aside)
+    back = read_mib_file(tmp_path / "mask.json", gqa_llama).ranking
+    assert torch.equal(back.scores, log_alpha) and not back.signed
+
+
+def test_files_that_are_not_quite_mibs_format_are_refused_by_name(gqa_llama, tmp_path):
+    """One edge without a score among scored ones, an edge of no graph of this model, in_graph as a string, nodes
+    as a list and an edge as a number: each refused naming what is wrong (before: a binary circuit without a word,
+    ignored, read as kept, tracebacks); an unknown graph name too."""
+    graph = MibGraph(edge_layout(gqa_llama))
+    ungrouped = MibGraph(EdgeLayout(2, 4, 4))
+    cfg = {"n_layers": 2, "n_heads": 4, "parallel_attn_mlp": False, "d_model": 32}
+    nodes = {"input": {"in_graph": True}, "logits": {"in_graph": True}}
+    edges = {name: {"score": 0.1, "in_graph": True} for name in ungrouped.edge_names}
+
+    def refused(document, match, **kwargs):
+        (tmp_path / "file.json").write_text(json.dumps(document))
+        with pytest.raises(HeurlensError, match=match):
+            read_mib_file(tmp_path / "file.json", gqa_llama, **kwargs)
+
+    assert graph.n_edges == ungrouped.n_edges == 110
+    first = ungrouped.edge_names[5]
+    refused({"cfg": cfg, "nodes": nodes, "edges": {**edges, first: {"in_graph": True}}},
+            f"edge '{re.escape(first)}' has no score, while others have")
+    refused({"cfg": cfg, "nodes": nodes, "edges": {**edges, "a9.h0->logits": {"score": 1.0}}},
+            "has an edge 'a9.h0->logits' that is not of this model's graph")
+    refused({"cfg": cfg, "nodes": nodes, "edges": {name: {"in_graph": "false"} for name in edges}},
+            "has in_graph 'false'; MIB's format takes true or false")
+    refused({"cfg": cfg, "nodes": [], "edges": edges}, "nodes is a list")
+    refused({"cfg": cfg, "nodes": nodes, "edges": {**edges, first: 0.5}}, "edge .* is 0.5")
+    refused({"cfg": cfg, "nodes": nodes, "edges": edges}, "graph='MIB'", graph="MIB")
 
 
 def test_a_file_written_by_hand_in_mibs_schema_is_scored_on_the_planted_model(planted, tmp_path):
@@ -154,9 +211,32 @@ def test_export_mib_then_faithfulness_of_the_file_is_the_runs_curve(planted, tmp
     assert [row["edges_kept"] for row in from_file] == [row["edges_kept"] for row in from_run]
     assert [row["faithfulness"] for row in from_file] == pytest.approx([row["faithfulness"] for row in from_run])
     assert from_file[0]["cpr"] == pytest.approx(from_run[0]["cpr"])
+    for absolute in ([], ["--absolute"]):  # the mask run's export ranks as the run in both of MIB's orders
+        status, out, err = heurlens_in_process(capsys, "faithfulness", "--mib-file", str(record / "importances.json"),
+                                               "--model", str(planted.model_id), *common, "--json", *absolute)
+        assert status == 0, err
+        rows = [row for row in json.loads(out) if row["method"] == "file importances.json"]
+        assert [row["faithfulness"] for row in rows] == pytest.approx([row["faithfulness"] for row in from_run])
+        assert rows[0]["areas_ranked_by"] == "score" and rows[0]["cmd"] == pytest.approx(from_run[0]["cmd"])
+    status, out, err = heurlens_in_process(capsys, "export-mib", str(tmp_path / "run"), "--out",
+                                           str(tmp_path / "mib"), "--circuits")
+    assert status == 0, err  # the folder it wrote: written again
     foreign = tmp_path / "mine" / record.relative_to(tmp_path / "mib") / "importances.json"
     foreign.parent.mkdir(parents=True, exist_ok=True)
     foreign.write_text("my notes")
     status, _, err = heurlens_in_process(capsys, "export-mib", str(tmp_path / "run"), "--out", str(tmp_path / "mine"))
-    assert status != 0 and "is not a file heurlens export-mib wrote" in err
+    assert status != 0 and "is not empty and was not written by heurlens" in err
     assert foreign.read_text() == "my notes"
+    mine = tmp_path / "mib" / "notes.json"  # a user's file beside heurlens' in its own folder: never overwritten
+    heurlens_json = json.dumps({"cfg": {"heurlens": {}}, "nodes": {}, "edges": {}})
+    (record / "importances.json").rename(mine)
+    (record / "importances.json").write_text(heurlens_json)
+    status, _, err = heurlens_in_process(capsys, "export-mib", str(tmp_path / "run"), "--out", str(tmp_path / "mib"))
+    assert status == 0, err  # listed in mib-export.json: heurlens' own file
+    other = tmp_path / "mib" / "sparsity-user"
+    other.mkdir()
+    (other / "importances.json").write_text(heurlens_json)
+    (tmp_path / "mib" / "mib-export.json").write_text(json.dumps({"written_by": "heurlens export-mib", "files": []}))
+    status, _, err = heurlens_in_process(capsys, "export-mib", str(tmp_path / "run"), "--out", str(tmp_path / "mib"))
+    assert status != 0 and "heurlens export-mib did not write it" in err
+    assert (other / "importances.json").read_text() == heurlens_json and mine.exists()

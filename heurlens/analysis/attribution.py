@@ -20,9 +20,12 @@ g is the total derivative (taken through a zero added at each site), either
 
 The sign is the ablation's: delta_m < 0 where ablating the item lowers m (TransformerLens' ``attribution_patch``
 reports the patch the other way, corrupted to clean: the same numbers negated). m over the task is the batches'
-values weighted by their rows (a mean over examples, such as the logit difference). A unit's score is the sum of its
-outgoing edges' scores: its output reaches m only through the readers after it. Ranked by |delta_m|, the items give
-a circuit of every size (``interventions.rankings``), MIB's way.
+values weighted by their rows (a mean over examples, such as the logit difference), so delta_m is the mean over
+prompts. A unit's score is the sum of its outgoing edges' scores: its output reaches m only through the readers after
+it. The tables (``attribution_scores``, ``edge_attribution_scores``) give delta_m; the ``Ranking`` holds -delta_m,
+EAP-IG's sign (its metric is the loss -m, so its scores are -delta_m; its files divide them further by its batch
+size), so the items that ablating lowers m most come first: a ``signed`` ranking, whose circuit of every size is its
+top items by score for CPR and by |score| for CMD, as MIB reports them (``interventions.rankings``).
 """
 
 from __future__ import annotations
@@ -62,11 +65,11 @@ def attribution_ranking(model: ModelLike, task: TaskLike, metric: Metric, *, lev
                         ig_steps: int | None = None, method: MethodName = "corrupt",
                         means: UnitMeans | None = None) -> Ranking:
     """Every unit's (``level`` "node", ``UnitLayout``'s order) or edge's ("edge", ``EdgeLayout``'s order) estimated
-    change of ``metric`` when it alone is ablated by ``method`` (the module's formula), as a ranking by |score|
-    labelled "EAP" or "EAP-IG (n steps)". ``ig_steps``: None for EAP, n for EAP-IG on the inputs (needs ``method``
-    "corrupt"). ``means``: mean ablation's (edges: with the embeddings' mean, as ``compute_means`` takes it).
-    ``metric(scores, task)`` or ``metric(scores)`` must return a one-element tensor with a gradient (e.g.
-    ``prompt_tasks.logit_difference``)."""
+    drop of ``metric`` when it alone is ablated by ``method`` (-delta_m, the module's formula: EAP-IG's sign), as a
+    ``signed`` ranking labelled "EAP" or "EAP-IG (n steps)". ``ig_steps``: None for EAP, n for EAP-IG on the
+    inputs (needs ``method`` "corrupt"). ``means``: mean ablation's (edges: with the embeddings' mean, as
+    ``compute_means`` takes it). ``metric(scores, task)`` or ``metric(scores)`` must return a one-element tensor with
+    a gradient (e.g. ``prompt_tasks.logit_difference``)."""
     model = as_model(model)
     task = as_task(model, task)
     method = as_method(method)
@@ -89,7 +92,7 @@ def attribution_ranking(model: ModelLike, task: TaskLike, metric: Metric, *, lev
             total = scores if total is None else total + scores
     assert total is not None
     label = "EAP" if ig_steps is None else f"EAP-IG ({ig_steps} steps)"
-    return Ranking(label, level, total.float(), absolute=True)
+    return Ranking(label, level, -total.float(), signed=True)
 
 
 def attribution_scores(model: ModelLike, task: TaskLike, metric: Metric, *, method: MethodName = "mean",
@@ -100,7 +103,7 @@ def attribution_scores(model: ModelLike, task: TaskLike, metric: Metric, *, meth
     model = as_model(model)
     ranking = attribution_ranking(model, task, metric, level="node", ig_steps=ig_steps, method=method, means=means)
     layout = UnitLayout(model.n_layers, model.n_heads)
-    return pd.DataFrame({"unit": [str(unit) for unit in layout.units()], "score": ranking.scores.tolist()})
+    return pd.DataFrame({"unit": [str(unit) for unit in layout.units()], "score": (-ranking.scores).tolist()})
 
 
 def edge_attribution_scores(model: ModelLike, task: TaskLike, metric: Metric, *, ig_steps: int | None = None,
@@ -111,7 +114,7 @@ def edge_attribution_scores(model: ModelLike, task: TaskLike, metric: Metric, *,
     model = as_model(model)
     ranking = attribution_ranking(model, task, metric, level="edge", ig_steps=ig_steps, method=method, means=means)
     return pd.DataFrame({"edge": [str(edge) for edge in edge_layout(model).edges()],
-                         "score": ranking.scores.tolist()})
+                         "score": (-ranking.scores).tolist()})
 
 
 def check_attribution(level: Level, ig_steps: int | None, method: MethodName) -> None:
@@ -119,6 +122,9 @@ def check_attribution(level: Level, ig_steps: int | None, method: MethodName) ->
     method = as_method(method)
     if level not in ("node", "edge"):
         raise HeurlensError(f"level {level!r}: attribute 'node' (heads and MLPs) or 'edge' (edges between them)")
+    if ig_steps is not None and (isinstance(ig_steps, bool) or not isinstance(ig_steps, int)):
+        raise HeurlensError(f"ig_steps={ig_steps!r}: give EAP-IG's number of steps as a whole number (MIB's "
+                            f"{IG_STEPS}), or None for EAP")
     if ig_steps is not None and ig_steps < 1:
         raise HeurlensError(f"ig_steps={ig_steps}: EAP-IG needs one step or more (MIB's {IG_STEPS}); None is EAP")
     if ig_steps is not None and method != "corrupt":

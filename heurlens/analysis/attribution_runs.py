@@ -2,35 +2,34 @@
 training prompts, kept as a ranking that ``heurlens faithfulness`` scores at MIB's sizes and ``heurlens export-mib``
 writes in MIB's format.
 
-A folder holds ``settings.json`` (the model, the task, its prompts, the level, the method, its steps, the ablation
-and the graph) and ``scores.safetensors``: one score per item in ``UnitLayout``'s or ``EdgeLayout``'s order, on the
-graph named: "heurlens" (a grouped-query model's key and value inputs once per key-value head) or "mib" (the edges of
-its ungrouped copy, ``models.ungrouped``: MIB's graph), with the seconds the attribution took. The metric is the
-task's logit difference, MIB's.
+A folder holds ``settings.json`` (the model and its fingerprint, the task, its prompts, the level, the method, its
+steps, the ablation and the graph) and ``scores.safetensors``: one score per item in ``UnitLayout``'s or
+``EdgeLayout``'s order, on the graph named: "heurlens" (a grouped-query model's key and value inputs once per
+key-value head) or "mib" (the edges of its ungrouped copy, ``models.ungrouped``: MIB's graph), with the seconds the
+attribution took. The metric is the task's logit difference, MIB's.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, cast
-
-from torch import Tensor
 
 from heurlens.analysis.attribution import IG_STEPS, AttributionMethod, attribution_ranking
 from heurlens.data.prompt_tasks import logit_difference
 from heurlens.data.run_data import PromptTaskData
+from heurlens.errors import HeurlensError
 from heurlens.interventions.circuits import Level
 from heurlens.interventions.graph import EdgeLayout, edge_layout
 from heurlens.interventions.mib_graph import GraphName
-from heurlens.interventions.ranking_files import SCORES_FILE, read_ranking, write_scores
+from heurlens.interventions.ranking_files import SCORES_FILE, check_scored_model, read_ranking, write_scores
 from heurlens.interventions.rankings import Ranking
 from heurlens.interventions.scoring import MethodName
 from heurlens.interventions.units import UnitLayout
 from heurlens.models.ungrouped import ungrouped_copy
 from heurlens.protocols import PreparedModel
-from heurlens.runtime.run_folders import RunFolder
+from heurlens.runtime.run_folders import SETTINGS_FILE, RunFolder
 
 
 @dataclass(frozen=True)
@@ -54,10 +53,28 @@ class AttributionRun:
     def model_id(self) -> str:
         return str(self.settings["model_id"])
 
+    def check_model(self, model: PreparedModel) -> None:
+        """Refuse a model other than the one this run scored (``ranking_files.check_scored_model``)."""
+        check_scored_model(self.settings, model, self.path)
+
+    def check_task(self, data: PromptTaskData) -> None:
+        """Refuse a task other than the one this run was attributed on (the task, its number of prompts and seed)."""
+        ran = (self.settings.get("task"), self.settings.get("examples"), self.settings.get("seed"))
+        if ran != (data.task, data.examples, data.seed):
+            raise HeurlensError(f"the attribution run {self.path} was attributed on {describe_task(*ran)}, not on "
+                                f"{describe_task(data.task, data.examples, data.seed)}: give --task {ran[0]} "
+                                f"--task-examples {ran[1]} --seed {ran[2]}, or attribute this task into another folder")
+
+
+def describe_task(task: Any, examples: Any, seed: Any) -> str:
+    """"task 'ioi' (200 prompts, seed 0)": how refusals name the prompts a run was made on."""
+    return f"task {task!r} ({examples} prompts, seed {seed})"
+
 
 def attribution_folder(out: str | Path) -> RunFolder:
-    """The folder of ``heurlens attribute``, checked before any work (refused when it holds files it did not make)."""
-    return RunFolder(Path(out), "attribution run", (SCORES_FILE,)).opened()
+    """The folder of ``heurlens attribute``, checked before any work (refused when it holds files it did not make;
+    a run stopped before its scores were written left its settings, and is resumed)."""
+    return RunFolder(Path(out), "attribution run", (SETTINGS_FILE, SCORES_FILE)).opened()
 
 
 def item_names(model: PreparedModel, level: Level, graph: GraphName) -> list[str]:
@@ -83,29 +100,30 @@ def attribute(model: PreparedModel, data: PromptTaskData, out: str | Path, *, le
     ("eap", or "eap-ig" with ``ig_steps``) and keep the scores in the folder ``out`` (read back when it holds them:
     a second call with the same settings computes nothing; other settings are refused)."""
     folder = attribution_folder(out)
-    settings = {"model_id": model.model_id, "task": data.task, "examples": data.examples, "seed": data.seed,
-                "level": level, "method": method, "ig_steps": ig_steps if method == "eap-ig" else None,
-                "ablation": ablation, "graph": graph if level == "edge" else "heurlens"}
+    settings = {"model_id": model.model_id, "model_fingerprint": model.fingerprint(), "task": data.task,
+                "examples": data.examples, "seed": data.seed, "level": level, "method": method,
+                "ig_steps": ig_steps if method == "eap-ig" else None, "ablation": ablation,
+                "graph": graph if level == "edge" else "heurlens"}
 
     label = ("EAP" if method == "eap" else f"EAP-IG ({ig_steps} steps)") + (" on MIB's graph" if graph == "mib"
                                                                             and level == "edge" else "")
 
-    def compute() -> tuple[Tensor, float]:
+    def compute() -> tuple[Ranking, float]:
         start = time.perf_counter()
         target = scored_model(model, level, graph)
         train = data.train(target)
         means = data.means(target) if ablation == "mean" else None
         ranking = attribution_ranking(target, train, logit_difference, level=level, method=ablation, means=means,
                                       ig_steps=ig_steps if method == "eap-ig" else None)
-        return ranking.scores, time.perf_counter() - start
+        return replace(ranking, label=label), time.perf_counter() - start
 
-    def written() -> tuple[Tensor, float]:
+    def written() -> tuple[Ranking, float]:
         run = load_attribution(out)
-        return run.ranking.scores, run.seconds
+        return run.ranking, run.seconds
 
     with folder.writing():
         folder.record_settings(settings)
-        folder.stored(SCORES_FILE, compute, lambda result: write_scores(out, result[0], label, result[1]), written)
+        folder.stored(SCORES_FILE, compute, lambda result: write_scores(out, *result), written)
     return load_attribution(out)
 
 

@@ -17,19 +17,20 @@ import torch
 from torch import Tensor
 
 from heurlens.analysis.attribution import attribution_circuits, attribution_scores
-from heurlens.analysis.attribution_runs import AttributionRun, scored_model
+from heurlens.analysis.attribution_runs import AttributionRun, describe_task, scored_model
 from heurlens.analysis.faithfulness import faithfulness_curve, items_on, keep_mask_curve, ranking_curve
 from heurlens.analysis.faithfulness_areas import MIB_GRID, FaithfulnessCurve, grid_count
 from heurlens.analysis.mib_files import MibFile
 from heurlens.data.prompt_tasks import logit_difference
 from heurlens.data.run_data import PromptTaskData
+from heurlens.errors import HeurlensError
 from heurlens.interventions.circuits import Level, axis_of
 from heurlens.interventions.mib_graph import GraphName
 from heurlens.interventions.rankings import Ranking, random_ranking, ranking_of
 from heurlens.interventions.scoring import Method, MethodName, as_method
 from heurlens.protocols import PreparedModel
 from heurlens.pruning.evaluation import ablation_of
-from heurlens.pruning.run_folder import load_run_means
+from heurlens.pruning.run_folder import data_id_of, load_run_means
 from heurlens.pruning.subnetwork import Subnetwork
 from heurlens.runtime.deprecations import STILL_WORKS
 
@@ -51,6 +52,7 @@ def compare_runs(model: PreparedModel, runs: Mapping[str, Sequence[Subnetwork]],
     runs), and on edges, every edge curve alike, the edge attribution runs' when they share one, else "corrupt"
     (MIB's patching)."""
     everything = [sub for subnetworks in runs.values() for sub in subnetworks]
+    check_runs_belong(model, data, everything, attributions)
     method = comparison_ablation(everything, ablation)
     [prompts] = data.eval_sets(model)
     means = load_run_means(Path(next(iter(runs))), model) if runs else data.means(model)
@@ -90,7 +92,7 @@ def compare_runs(model: PreparedModel, runs: Mapping[str, Sequence[Subnetwork]],
         axes.append((run.level, "mib" if target is not model else "heurlens"))
     scores = attribution_scores(model, data.train(model), logit_difference, method=method, means=means)
     if not on_edges:
-        ranking = Ranking("attribution", "node", torch.tensor(scores["score"].tolist()), absolute=True)
+        ranking = Ranking("attribution", "node", -torch.tensor(scores["score"].tolist()), signed=True)
         curves["attribution"] = ranking_curve(model, ranking, prompts, **score)
     else:  # attribution's circuits of the grid's unit counts, as the edges between their units
         n_units = items_on(model, "node")
@@ -103,6 +105,30 @@ def compare_runs(model: PreparedModel, runs: Mapping[str, Sequence[Subnetwork]],
         name = f"random ({level}s of MIB's graph)" if graph == "mib" else f"random ({level}s)"
         curves[name] = ranking_curve(target, rankings, prompts, **on[level])
     return curves
+
+
+def check_runs_belong(model: PreparedModel, data: PromptTaskData, records: Sequence[Subnetwork],
+                      attributions: Sequence[AttributionRun] = ()) -> None:
+    """Refuse, by name, a prune record or attribution run of another model (by fingerprint) or made on other prompts
+    than ``data``'s training prompts (another task, number of prompts or seed): scored here, its circuits would be
+    another model's or task's, and its numbers would read as this one's."""
+    known = model.known_fingerprints()
+    for record in records:
+        record.check_model(model, known)
+    ids: dict[int, str] = {}  # the training prompts' identity per batch size (padding is per batch)
+    for record in records:
+        batch = int(record.hyperparameters.get("batch_size", data.batch_size))
+        if batch not in ids:
+            ids[batch] = data_id_of(replace(data, batch_size=batch).train(model))
+        train_id = ids[batch]
+        if record.data_id != train_id:
+            task = str(record.data_id).split(":")[0]
+            raise HeurlensError(f"{record.label} was pruned on {task!r} ({record.data_id}), not on the training "
+                                f"prompts of {describe_task(data.task, data.examples, data.seed)} ({train_id}): give "
+                                "the --task, --task-examples and --seed it was pruned with")
+    for run in attributions:
+        run.check_model(model)
+        run.check_task(data)
 
 
 def comparison_ablation(records: Sequence[Subnetwork], ablation: MethodName | None, edge_files: bool | None = None
@@ -118,7 +144,9 @@ def comparison_ablation(records: Sequence[Subnetwork], ablation: MethodName | No
 
 
 def comparison_table(curves: Mapping[str, FaithfulnessCurve]) -> pd.DataFrame:
-    """One row per circuit: the method, its curve (ranking or seed), the circuit, its size, metric and f, and the
-    method's CPR and CMD (NaN where a size is missing)."""
-    return pd.concat([curve.circuits.assign(method=name, cpr=curve.cpr, cmd=curve.cmd)
+    """One row per circuit: the method, its curve (ranking or seed), the circuit, its size, metric and f, the ablation
+    of the items outside it, and the method's CPR and CMD (NaN where a size is missing) with the order each was taken
+    from (``areas_ranked_by``: "score", or "CPR by score, CMD by |score|" for signed scores, MIB's way)."""
+    return pd.concat([curve.circuits.assign(method=name, ablation=curve.ablation, cpr=curve.cpr, cmd=curve.cmd,
+                                            areas_ranked_by=curve.area_rankings)
                       for name, curve in curves.items()], ignore_index=True)

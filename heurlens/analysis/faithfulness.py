@@ -20,7 +20,7 @@ from functools import partial
 import pandas as pd
 import torch
 
-from heurlens.analysis.faithfulness_areas import MIB_GRID, FaithfulnessCurve, grid_count
+from heurlens.analysis.faithfulness_areas import MIB_GRID, FaithfulnessCurve, check_grid, grid_count
 from heurlens.data.prompt_tasks import PromptSet, logit_difference
 from heurlens.errors import HeurlensError
 from heurlens.interventions.activation_cache import full_model_logits
@@ -54,6 +54,7 @@ def faithfulness_curve(model: ModelLike, circuits: Sequence[Subnetwork] | Mappin
     None is "corrupt" there (MIB's patching) and "mean" for units. A circuit is a point of its curve at a size of
     ``grid`` (MIB's by default) when it keeps exactly ``int(size n)`` items; CPR and CMD need every size
     (``ranking_curve`` cuts a run's ranking at each)."""
+    grid = check_grid(grid)
     model = as_model(model)
     task = as_task(model, task)
     if isinstance(circuits, Mapping):
@@ -92,7 +93,10 @@ def ranking_curve(model: ModelLike, rankings: Ranking | Sequence[Ranking], task:
                   cache: bool | None = None, grid: Sequence[float] = MIB_GRID) -> FaithfulnessCurve:
     """f at every size of ``grid`` (MIB's ten by default) of each ranking's top ``int(size n)`` units or edges (as MIB
     cuts attribution scores): one curve per ranking (e.g. one per seed of a mask run, ``rankings.ranking_of``), their
-    CPR and CMD averaged. Ablation as ``faithfulness_curve``'s."""
+    CPR and CMD averaged. A ``signed`` ranking (attribution scores, a MIB file) is cut by score and by |score|, its
+    CPR taken from the first and its CMD from the second, as MIB's scripts report them (``Ranking.area_orders``;
+    a circuit both orders keep is scored once). Ablation as ``faithfulness_curve``'s."""
+    grid = check_grid(grid)
     model = as_model(model)
     task = as_task(model, task)
     rankings = [rankings] if isinstance(rankings, Ranking) else list(rankings)
@@ -104,9 +108,16 @@ def ranking_curve(model: ModelLike, rankings: Ranking | Sequence[Ranking], task:
                             "model's (a run of another model, or of the other level?)")
     method = _method_on(level, method)
     counts = sorted({grid_count(size, of) for size in grid})
-    masks = [ranking.top(count) for ranking in rankings for count in counts]
-    rows = [(ranking.label, f"{ranking.label}, top {count}", count) for ranking in rankings for count in counts]
-    return _scored(model, task, level, masks, rows, of, grid, metric=metric, method=method, means=means, cache=cache)
+    orders = rankings[0].area_orders()
+    two = len(orders) > 1
+    masks = [ranking.top(count, by) for ranking in rankings for by in orders for count in counts]
+    rows = [(ranking.label, f"{ranking.label}, top {count}" + (f" by {by}" if two else ""), count, by)
+            for ranking in rankings for by in orders for count in counts]
+    [cpr_from] = [by for by, areas in orders.items() if "cpr" in areas]
+    [cmd_from] = [by for by, areas in orders.items() if "cmd" in areas]
+    curve = _scored(model, task, level, masks, rows, of, grid, metric=metric, method=method, means=means, cache=cache)
+    curve.cpr_from, curve.cmd_from = cpr_from, cmd_from
+    return curve
 
 
 @checked
@@ -116,6 +127,7 @@ def keep_mask_curve(model: ModelLike, level: Level, masks: Mapping[str, torch.Te
     """f of circuits given as 0/1 keep masks on the units (``level`` "node", ``UnitLayout``'s order) or edges
     ("edge", ``EdgeLayout``'s), by label (e.g. the circuit files of another tool): one curve, a point at each size
     of ``grid`` that a circuit's count matches. Ablation as ``faithfulness_curve``'s."""
+    grid = check_grid(grid)
     model = as_model(model)
     task = as_task(model, task)
     of = items_on(model, level)
@@ -137,27 +149,34 @@ def _method_on(level: Level, method: MethodName | None) -> Method:
     return as_method(method) if method else ("corrupt" if level == "edge" else "mean")
 
 
-def _scored(model, task: Task, level: Level, masks: list[torch.Tensor], rows: list[tuple[str, str, int]], of: int,
+def _scored(model, task: Task, level: Level, masks: list[torch.Tensor], rows: list[tuple], of: int,
             grid: Sequence[float], *, metric: Metric | None, method: Method, means: UnitMeans | None,
             cache: bool | None) -> FaithfulnessCurve:
-    """The curve of the circuits ``masks`` (rows: curve, label, items kept; out of ``of``): each scored with the
-    others ablated, beside the full model and the empty circuit."""
+    """The curve of the circuits ``masks`` (rows: curve, label, items kept and, for a ranking's circuits, the order
+    they were cut by; out of ``of``): each distinct circuit scored once with the others ablated, beside the full
+    model and the empty circuit."""
     metric = metric or _default_metric(task)
     context = call_context(model, cache=cache)
     full_scores = full_model_logits(model, task, context)
     full = metric_value(metric, full_scores, task, "metric")
     score = partial(scores_with_masks, model, level, task=task, method=method, means=means, context=context)
-    *values, empty = [metric_value(metric, scores, task, "metric") for _, scores in one_chunk_at_a_time(
-        masks + [torch.zeros(of)], full_scores.numel() * 4, score)]
+    distinct: dict[bytes, int] = {}  # a circuit's mask -> its place among the masks scored
+    for mask in [*masks, torch.zeros(of)]:
+        distinct.setdefault(mask.float().numpy().tobytes(), len(distinct))
+    unique = [torch.frombuffer(bytearray(key), dtype=torch.float32) for key in distinct]
+    metrics = [metric_value(metric, scores, task, "metric") for _, scores in one_chunk_at_a_time(
+        unique, full_scores.numel() * 4, score)]
+    *values, empty = [metrics[distinct[mask.float().numpy().tobytes()]] for mask in [*masks, torch.zeros(of)]]
     what = "edges" if level == "edge" else "units"
     if full == empty:
         raise HeurlensError(f"the metric is {full:g} for the full model and for the model with every {what[:-1]} "
                             "ablated, so faithfulness (m(circuit) - m(empty)) / (m(full) - m(empty)) is undefined: use "
                             f"a metric the {what} change")
-    table = pd.DataFrame([{"curve": curve, "circuit": label, "kept_fraction": kept / of, f"{what}_kept": kept,
+    table = pd.DataFrame([{"curve": row[0], "circuit": row[1], "kept_fraction": row[2] / of, f"{what}_kept": row[2],
+                           **({"ranked_by": row[3]} if len(row) > 3 else {}),
                            "metric": value, "faithfulness": (value - empty) / (full - empty)}
-                          for (curve, label, kept), value in zip(rows, values)])
-    return FaithfulnessCurve(table, full, empty, of, tuple(grid))
+                          for row, value in zip(rows, values)])
+    return FaithfulnessCurve(table, full, empty, of, tuple(grid), ablation=method)
 
 
 def _default_metric(task: Task) -> Metric:
@@ -188,7 +207,10 @@ def faithfulness_figure(curves: Mapping[str, FaithfulnessCurve], task_name: str)
 
 
 def areas_text(curve: FaithfulnessCurve) -> str:
-    """"CPR 0.812, CMD 0.204", or what is missing for them ("CPR, CMD n/a: no circuit at 0.1%, 0.2%")."""
+    """"CPR 0.812, CMD 0.204" (with the orders they came from for signed scores: "CPR 0.812 (by score), CMD 0.204
+    (by |score|)"), or what is missing for them ("CPR, CMD n/a: no circuit at 0.1%, 0.2%")."""
     if curve.missing:
         return f"CPR, CMD n/a: no circuit at {', '.join(f'{size:.3g}' for size in [100 * m for m in curve.missing])}%"
+    if curve.cpr_from != curve.cmd_from:
+        return f"CPR {curve.cpr:.3f} (by {curve.cpr_from}), CMD {curve.cmd:.3f} (by {curve.cmd_from})"
     return f"CPR {curve.cpr:.3f}, CMD {curve.cmd:.3f}"

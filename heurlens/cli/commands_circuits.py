@@ -19,14 +19,12 @@ from heurlens.cli.options import (
 )
 
 if TYPE_CHECKING:
-    from torch import Tensor
 
     from heurlens.analysis.attribution import AttributionMethod
     from heurlens.analysis.attribution_runs import GraphName
     from heurlens.analysis.circuit_comparison import Source
     from heurlens.analysis.faithfulness_areas import FaithfulnessCurve
     from heurlens.interventions.circuits import Level
-    from heurlens.interventions.rankings import Ranking
     from heurlens.interventions.scoring import MethodName
 
 
@@ -81,9 +79,9 @@ def attribute(task: str, task_examples: int, seed: int, level: str, method: str,
                         method=cast("AttributionMethod", method), ig_steps=ig_steps,
                         ablation=cast("MethodName", ablation), graph=cast("GraphName", graph))
     names = item_names(hooked, run.level, run.graph)
-    order = run.ranking.order()[:top].tolist()
+    order = run.ranking.order("|score|")[:top].tolist()
     table = pd.DataFrame({"rank": range(1, len(order) + 1), level: [names[i] for i in order],
-                          "score": [float(run.ranking.scores[i]) for i in order]})
+                          "score": [-float(run.ranking.scores[i]) for i in order]})  # delta_m, as kept
     print_table(table, as_json, as_csv, lambda shown: (
         f"{run.ranking.label}, {len(names)} {level}s of {model_label(hooked, 'float32')} on {task} "
         f"({task_examples} prompts, {run.seconds:.1f} s); score: the estimated change of the logit difference "
@@ -102,8 +100,9 @@ def attribute(task: str, task_examples: int, seed: int, level: str, method: str,
                    "edge's query-head scores summed, kept when one is kept). The same for models without "
                    "grouped-query attention.")
 @click.option("--absolute", is_flag=True,
-              help="Rank the --mib-file scores by their absolute value (MIB's --absolute; default: signed, as MIB's "
-                   "evaluation runs by default).")
+              help="Take both areas of a --mib-file's scores from their ranking by absolute value (MIB's --absolute "
+                   "evaluation alone). Default, as MIB's print_results.py reports: CPR from the ranking by score "
+                   "(highest first) and CMD from the ranking by |score|.")
 @click.option("--task", required=True,
               help="The prompt task the run was pruned on: 'ioi', 'greater-than' or a .jsonl/.csv file with "
                    "distractors (m is the logit difference of the answers and the distractors).")
@@ -167,10 +166,17 @@ def faithfulness(run_dirs: tuple[str, ...], mib_files: tuple[str, ...], file_gra
     runs = {run_dir: [sub for group in subnetworks_by_sparsity([run_dir]).values() for sub in group]
             for run_dir in run_dirs if not holds_scores(run_dir)}
     comparison_ablation([sub for subs in runs.values() for sub in subs], cast("MethodName | None", ablation))
+    if any(not subs for subs in runs.values()):
+        empty = next(run_dir for run_dir, subs in runs.items() if not subs)
+        raise click.UsageError(f"{empty} holds no prune records (sparsity-*/seed-*.json) and no attribution scores: "
+                               "give the folder of a finished heurlens prune or attribute run")
     model_id = model or (next(iter(runs.values()))[0].model_id if runs else attributions[0].model_id)
     hooked = heurlens.load_model(model_id, device=device, dtype=weights_dtype)
     files = [read_mib_file(Path(path), hooked, cast("GraphName", file_graph)) for path in mib_files]
-    files = [replace(file, ranking=replace(file.ranking, absolute=absolute)) if file.ranking else file for file in files]
+    # --absolute ranks signed scores by |score|; heurlens' own mask files hold log_alpha + c >= 1, whose |score| order
+    # is their order, so MIB's --absolute ranks them as without it, and so does heurlens
+    files = [replace(file, ranking=replace(file.ranking, absolute=absolute)) if file.ranking and file.ranking.signed
+             else file for file in files]
     data = PromptTaskData(task, task_examples, seed)
     curves = compare_runs(hooked, runs, data, cast("MethodName | None", ablation), cast("Source", source), sizes,
                           random_seeds, files, attributions)
@@ -205,49 +211,56 @@ def _pretty(curves: dict[str, FaithfulnessCurve], task_name: str, run_dirs: tupl
            "edges of MIB's graph" if "MIB's graph" in name else "edges of heurlens graph")
         for name, curve in curves.items()))
     first = next(iter(curves.values()))
-    shown = table.drop(columns=["cpr", "cmd"]).round(3)
+    shown = table.drop(columns=["cpr", "cmd", "areas_ranked_by"]).round(3)
     areas = "\n".join(f"{name:>26}: {areas_text(curve)}" for name, curve in curves.items())
+    ablations = ", ".join(dict.fromkeys(f"{'edges' if 'edges_kept' in curve.circuits else 'units'} {curve.ablation}"
+                                        for curve in curves.values()))
     return (f"faithfulness on {task_name} of the circuits of {', '.join(run_dirs) or 'the files'} (m: logit "
             "difference; full "
-            f"{first.full:.3f}, empty {first.empty:.3f}; {axes})\n{shown.to_string(index=False)}\n"
+            f"{first.full:.3f}, empty {first.empty:.3f}; {axes}; outside a circuit: {ablations} ablation)\n"
+            f"{shown.to_string(index=False)}\n"
             "CPR: area under f (higher is better); CMD: area under |1 - f| (lower is better); MIB's trapezoid over "
-            f"the sizes {', '.join(f'{size:g}' for size in first.grid)}\n{areas}")
+            f"the sizes {', '.join(f'{size:g}' for size in first.grid)}; signed scores (attribution, files) as MIB's "
+            f"print_results.py reports them: CPR by score, CMD by |score|\n{areas}")
 
 
 @cli.command("export-mib")
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
 @click.option("--out", required=True, type=click.Path(file_okay=False),
               help="Folder to write into: <record>/importances.json per record of RUN_DIR (e.g. "
-                   "sparsity-0.95/seed-00/importances.json), a new folder or one this command wrote.")
+                   "sparsity-0.95/seed-00/importances.json), a new or empty folder or one this command wrote.")
 @click.option("--circuits", "with_circuits", is_flag=True,
-              help="Also write each record's binary circuit at every size of MIB's grid (circuit-<percent>.json), "
-                   "the other format MIB's leaderboard takes.")
+              help="Also write each record's binary circuit at every size of MIB's grid (circuit-<percent>.json, its "
+                   "top items by score, each edge with its score beside in_graph), the other format MIB's "
+                   "leaderboard takes.")
 @click.option("--model", default=None, help="Model (default: the one the run pruned).")
 @weights_dtype_option
 @device_option
 def export_mib(run_dir: str, out: str, with_circuits: bool, model: str | None, weights_dtype: str | None,
                device: str | None) -> None:
-    """Write the ranking of each record of RUN_DIR (its trained log_alpha, higher kept first; of an attribution run,
-    its scores, into --out itself) as a circuit file in MIB's format (EAP-IG's Graph.to_json: scores per edge on MIB's
-    graph, grouped-query attention ungrouped, or per head and MLP for a node run), which MIB's circuit track and
-    heurlens faithfulness --mib-file read. A grouped-query model's edges scored on heurlens' graph are written once per
-    query head (copies); attribute with --graph mib for each query head's own score."""
+    """Write the ranking of each record of RUN_DIR (its trained log_alpha; of an attribution run, its scores, into
+    --out itself) as a circuit file in MIB's format (EAP-IG's Graph.to_json: scores per edge on MIB's graph,
+    grouped-query attention ungrouped, or per head and MLP for a node run), which MIB's circuit track and heurlens
+    faithfulness --mib-file read. Attribution scores are written in EAP-IG's sign (the mean over prompts of the
+    metric's estimated drop when the item alone is ablated: higher is kept first), a mask run's log_alpha shifted to
+    1 and above, so MIB ranks both as heurlens does with and without --absolute. A grouped-query model's edges scored
+    on heurlens' graph are written once per query head (copies); attribute with --graph mib for each query head's
+    own score."""
     import heurlens
     from heurlens.analysis.attribution_runs import load_attribution, scored_model
-    from heurlens.analysis.faithfulness_areas import MIB_GRID, grid_count
-    from heurlens.analysis.mib_files import write_mib_file
+    from heurlens.analysis.mib_export import export_plan, export_rankings
     from heurlens.errors import HeurlensError
     from heurlens.interventions.ranking_files import holds_scores
     from heurlens.interventions.rankings import ranking_of
     from heurlens.pruning.run_folder import find_subnetworks
     from heurlens.pruning.subnetwork import Subnetwork
-    from heurlens.runtime.run_folders import check_writable_dir
 
     if holds_scores(run_dir):  # one ranking: the run's scores, on the graph it scored
         run = load_attribution(run_dir)
-        rankings, level = {Path(out): run.ranking}, run.level
-        hooked = scored_model(heurlens.load_model(model or run.model_id, device=device, dtype=weights_dtype), level,
-                              run.graph)
+        rankings = {Path(out): run.ranking}
+        loaded = heurlens.load_model(model or run.model_id, device=device, dtype=weights_dtype)
+        run.check_model(loaded)
+        hooked = scored_model(loaded, run.level, run.graph)
     else:
         records = {path: Subnetwork.load(path) for path in find_subnetworks(Path(run_dir))}
         if not records:
@@ -255,28 +268,11 @@ def export_mib(run_dir: str, out: str, with_circuits: bool, model: str | None, w
                                 f"them with heurlens prune (or heurlens attribute) --out {run_dir}")
         rankings = {Path(out) / path.relative_to(run_dir).with_suffix(""): ranking_of(record)
                     for path, record in records.items()}
-        level = next(iter(records.values())).level
         hooked = heurlens.load_model(model or next(iter(records.values())).model_id, device=device,
                                      dtype=weights_dtype)
-    planned: dict[Path, tuple[Ranking | None, Tensor | None]] = {}
-    for folder, ranking in rankings.items():
-        planned[folder / "importances.json"] = (ranking, None)
-        for size in MIB_GRID if with_circuits else ():
-            planned[folder / f"circuit-{100 * size:g}%.json"] = (None, ranking.top(grid_count(size, ranking.n_items)))
-    foreign = [path for path in planned if path.exists() and _written_by_others(path)]
-    if foreign:
-        raise HeurlensError(f"{foreign[0]} exists and is not a file heurlens export-mib wrote; give another --out")
-    for path, (scores, keep) in planned.items():
-        check_writable_dir(path.parent, "--out")
-        write_mib_file(path, hooked, scores, keep, level=level)
-    click.echo(f"wrote {len(planned)} MIB circuit files for {len(rankings)} rankings under {out}")
-
-
-def _written_by_others(path: Path) -> bool:
-    """Whether ``path`` is not a circuit file heurlens wrote (its cfg names heurlens)."""
-    import json
-
-    try:
-        return "heurlens" not in json.loads(path.read_text()).get("cfg", {})
-    except (OSError, ValueError, AttributeError):
-        return True
+        known = hooked.known_fingerprints()
+        for record in records.values():
+            record.check_model(hooked, known)
+    plan = export_plan(Path(out), rankings, with_circuits)
+    export_rankings(Path(out), hooked, plan)
+    click.echo(f"wrote {len(plan)} MIB circuit files for {len(rankings)} rankings under {out}")

@@ -85,6 +85,11 @@ class MibGraph:
         """Every edge's MIB name, in EAP-IG's order."""
         return self._edges[0]
 
+    @cached_property
+    def name_set(self) -> frozenset[str]:
+        """Every edge's MIB name, for membership tests."""
+        return frozenset(self.edge_names)
+
     @property
     def n_edges(self) -> int:
         """How many edges MIB's graph has (grouped-query attention ungrouped)."""

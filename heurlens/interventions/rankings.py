@@ -1,12 +1,17 @@
 """A ranking of every unit or edge, and the circuit of any size it gives: the top n, as MIB cuts attribution scores
 (EAP-IG's ``Graph.apply_topn``). A mask run ranks by its trained log_alpha (the masks the run would keep first), an
-attribution method by its scores (by |score| when ``absolute``), so one run gives a circuit of every size."""
+attribution method by its scores, so one run gives a circuit of every size.
+
+Scores whose sign means something (``signed``: attribution scores in EAP-IG's sign, higher where ablating the item
+lowers the metric more; a MIB file's) are reported as MIB's ``print_results.py`` reports them: CPR from the ranking
+by score (MIB's ``absolute=False`` evaluation, its default) and CMD from the ranking by |score| (``absolute=True``).
+A mask run's or a random ranking has one order, used for both areas (``area_orders``)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from jaxtyping import Float
@@ -16,16 +21,22 @@ from heurlens.errors import HeurlensError
 from heurlens.interventions.circuits import Level
 from heurlens.interventions.units import UnitLayout
 
+RankedBy = Literal["score", "|score|"]  # the two orders of a ranking (MIB's absolute=False and absolute=True)
+Area = Literal["cpr", "cmd"]
+
 
 @dataclass(frozen=True)
 class Ranking:
     """``scores`` of every unit (``level`` "node": ``UnitLayout``'s order) or edge ("edge": ``EdgeLayout``'s order),
-    higher kept first (|score| when ``absolute``), named ``label`` in tables."""
+    higher kept first (|score| when ``absolute``), named ``label`` in tables. ``signed``: the scores' signs mean
+    something (attribution scores, MIB files), so CPR is taken from the order by score and CMD from the order by
+    |score|, as MIB's scripts report them; ``absolute`` then ranks both by |score| (MIB's ``--absolute`` alone)."""
 
     label: str
     level: Level
     scores: Float[Tensor, " item"]
     absolute: bool = False
+    signed: bool = False
 
     def __post_init__(self) -> None:
         if self.scores.dim() != 1 or not len(self.scores):
@@ -39,17 +50,31 @@ class Ranking:
         """How many units or edges it ranks."""
         return len(self.scores)
 
-    def order(self) -> Tensor:
-        """The items from first kept to last (ties: the layout's order)."""
-        keys = self.scores.detach().float().cpu()
-        return torch.argsort(keys.abs() if self.absolute else keys, descending=True, stable=True)
+    @property
+    def ranked_by(self) -> RankedBy:
+        """The order ``order`` and ``top`` use: "|score|" when ``absolute``, else "score"."""
+        return "|score|" if self.absolute else "score"
 
-    def top(self, count: int) -> Float[Tensor, " item"]:
-        """The keep mask of the ``count`` items ranked first: 1 on them, 0 elsewhere."""
+    def area_orders(self) -> dict[RankedBy, tuple[Area, ...]]:
+        """Which order each of MIB's areas is taken from: a ``signed`` ranking's CPR from the order by score and its
+        CMD from the order by |score| (MIB's ``print_results.py``), unless ``absolute``; any other ranking's both
+        from its one order."""
+        if self.signed and not self.absolute:
+            return {"score": ("cpr",), "|score|": ("cmd",)}
+        return {self.ranked_by: ("cpr", "cmd")}
+
+    def order(self, by: RankedBy | None = None) -> Tensor:
+        """The items from first kept to last by ``by`` (default ``ranked_by``; ties: the layout's order)."""
+        keys = self.scores.detach().float().cpu()
+        return torch.argsort(keys.abs() if (by or self.ranked_by) == "|score|" else keys, descending=True, stable=True)
+
+    def top(self, count: int, by: RankedBy | None = None) -> Float[Tensor, " item"]:
+        """The keep mask of the ``count`` items ranked first (by ``by``, default ``ranked_by``): 1 on them, 0
+        elsewhere."""
         if not 0 <= count <= self.n_items:
             raise HeurlensError(f"ranking {self.label!r} ranks {self.n_items} items; cannot keep {count}")
         mask = torch.zeros(self.n_items)
-        mask[self.order()[:count]] = 1.0
+        mask[self.order(by)[:count]] = 1.0
         return mask
 
 
@@ -75,10 +100,15 @@ def random_ranking(level: Level, n_items: int, seed: int) -> Ranking:
 
 
 def check_rankings(rankings: Sequence[Ranking]) -> None:
-    """Refuse rankings that are not of one level and one number of items (they could not share a curve's axis)."""
+    """Refuse rankings that are not of one level and one number of items (they could not share a curve's axis), or
+    whose areas come from different orders (signed scores beside a mask run's: give them to separate curves)."""
     if not rankings:
         raise HeurlensError("give at least one ranking")
     kinds = {(ranking.level, ranking.n_items) for ranking in rankings}
     if len(kinds) > 1:
         raise HeurlensError(f"the rankings rank different things ({', '.join(f'{n} {lvl}s' for lvl, n in sorted(kinds))}):"
                             " score rankings of one level of one model together")
+    if len({tuple(ranking.area_orders().items()) for ranking in rankings}) > 1:
+        raise HeurlensError("the rankings take MIB's areas from different orders (signed scores, whose CPR comes from "
+                            "the order by score and CMD by |score|, beside rankings of one order): score them as "
+                            "separate curves")

@@ -84,7 +84,7 @@ def train_masks(model: PreparedModel, data: Task, full_logits: Float[Tensor, "ex
     batch_size = data.batches[0]["input_ids"].shape[0]
     warmup, total = config.steps_for(sparsity, len(data), batch_size)
     runs = []
-    start = (initial_log_alpha(config.init_from, len(prunable), config.log_alpha_init) if config.init_from
+    start = (initial_log_alpha(config.init_from, model, len(prunable), config.log_alpha_init) if config.init_from
              else None)
     for seed in seeds:
         torch.manual_seed(seed)  # log_alpha's initial draw, as for one seed alone

@@ -18,7 +18,8 @@ from jaxtyping import Float
 from torch import Tensor
 
 from heurlens.errors import HeurlensError
-from heurlens.interventions.ranking_files import read_ranking
+from heurlens.interventions.ranking_files import check_scored_model, read_ranking
+from heurlens.protocols import PreparedModel
 
 
 def warm_start_log_alpha(scores: Float[Tensor, " item"], log_alpha_init: float) -> Float[Tensor, " item"]:
@@ -28,10 +29,12 @@ def warm_start_log_alpha(scores: Float[Tensor, " item"], log_alpha_init: float) 
     return size * (log_alpha_init / top) if top > 0 else torch.zeros_like(size)
 
 
-def initial_log_alpha(run_dir: str | Path, n_masks: int, log_alpha_init: float) -> Float[Tensor, " item"]:
+def initial_log_alpha(run_dir: str | Path, model: PreparedModel, n_masks: int, log_alpha_init: float
+                      ) -> Float[Tensor, " item"]:
     """The warm start from the attribution run in ``run_dir`` (``heurlens attribute``), refused by name when it
-    scores other items than the ``n_masks`` masks (another level, model or graph)."""
+    scored another model (by fingerprint) or other items than the ``n_masks`` masks (another level or graph)."""
     ranking, settings, _ = read_ranking(run_dir)
+    check_scored_model(settings, model, run_dir)
     if ranking.n_items != n_masks:
         raise HeurlensError(f"--init-from {run_dir}: its {ranking.label} scores {ranking.n_items} {ranking.level}s of "
                             f"{settings.get('model_id')} ({settings.get('graph')} graph) and this prune trains {n_masks} "
