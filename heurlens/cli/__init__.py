@@ -124,8 +124,12 @@ def main(argv: list[str] | None = None) -> None:
         click.echo(f"heurlens: error: {error.format_message()}", err=True)
         sys.exit(2)
     except OSError as error:  # a write refused anywhere (a cache folder made read-only, an --out on a read-only disk)
-        from heurlens.runtime.cache import UNWRITABLE, unwritable_error
+        from heurlens.runtime.cache import FULL, UNWRITABLE, full_disk_error, unwritable_error
 
+        if error.errno in FULL:  # a write outside heurlens' atomic files (a library's own file)
+            where = Path(error.filename or "a file")
+            click.echo(f"heurlens: error: {full_disk_error(where, error)}", err=True)
+            sys.exit(2)
         if error.errno not in UNWRITABLE or error.filename is None:
             raise
         click.echo(f"heurlens: error: {unwritable_error(Path(error.filename), error)}", err=True)

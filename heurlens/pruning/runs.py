@@ -99,6 +99,10 @@ def prune(model: ModelLike, data: TaskLike | datasets.Dataset, *, sparsity: floa
         twice = sorted({target for target in sparsities if sparsities.count(target) > 1})
         raise HeurlensError(f"sparsity {', '.join(map(str, twice))} is given twice; give each target once (more "
                             "seeds: seeds=range(n))")
+    seeds = list(seeds)
+    wrong = next((seed for seed in seeds if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0), None)
+    if wrong is not None:
+        raise HeurlensError(f"seed {wrong!r}: give each seed as a whole number 0 or above (seeds=range(3), [0, 1])")
     _warn_of_too_few_steps(config, sparsities, data)
     if config.ablation == "corrupt":
         corruption_of(data)  # refused before any work when the data has no corrupted examples of the same lengths

@@ -98,12 +98,27 @@ def atomic_file(path: Path) -> Iterator[BinaryIO]:
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes the file private; give it the usual permissions
         os.replace(tmp, path)
+    except OSError as error:
+        Path(tmp).unlink(missing_ok=True)
+        if error.errno in FULL:
+            raise full_disk_error(path, error) from error
+        raise
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
 
 
 UNWRITABLE = (errno.EACCES, errno.EPERM, errno.EROFS)  # what the operating system says of a read-only folder
+FULL = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)  # a full disk, a file-size limit (ulimit -f), a full quota
+
+
+def full_disk_error(path: Path, error: OSError) -> HeurlensError:
+    """A write of ``path`` cut short by a full disk, quota or file-size limit, as one line with the fix (the file it
+    would have replaced is left as it was)."""
+    return HeurlensError(f"cannot write {path} ({error.strerror}): the disk, your quota or the file-size limit (ulimit "
+                         f"-f) is full; {path.name} was left as it was. Free some space"
+                         + (f" (heurlens cache clear, or ${CACHE_ENV_VAR} on a larger disk)" if cache_root_of(path)
+                            is not None else "") + " and run the same command again")
 
 
 def unwritable_error(path: Path, error: OSError) -> HeurlensError:

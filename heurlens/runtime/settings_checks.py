@@ -28,11 +28,18 @@ def check_settings(settings: Any, kind: str) -> None:
         choices = typing.get_args(hints[setting.name]) if typing.get_origin(hints[setting.name]) is Literal else None
         if choices and value not in choices:
             raise HeurlensError(f"{kind} {setting.name} = {value!r} is not one of {', '.join(map(str, choices))}")
-        # 2.5 steps, "0.5" for a rate: refused here, not deep in training
-        if not is_bearable(value, hints[setting.name], conf=_NUMBERS_AS_PYTHON_TAKES_THEM):
+        # 2.5 steps, "0.5" for a rate, True for a number: refused here, not deep in training
+        if not is_bearable(value, hints[setting.name], conf=_NUMBERS_AS_PYTHON_TAKES_THEM) or _bool_for_number(
+                value, hints[setting.name]):
             raise HeurlensError(f"{kind} {setting.name} = {value!r} is not {setting.type}")
         for item in value if isinstance(value, tuple) else (value,):
             _check_number(item, setting, kind)
+
+
+def _bool_for_number(value: Any, hint: Any) -> bool:
+    """Whether ``value`` is True or False where the field takes numbers, not booleans (Python's bool is an int)."""
+    items = value if isinstance(value, tuple) else (value,)
+    return any(isinstance(item, bool) for item in items) and bool not in (hint, *typing.get_args(hint))
 
 
 def _check_number(value: Any, setting: dataclasses.Field, kind: str) -> None:

@@ -1,0 +1,168 @@
+"""Every run tied to its model and task (reliability, fifth round): a prune or attribution run scored, compared,
+warm-started from or exported on another model of the same shape, or on another task's prompts, is refused by name
+(before: scored without a word, CPR 0.250 on a same-shape model where its own gave 0.925); the library's grids are
+checked as the CLI's are."""
+
+import json
+
+import pytest
+import torch
+
+import heurlens
+from heurlens.analysis.attribution_runs import attribute, load_attribution
+from heurlens.analysis.circuit_comparison import compare_runs
+from heurlens.analysis.faithfulness import faithfulness_curve, keep_mask_curve, ranking_curve
+from heurlens.data.run_data import PromptTaskData
+from heurlens.errors import HeurlensError
+from heurlens.interventions.rankings import Ranking
+from heurlens.pruning import PruneSettings
+
+
+def write_task(path, swap=False):
+    rows = [{"prompt": clean, "answer": " dog" if not swap else " cat", "distractors": [" cat" if not swap else " dog"],
+             "corrupted_prompt": corrupted}
+            for clean, corrupted in [("the man sees", "a dog runs"), ("a cat sleeps", "the man sees"),
+                                     ("the dog runs", "a cat sees"), ("a man runs", "the cat sleeps")]]
+    path.write_text("\n".join(json.dumps(row) for row in rows) + "\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def twins(tiny_decoder_dirs, tmp_path_factory):
+    """The tiny Llama and a second one of the same shape (other weights), and two task files of one shape."""
+    from transformers import AutoModelForCausalLM
+
+    from conftest import word_level_tokenizer
+
+    model = heurlens.load_model(tiny_decoder_dirs["llama"])
+    other_dir = tmp_path_factory.mktemp("other-llama")
+    hf = AutoModelForCausalLM.from_pretrained(tiny_decoder_dirs["llama"])
+    with torch.no_grad():
+        for parameter in hf.parameters():
+            parameter.mul_(1.5)
+    hf.save_pretrained(other_dir)
+    word_level_tokenizer().save_pretrained(other_dir)
+    folder = tmp_path_factory.mktemp("tasks")
+    return model, heurlens.load_model(other_dir), write_task(folder / "task.jsonl"), write_task(folder / "swap.jsonl",
+                                                                                                  swap=True)
+
+
+def test_a_prune_run_is_refused_on_another_model_and_another_task(twins, tmp_path):
+    model, other, task, swapped = twins
+    data = PromptTaskData(str(task), 4, 0, batch_size=4)
+    records = heurlens.prune(model, data.train(model), sparsity=0.5, seeds=[0], out=tmp_path / "run", cache=False,
+                             progress=False, config=PruneSettings(total_steps=2, ablation="corrupt"))
+    run = str(tmp_path / "run")
+    compare_runs(model, {run: records}, data)  # its own model and task: scored
+    with pytest.raises(HeurlensError, match="pruned from model .* not from"):
+        compare_runs(other, {run: records}, data)
+    with pytest.raises(HeurlensError, match="was pruned on .* not on the training prompts of task"):
+        compare_runs(model, {run: records}, PromptTaskData(str(swapped), 4, 0, batch_size=4))
+    with pytest.raises(HeurlensError, match="not on the training prompts"):  # other prompts of the same task
+        compare_runs(model, {run: records}, PromptTaskData(str(task), 4, 1, batch_size=4))
+
+
+def test_an_attribution_run_is_refused_on_another_model_task_and_as_another_models_warm_start(twins, tmp_path):
+    model, other, task, swapped = twins
+    data = PromptTaskData(str(task), 4, 0, batch_size=4)
+    run = attribute(other, data, tmp_path / "other-eap", level="edge", method="eap")
+    assert run.settings["model_fingerprint"] == other.fingerprint()
+    with pytest.raises(HeurlensError, match="scored model .* not .*: use it with its own model"):
+        compare_runs(model, {}, data, attributions=[run])
+    with pytest.raises(HeurlensError, match=r"attributed on task .* \(4 prompts, seed 0\), not on task"):
+        compare_runs(other, {}, PromptTaskData(str(swapped), 4, 0, batch_size=4), attributions=[run])
+    with pytest.raises(HeurlensError, match="scored model .*, not"):  # --init-from: another model's scores
+        heurlens.prune(model, data.train(model), sparsity=0.9, seeds=[0], cache=False, progress=False,
+                       config=PruneSettings(level="edge", ablation="corrupt", init_from=str(tmp_path / "other-eap"),
+                                            total_steps=2))
+
+
+def test_the_faithfulness_command_refuses_another_models_run(twins, tmp_path, capsys):
+    from cli_run import heurlens_in_process
+
+    model, other, task, _ = twins
+    data = PromptTaskData(str(task), 4, 0, batch_size=4)
+    heurlens.prune(model, data.train(model), sparsity=0.5, seeds=[0], out=tmp_path / "run", cache=False,
+                   progress=False, config=PruneSettings(total_steps=2, ablation="corrupt"))
+    common = ["--task", str(task), "--task-examples", "4"]
+    status, _, err = heurlens_in_process(capsys, "faithfulness", str(tmp_path / "run"), *common, "--model",
+                                         str(other.model_id))
+    assert status != 0 and "pruned from model" in err and "Traceback" not in err
+    status, _, err = heurlens_in_process(capsys, "export-mib", str(tmp_path / "run"), "--out", str(tmp_path / "mib"),
+                                         "--model", str(other.model_id))
+    assert status != 0 and "pruned from model" in err and not (tmp_path / "mib").exists()
+
+
+@pytest.mark.parametrize("grid", [[1.0, 0.5, 0.1], [0.5], [0.0, 1.0], [0.1, 0.1, 1.0], [True, 1.0]])
+def test_the_librarys_grids_are_checked_as_the_clis(twins, grid):
+    """A descending grid gave CPR -0.250, one size CMD 0 (read as perfect), 0 was accepted: each refused."""
+    model, _, task, _ = twins
+    data = PromptTaskData(str(task), 4, 0, batch_size=4)
+    prompts = data.train(model)
+    ranking = Ranking("r", "node", torch.arange(10.0))
+    for call in (lambda: ranking_curve(model, ranking, prompts, method="corrupt", grid=grid),
+                 lambda: faithfulness_curve(model, {"c": "L0.H0"}, prompts, method="corrupt", grid=grid),
+                 lambda: keep_mask_curve(model, "node", {"c": torch.ones(10)}, prompts, method="corrupt", grid=grid)):
+        with pytest.raises(HeurlensError, match="strictly ascending"):
+            call()
+
+
+def test_an_attribution_run_stopped_before_its_scores_resumes_and_damaged_or_infinite_scores_are_named(twins,
+                                                                                                       tmp_path):
+    """A run stopped (SIGTERM, kill -9, a refusal) after its settings and before its scores left settings.json and
+    the lock: the same call resumes (before: "not written by heurlens"). A damaged scores.safetensors, or one holding
+    inf, is refused naming the file and the fix (before: a traceback, or a NaN loss at a warm start's first step)."""
+    from safetensors.torch import save_file
+
+    model, _, task, _ = twins
+    data = PromptTaskData(str(task), 4, 0, batch_size=4)
+    done = attribute(model, data, tmp_path / "run", level="node", method="eap")
+    (tmp_path / "run" / "scores.safetensors").unlink()  # as a stop before the scores leaves the folder
+    assert sorted(path.name for path in (tmp_path / "run").iterdir()) == [".heurlens.lock", "settings.json"]
+    again = attribute(model, data, tmp_path / "run", level="node", method="eap")
+    assert torch.equal(again.ranking.scores, done.ranking.scores)
+    (tmp_path / "run" / "scores.safetensors").write_bytes(b"\x08\x00\x00\x00garbage")
+    with pytest.raises(HeurlensError, match="scores.safetensors cannot be read .* remove it and run the same"):
+        load_attribution(tmp_path / "run")  # as faithfulness, export-mib and --init-from read it
+    again = attribute(model, data, tmp_path / "run", level="node", method="eap")  # attribute computes it anew
+    assert torch.equal(again.ranking.scores, done.ranking.scores)
+    save_file({"scores": torch.tensor([1.0, float("inf")] + [0.0] * 8)}, str(tmp_path / "run" / "scores.safetensors"))
+    with pytest.raises(HeurlensError, match="not one finite number per item"):
+        heurlens.prune(model, data.train(model), sparsity=0.5, seeds=[0], cache=False, progress=False,
+                       config=PruneSettings(ablation="corrupt", init_from=str(tmp_path / "run"), total_steps=2))
+
+
+def test_steps_seeds_and_ig_steps_that_are_not_whole_numbers_are_refused(twins):
+    """ig_steps=True ran one step labelled 'EAP-IG (True steps)', 2.5 a TypeError; seeds [True] and [-1] and
+    total_steps=True were accepted."""
+    from heurlens.analysis.attribution import attribution_ranking
+    from heurlens.data.prompt_tasks import logit_difference
+
+    model, _, task, _ = twins
+    prompts = PromptTaskData(str(task), 4, 0, batch_size=4).train(model)
+    for steps in (True, 2.5):
+        with pytest.raises(HeurlensError, match="give EAP-IG's number of steps as a whole number"):
+            attribution_ranking(model, prompts, logit_difference, level="edge", ig_steps=steps)
+    for seeds in ([True], [-1]):
+        with pytest.raises(HeurlensError, match="give each seed as a whole number 0 or above"):
+            heurlens.prune(model, prompts, sparsity=0.5, seeds=seeds, cache=False, progress=False,
+                           config=PruneSettings(total_steps=2))
+    with pytest.raises(HeurlensError, match="total_steps = True is not"):
+        PruneSettings(total_steps=True)
+
+
+def test_a_full_disk_or_file_size_limit_is_one_line_and_keeps_the_file_it_would_replace(tmp_path):
+    """ulimit -f in a child process (Python ignores SIGXFSZ, so the write fails with EFBIG): the atomic write says
+    what is full and what to do, and the file it would have replaced is untouched."""
+    import subprocess
+    import sys
+
+    target = tmp_path / "scores.bin"
+    target.write_bytes(b"kept")
+    code = ("import resource, sys; from pathlib import Path; resource.setrlimit(resource.RLIMIT_FSIZE, (1000, 1000));"
+            "from heurlens.runtime.cache import atomic_write_bytes; from heurlens.errors import HeurlensError\n"
+            "try:\n    atomic_write_bytes(Path(sys.argv[1]), b'x' * 5000)\n"
+            "except HeurlensError as error:\n    print(error)")
+    result = subprocess.run([sys.executable, "-c", code, str(target)], capture_output=True, text=True, timeout=120)
+    assert "File too large" in result.stdout and "file-size limit (ulimit -f) is full" in result.stdout, result
+    assert target.read_bytes() == b"kept" and [p.name for p in tmp_path.iterdir()] == ["scores.bin"]
