@@ -30,9 +30,8 @@ def write_task(path, swap=False):
 @pytest.fixture(scope="module")
 def twins(tiny_decoder_dirs, tmp_path_factory):
     """The tiny Llama and a second one of the same shape (other weights), and two task files of one shape."""
-    from transformers import AutoModelForCausalLM
-
     from conftest import word_level_tokenizer
+    from transformers import AutoModelForCausalLM
 
     model = heurlens.load_model(tiny_decoder_dirs["llama"])
     other_dir = tmp_path_factory.mktemp("other-llama")
