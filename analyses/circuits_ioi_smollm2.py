@@ -63,7 +63,7 @@ def jobs() -> list[str]:
              for objective in ("kl", "logit-diff")] + [f"{task}/baselines" for task in TASKS]
             + [f"{task}/{name}" for task in TASKS for name in ATTRIBUTIONS]
             + [f"{task}/edge-kl-warm" for task in TASKS] + [f"{task}/random-edge-mib" for task in TASKS]
-            + [f"ioi/node-kl-target-{target:g}" for target in SWEEP])
+            + [f"ioi/node-kl-target-{target:g}" for target in SWEEP] + [f"{task}/attribution" for task in TASKS])
 
 
 def run(job: str, out: Path, examples: int = EXAMPLES, steps: int | None = None, seeds: int = SEEDS) -> None:
@@ -74,13 +74,15 @@ def run(job: str, out: Path, examples: int = EXAMPLES, steps: int | None = None,
     data = PromptTaskData(task, examples, seed=0)
     train, [scoring] = data.train(model), data.eval_sets(model)
     where = describe_device(device_of(model))
-    if name == "baselines":
+    if name in ("baselines", "attribution"):  # attribution patching of the units (and, baselines, random rankings)
         start = time.time()
         scores = attribution_scores(model, train, logit_difference, method="corrupt")
         seconds = time.time() - start
-        ranking = Ranking("attribution", "node", torch.tensor(scores["score"].tolist()), absolute=True)
+        ranking = Ranking("attribution", "node", -torch.tensor(scores["score"].tolist()), signed=True)
         results = {"attribution": (ranking_curve(model, ranking, scoring, method="corrupt"), seconds)}
         for level, n_items in ((cast(Level, "node"), N_UNITS), (cast(Level, "edge"), edge_layout(model).n_edges)):
+            if name == "attribution":
+                break
             randoms = [random_ranking(level, n_items, seed) for seed in range(RANDOM_SEEDS)]
             results[f"random-{level}"] = (ranking_curve(model, randoms, scoring, method="corrupt"), 0.0)
         for method, (curve, seconds) in results.items():
@@ -130,13 +132,15 @@ def _save(path: Path, curve: FaithfulnessCurve, seconds: float, where: str, **ex
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_json(path, {"circuits": curve.circuits.to_dict(orient="records"), "full": curve.full,
                              "empty": curve.empty, "n_items": curve.n_items, "seconds": seconds, "where": where,
-                             **extra})
+                             "cpr_from": curve.cpr_from, "cmd_from": curve.cmd_from, **extra})
 
 
 def _load(path: Path) -> tuple[FaithfulnessCurve, dict]:
+    """A kept curve; one kept before 2026-12-02 has no ``cpr_from`` (every area from its one order: |score| for
+    attribution scores then)."""
     stored = json.loads(path.read_text())
-    return FaithfulnessCurve(pd.DataFrame(stored["circuits"]), stored["full"], stored["empty"],
-                             stored["n_items"]), stored
+    return FaithfulnessCurve(pd.DataFrame(stored["circuits"]), stored["full"], stored["empty"], stored["n_items"],
+                             cpr_from=stored.get("cpr_from"), cmd_from=stored.get("cmd_from")), stored
 
 
 def cpu_cost(out: Path) -> None:

@@ -102,6 +102,10 @@ def token_batches(tokens: Int[Tensor, "example pos"], *, name: str = "tokens", b
     if tokens.dim() != 2 or tokens.dtype not in (torch.int64, torch.int32) or not len(tokens):
         raise HeurlensError(f"token ids must be a non-empty integer tensor [example, pos]; got {tuple(tokens.shape)} "
                             f"of {tokens.dtype}")
+    for what, tensor in (("token ids", tokens), ("attention mask", attention_mask), ("scored positions", positions)):
+        if isinstance(tensor, Tensor) and tensor.is_meta:
+            raise HeurlensError(f"the {what} are on the meta device, which holds shapes and no values: give them on "
+                                "the CPU (or the model's device), e.g. tokens.to('cpu') after filling them")
     mask = torch.ones_like(tokens) if attention_mask is None else attention_mask
     if mask.shape != tokens.shape:
         raise HeurlensError(f"the attention mask is {tuple(mask.shape)}, the tokens {tuple(tokens.shape)}: give one "

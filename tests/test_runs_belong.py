@@ -165,3 +165,55 @@ def test_a_full_disk_or_file_size_limit_is_one_line_and_keeps_the_file_it_would_
     result = subprocess.run([sys.executable, "-c", code, str(target)], capture_output=True, text=True, timeout=120)
     assert "File too large" in result.stdout and "file-size limit (ulimit -f) is full" in result.stdout, result
     assert target.read_bytes() == b"kept" and [p.name for p in tmp_path.iterdir()] == ["scores.bin"]
+
+
+def test_a_warm_start_folder_given_relative_then_absolute_is_one_run(twins, tmp_path, monkeypatch):
+    """--init-from ./eap and the same folder by its absolute path resume one prune run (before: refused as a run of
+    other settings)."""
+    model, _, task, _ = twins
+    data = PromptTaskData(str(task), 4, 0, batch_size=4)
+    attribute(model, data, tmp_path / "eap", level="node", method="eap")
+    monkeypatch.chdir(tmp_path)
+    for init_from, sparsities in (("./eap", [0.5]), (str(tmp_path / "eap"), [0.5, 0.7])):
+        heurlens.prune(model, data.train(model), sparsity=sparsities, seeds=[0], out=tmp_path / "run", cache=False,
+                       progress=False, config=PruneSettings(ablation="corrupt", init_from=init_from, total_steps=2))
+    assert len(list((tmp_path / "run").glob("sparsity-*/seed-*.json"))) == 2
+
+
+def test_tokens_on_the_meta_device_are_refused_by_name(twins):
+    model, _, _, _ = twins
+    with pytest.raises(HeurlensError, match="on the meta device, which holds shapes and no values"):
+        heurlens.compute_means(model, torch.zeros(2, 3, dtype=torch.long, device="meta"))
+
+
+def test_a_sigterm_while_ray_starts_reaches_the_processs_own_handler(monkeypatch):
+    """Ray's driver installs a SIGTERM handler that exits with status 15 (no "aborted" line): heurlens keeps its own
+    in place after ``ray.init`` and hands it a SIGTERM that Ray's handler turned into an exit. A stand-in for Ray
+    that does what its init does."""
+    import os
+    import signal
+    import sys
+
+    from heurlens.runtime import distributed
+
+    class Stopped(Exception):
+        pass
+
+    def own(signum, frame):
+        raise Stopped()
+
+    class FakeRay:
+        def init(self, **kwargs):
+            signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(signum))  # as ray's driver does
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    previous = signal.signal(signal.SIGTERM, own)
+    try:
+        with pytest.raises(Stopped):
+            distributed.start_ray(FakeRay(), distributed.Workers(2), progress=False)
+        assert signal.getsignal(signal.SIGTERM) is own
+        FakeRay.init = lambda self, **kwargs: signal.signal(signal.SIGTERM, lambda s, f: sys.exit(s))
+        distributed.start_ray(FakeRay(), distributed.Workers(2), progress=False)
+        assert signal.getsignal(signal.SIGTERM) is own  # restored after a start without a signal too
+    finally:
+        signal.signal(signal.SIGTERM, previous)

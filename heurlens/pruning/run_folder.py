@@ -125,7 +125,8 @@ def check_run_folder(folder: RunFolder, model: PreparedModel, data: Task, config
     for path in find_subnetworks(out):
         done = Subnetwork.load(path)
         if (done.model_fingerprint not in known or done.data_id != data_id
-                or done.hyperparameters != hyperparameters_of(config, done.target_sparsity, data, means, loss)):
+                or _folders_resolved(done.hyperparameters)
+                != _folders_resolved(hyperparameters_of(config, done.target_sparsity, data, means, loss))):
             raise HeurlensError(
                 f"{path} was found with another model, data set or settings than this run; nothing was "
                 f"overwritten. Use another out= folder, or the same settings to resume")
@@ -142,6 +143,14 @@ def check_run_folder(folder: RunFolder, model: PreparedModel, data: Task, config
     if not same:
         raise HeurlensError(f"{means_path} holds the means of another model or data set than this run; nothing was "
                             "overwritten. Use another out= folder, or the same model and data to resume")
+
+
+def _folders_resolved(hyperparameters: dict) -> dict:
+    """``hyperparameters`` with the warm start's folder as an absolute path (``./runs/a1`` and ``/home/me/runs/a1``
+    are one run's; relative to the current folder, as the run read it)."""
+    if not hyperparameters.get("init_from"):
+        return hyperparameters
+    return {**hyperparameters, "init_from": str(Path(hyperparameters["init_from"]).resolve())}
 
 
 def _equal_to_rounding(saved: torch.Tensor, recomputed: torch.Tensor) -> bool:

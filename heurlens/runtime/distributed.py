@@ -17,7 +17,9 @@ node sees.
 from __future__ import annotations
 
 import os
+import signal
 import socket
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -163,6 +165,26 @@ def check_gpus(gpus_per_worker: float, node_gpus: Sequence[float]) -> None:
                             "Workers(gpus_per_worker=0) (and device=cpu), or a cluster with GPUs")
 
 
+def start_ray(ray: Any, workers: Workers, progress: bool) -> None:
+    """``ray.init`` for ``workers``, keeping the process's own SIGTERM handler: Ray's driver puts one of its own in
+    place (``sys.exit(15)``), so a SIGTERM while or after Ray starts would end the run without heurlens' "aborted"
+    line and exit status; a SIGTERM that Ray's handler turned into an exit is delivered to the process's handler."""
+    own = signal.getsignal(signal.SIGTERM)
+    main_thread = threading.current_thread() is threading.main_thread()
+    try:
+        ray.init(address=workers.address, num_cpus=None if workers.address or os.environ.get("RAY_ADDRESS")
+                 else os.cpu_count(), include_dashboard=False, log_to_driver=progress, configure_logging=False)
+    except SystemExit as stop:
+        if stop.code != signal.SIGTERM or not main_thread or own is None:
+            raise
+        signal.signal(signal.SIGTERM, own)
+        signal.raise_signal(signal.SIGTERM)  # the process's own handler now (heurlens': "aborted (SIGTERM)")
+        raise
+    finally:
+        if main_thread and own is not None:
+            signal.signal(signal.SIGTERM, own)
+
+
 def run_each(work: Callable[[Shared, Item], Result], shared: Shared, items: Sequence[Item],
              workers: Workers | None = None, desc: str = "runs", progress: bool = True) -> list[Result]:
     """``[work(shared, item) for item in items]``, here or as Ray tasks (see the module docstring).
@@ -175,8 +197,7 @@ def run_each(work: Callable[[Shared, Item], Result], shared: Shared, items: Sequ
     if not ray.is_initialized():
         if workers.address is not None:  # the library's way in; the CLI checked its --ray-address already
             check_cluster_address(workers.address, "Workers(address=...) ")
-        ray.init(address=workers.address, num_cpus=None if workers.address or os.environ.get("RAY_ADDRESS")
-                 else os.cpu_count(), include_dashboard=False, log_to_driver=progress, configure_logging=False)
+        start_ray(ray, workers, progress)
     alive = [node["Resources"] for node in ray.nodes() if node["Alive"]]
     nodes = [resources.get("CPU", 0) for resources in alive]
     threads = threads_per_worker(workers.count, sum(nodes), min(nodes))
