@@ -279,6 +279,26 @@ def test_cache_clear_never_removes_what_heurlens_did_not_write(four_layer_bert, 
     assert (tmp_path / "notes.txt").read_text() == "mine" and not list(tmp_path.glob("activations/*/*"))
 
 
+def test_a_users_file_inside_heurlens_own_cache_folders_is_listed_and_never_removed(four_layer_bert, tmp_path,
+                                                                                     monkeypatch, capsys):
+    """A user's files put in models/, downloads/ and means/ (heurlens' own folders): listed as not heurlens' and left
+    by ``cache clear --all`` (before: removed with the entries), while heurlens' entries beside them go."""
+    monkeypatch.setenv("HEURLENS_CACHE", str(tmp_path))
+    (tmp_path / "models" / "a-model").mkdir(parents=True)
+    mine = [tmp_path / "models" / "notes.txt", tmp_path / "downloads" / "paper.pdf",
+            tmp_path / "means" / "my-means.safetensors"]
+    for path in mine:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("mine")
+    full_model_logits(four_layer_bert, padded_set(4, name="listed-set"), call_context(four_layer_bert))
+    rows = json.loads(heurlens_in_process(capsys, "cache", "list", "--json")[1])
+    assert sorted(r["what"] for r in rows if r["kind"] == "foreign") == [
+        f"{path.relative_to(tmp_path)} (not heurlens': never removed)" for path in sorted(mine)]
+    assert heurlens_in_process(capsys, "cache", "clear", "--all")[1].startswith("removed 2 entries,")
+    assert all(path.read_text() == "mine" for path in mine)
+    assert not (tmp_path / "models" / "a-model").exists() and not list(tmp_path.glob("activations/*/*"))
+
+
 def test_a_native_model_whose_blocks_return_tuples_resumes_from_the_cache(tmp_path, monkeypatch):
     """TransformerLens' native models unpack each block's output as a 1-tuple: the stored stream says so, and
     passes resumed from it (second call) equal whole passes on the hand-set model of tests/planted.py."""

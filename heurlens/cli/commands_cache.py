@@ -33,8 +33,8 @@ def list_entries(as_json: bool, as_csv: bool) -> None:
     rows = [{"kind": e.kind, "model": e.model, "what": _what(root / e.kind / e.name, e.name),
              "size_mb": round(e.size / 2**20, 2), "last_use": time.strftime("%Y-%m-%d %H:%M", time.localtime(e.last_use)),
              "evictable": e.evictable} for e in entries(root)]
-    rows += [{"kind": "foreign", "model": "", "what": f"{path.name} (not heurlens': never removed)", "size_mb": None,
-              "last_use": "", "evictable": False} for path in foreign(root)]
+    rows += [{"kind": "foreign", "model": "", "what": f"{path.relative_to(root)} (not heurlens': never removed)",
+              "size_mb": None, "last_use": "", "evictable": False} for path in foreign(root)]
     table = pd.DataFrame(rows, columns=["kind", "model", "what", "size_mb", "last_use", "evictable"])
 
     def pretty(table: pd.DataFrame) -> str:

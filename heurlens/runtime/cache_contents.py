@@ -59,18 +59,46 @@ def cache_limit() -> int:
 
 
 def entries(root: Path, kinds: Iterable[str] | None = None) -> list[CacheEntry]:
-    """Everything in the cache at ``root`` (only ``kinds``, when given): each file of a computed kind, each
-    top-level item of other kinds."""
+    """What heurlens wrote in the cache at ``root`` (only ``kinds``, when given): each file of a computed kind, each
+    top-level item of other kinds, as ``written_by_heurlens`` tells them from a user's files placed there."""
     found = []
     for kind_dir in kind_folders(root):
         if kinds is not None and kind_dir.name not in kinds:
             continue
         if kind_dir.name in COMPUTED_KINDS:
-            for path in sorted(kind_dir.rglob("*.safetensors")):
-                found.append(_entry(kind_dir.name, kind_dir, path))
+            paths = sorted(kind_dir.rglob("*.safetensors"))
         else:
-            found += [_entry(kind_dir.name, kind_dir, path) for path in sorted(kind_dir.iterdir())]
+            paths = sorted(kind_dir.iterdir())
+        found += [_entry(kind_dir.name, kind_dir, path) for path in paths
+                  if written_by_heurlens(kind_dir.name, kind_dir, path)]
     return [entry for entry in found if entry is not None]
+
+
+def written_by_heurlens(kind: str, kind_dir: Path, path: Path) -> bool:
+    """Whether ``path`` in the kind folder ``kind_dir`` is what heurlens writes there: a computed entry's name
+    starts with its model's fingerprint (16 hexadecimal digits and "-"), a model or data set is a folder, a download
+    is one of the release files heurlens fetches, and the Hugging Face datasets cache is all ``datasets``'. Anything
+    else (a user's notes in ``models/``) is listed as not heurlens' and never removed."""
+    from heurlens.runtime.assets import ASSET_FILENAMES
+
+    if kind in COMPUTED_KINDS:
+        first = path.relative_to(kind_dir).parts[0]
+        return len(first) > 17 and first[16] == "-" and all(c in "0123456789abcdef" for c in first[:16])
+    if kind in ("models", "data"):
+        return path.is_dir()
+    if kind == "downloads":
+        return path.name in ASSET_FILENAMES
+    return True
+
+
+def strangers_in_kinds(root: Path) -> list[Path]:
+    """What sits inside heurlens' kind folders that heurlens did not write there (``written_by_heurlens``)."""
+    found = []
+    for kind_dir in kind_folders(root):
+        paths = kind_dir.iterdir() if kind_dir.name not in COMPUTED_KINDS else kind_dir.rglob("*")
+        found += [path for path in sorted(paths) if (path.is_file() or kind_dir.name not in COMPUTED_KINDS)
+                  and not path.name.startswith(".") and not written_by_heurlens(kind_dir.name, kind_dir, path)]
+    return found
 
 
 def kind_folders(root: Path) -> list[Path]:
@@ -79,9 +107,10 @@ def kind_folders(root: Path) -> list[Path]:
 
 
 def foreign(root: Path) -> list[Path]:
-    """What sits in the cache root that heurlens did not write (``$HEURLENS_CACHE`` pointed at a shared folder such as
-    ~/.cache): listed by ``heurlens cache list``, never removed."""
-    return sorted(p for p in root.iterdir() if p.name not in HEURLENS_KINDS) if root.is_dir() else []
+    """What sits in the cache that heurlens did not write (``$HEURLENS_CACHE`` pointed at a shared folder such as
+    ~/.cache; a user's file put inside one of heurlens' folders): listed by ``heurlens cache list``, never removed."""
+    outside = sorted(p for p in root.iterdir() if p.name not in HEURLENS_KINDS) if root.is_dir() else []
+    return outside + strangers_in_kinds(root)
 
 
 def _entry(kind: str, kind_dir: Path, path: Path) -> CacheEntry | None:
