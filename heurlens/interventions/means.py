@@ -38,7 +38,6 @@ class UnitMeans:
     mlps: dict[int, Float[Tensor, " d_model"]]
     source: str  # what the means were taken over
     embeddings: Float[Tensor, " d_model"] | None = None
-    model_fingerprint: str | None = None  # the model they were computed on (None: saved before 2026-12-02, or zeros)
 
     @property
     def _tensors(self) -> list[Tensor]:
@@ -58,28 +57,19 @@ class UnitMeans:
             return self
         return UnitMeans({k: v.to(device) for k, v in self.heads.items()},
                          {k: v.to(device) for k, v in self.mlps.items()}, self.source,
-                         None if self.embeddings is None else self.embeddings.to(device), self.model_fingerprint)
+                         None if self.embeddings is None else self.embeddings.to(device))
 
     def save(self, path: Path) -> None:
         """Write the means to ``path`` (safetensors, atomically), with their ``source``."""
         tensors = {f"heads.{layer}": t for layer, t in self.heads.items()}
         tensors |= {f"mlps.{layer}": t for layer, t in self.mlps.items()}
         tensors |= {} if self.embeddings is None else {"embeddings": self.embeddings}
-        identity = {} if self.model_fingerprint is None else {"model_fingerprint": self.model_fingerprint}
-        atomic_save_tensors(path, tensors, metadata={"source": self.source, **identity})
+        atomic_save_tensors(path, tensors, metadata={"source": self.source})
 
     def check_fits(self, model: ModelLike) -> None:
-        """Refuse means whose layers or shapes are not ``model``'s, or that were computed on another model (by
-        fingerprint: a model of the same shape gives means that fit and are wrong; an ungrouped copy computes its
-        original's activations, ``activations_of``), or that hold NaN/inf."""
+        """Refuse means whose layers or shapes are not ``model``'s (means of another model), or that hold NaN/inf."""
         model = as_model(model)
         cfg = model.bridge.cfg
-        if self.model_fingerprint is not None and self.model_fingerprint not in (
-                *model.known_fingerprints(), *getattr(model, "activations_of", ())):
-            raise HeurlensError(f"the unit means over {self.source} were computed on another model (fingerprint "
-                                f"{self.model_fingerprint}), not on {model.model_id!r} (fingerprint "
-                                f"{model.fingerprint()}): compute them for this model, heurlens.compute_means(model, "
-                                "data)")
         if not all(t.isfinite().all() for t in self._tensors):
             raise HeurlensError(f"the unit means over {self.source} hold NaN or inf values: an ablation with them "
                                 "would be NaN. Compute them again: heurlens.compute_means(model, data)")
@@ -104,8 +94,7 @@ class UnitMeans:
 
         try:
             with safe_open(str(path), "pt") as handle:
-                metadata = handle.metadata() or {}
-                source = metadata.get("source", "")
+                source = (handle.metadata() or {}).get("source", "")
             tensors = load_file(str(path))
         except Exception as error:  # safetensors raises its own error types for truncated or garbled files
             raise HeurlensError(f"the unit means {path} cannot be read ({type(error).__name__}); {repair}") from error
@@ -113,7 +102,7 @@ class UnitMeans:
         mlps = {int(k.split(".")[1]): v for k, v in tensors.items() if k.startswith("mlps.")}
         if not heads or heads.keys() != mlps.keys() or not all(t.isfinite().all() for t in tensors.values()):
             raise HeurlensError(f"the unit means {path} are incomplete or hold NaN/inf values; {repair}")
-        return cls(heads, mlps, source, tensors.get("embeddings"), metadata.get("model_fingerprint"))
+        return cls(heads, mlps, source, tensors.get("embeddings"))
 
 
 @torch.no_grad()
@@ -144,7 +133,7 @@ def compute_means(model: ModelLike, reference: TaskLike, *, prepend_bos: bool | 
     mlps = {layer: means[mlp_hook_name(layer)] for layer in range(model.n_layers)}
     tokens = int(running.counts[heads_hook_name(0)])
     return UnitMeans(heads, mlps, source=f"{reference.name} ({len(reference)} examples, {tokens} tokens)",
-                     embeddings=means[EMBED_HOOK], model_fingerprint=model.fingerprint())
+                     embeddings=means[EMBED_HOOK])
 
 
 def zero_means(model: PreparedModel, device: torch.device | None = None) -> UnitMeans:

@@ -65,8 +65,6 @@ class HookedClassifier(nn.Module):
         tokenizer: the tokenizer heurlens tokenises with; default: the bridge's own.
     """
 
-    activations_of: tuple[str, ...] = ()  # fingerprints of models whose activations this one computes (a copy's)
-
     def __init__(self, bridge: TransformerBridge, head: nn.Module | None = None, pooling: Pooling = "last",
                  hidden_hook: str | None = None, labels: tuple[str, ...] | None = None, model_id: str | None = None,
                  tokenizer: Any = None):

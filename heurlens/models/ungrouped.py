@@ -55,9 +55,7 @@ def ungrouped_copy(model: ModelLike) -> PreparedModel:
     architecture = (config.architectures or [type(original).__name__])[0]
     twin_bridge = build_bridge_from_module(twin.eval(), architecture, hf_config=ungrouped_config,
                                            tokenizer=bridge.tokenizer, model_name=f"{model.model_id} (ungrouped)")
-    twin_model = HookedClassifier(twin_bridge, model_id=model.model_id, tokenizer=getattr(model, "_tokenizer", None))
-    twin_model.activations_of = model.known_fingerprints()  # the original's means and caches fit the copy
-    return twin_model
+    return HookedClassifier(twin_bridge, model_id=model.model_id, tokenizer=getattr(model, "_tokenizer", None))
 
 
 def _hugging_face_state(original: Any, names: set[str]) -> dict[str, Tensor]:
