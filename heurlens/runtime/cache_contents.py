@@ -77,17 +77,15 @@ def entries(root: Path, kinds: Iterable[str] | None = None) -> list[CacheEntry]:
 def written_by_heurlens(kind: str, kind_dir: Path, path: Path) -> bool:
     """Whether ``path`` in the kind folder ``kind_dir`` is what heurlens writes there: a computed entry's name
     starts with its model's fingerprint (16 hexadecimal digits and "-"), a model or data set is a folder, a download
-    is one of the release files heurlens fetches, and the Hugging Face datasets cache is all ``datasets``'. Anything
+    a release file (a wheel or an sdist), and the Hugging Face datasets cache is all ``datasets``'. Anything
     else (a user's notes in ``models/``) is listed as not heurlens' and never removed."""
-    from heurlens.runtime.assets import ASSET_FILENAMES
-
     if kind in COMPUTED_KINDS:
         first = path.relative_to(kind_dir).parts[0]
         return len(first) > 17 and first[16] == "-" and all(c in "0123456789abcdef" for c in first[:16])
     if kind in ("models", "data"):
         return path.is_dir()
-    if kind == "downloads":
-        return path.name in ASSET_FILENAMES
+    if kind == "downloads":  # the PyPI release files heurlens fetches (runtime.assets): wheels and sdists
+        return path.is_file() and path.name.endswith((".whl", ".tar.gz"))
     return True
 
 
