@@ -216,3 +216,18 @@ def test_a_node_circuit_on_the_edge_axis_mean_ablated_is_the_node_circuit_mean_a
     assert (nodes - on_nodes.full).abs().min() > 1e-3  # every circuit changes the metric: the comparison can tell
     assert nodes.to_dict() == pytest.approx(edges.to_dict(), abs=1e-5)
     assert abs(on_nodes.empty - on_edges.empty) > 1e-3
+
+
+def test_each_area_comes_from_its_own_ranking_as_mibs_print_results_takes_them():
+    """Signed scores cut two ways (MIB's print_results.py): CPR from the circuits ranked by score, CMD from those
+    ranked by |score|. By hand on a two-size grid (0.5, 1): by score f = 0.2, 1 gives CPR 0.5 (0.2 + 1) / 2 = 0.3;
+    by |score| f = 0.8, 1 gives CMD 0.5 (0.2 + 0) / 2 = 0.05 (from one order alone: CMD 0.2, or CPR 0.45)."""
+    rows = [{"curve": "r", "circuit": f"top {kept} by {by}", "kept_fraction": kept / 2, "units_kept": kept,
+             "ranked_by": by, "metric": f, "faithfulness": f}
+            for by, values in (("score", (0.2, 1.0)), ("|score|", (0.8, 1.0))) for kept, f in zip((1, 2), values)]
+    curve = FaithfulnessCurve(pd.DataFrame(rows), 1.0, 0.0, 2, (0.5, 1.0), cpr_from="score", cmd_from="|score|")
+    assert curve.cpr == pytest.approx(0.3) and curve.cmd == pytest.approx(0.05)
+    assert curve.area_rankings == "CPR by score, CMD by |score|" and curve.missing == []
+    assert curve.curve["faithfulness"].tolist() == pytest.approx([0.2, 1.0])  # the figure draws CPR's order
+    one = FaithfulnessCurve(pd.DataFrame(rows[:2]), 1.0, 0.0, 2, (0.5, 1.0), cpr_from="score", cmd_from="score")
+    assert (one.cpr, one.cmd) == (pytest.approx(0.3), pytest.approx(0.2)) and one.area_rankings == "score"
