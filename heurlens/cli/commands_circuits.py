@@ -60,10 +60,10 @@ if TYPE_CHECKING:
 def attribute(task: str, task_examples: int, seed: int, level: str, method: str, ig_steps: int, ablation: str,
               graph: str, out: str, top: int, model: str, device: str | None, weights_dtype: str | None,
               as_json: bool, as_csv: bool) -> None:
-    """Score every edge (or unit) by attribution patching: the first-order change of the task's logit difference
-    when it alone is ablated, sum over prompts and positions of (r - a) . dm/dx (EAP), with dm/dx averaged over
-    --ig-steps points from the corrupted input to the clean one for EAP-IG; write the scores into --out and print the
-    items of largest |score|."""
+    """Score every edge (or unit) by attribution patching: the first-order change of the task's logit difference m
+    (its mean over the prompts) when the item alone is ablated, the sum over prompts and positions of (r - a) . dm/dx
+    (EAP: each prompt's estimate, averaged), with dm/dx averaged over --ig-steps points from the corrupted input to
+    the clean one for EAP-IG; write the scores into --out and print the items of largest |score|."""
     import pandas as pd
 
     import heurlens
