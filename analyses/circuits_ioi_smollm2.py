@@ -279,9 +279,21 @@ def _row(name: str, curve: FaithfulnessCurve, stored: dict, cpu: dict) -> dict:
                    else stored["seconds"] / 60 if name in ATTRIBUTIONS and stored["where"].startswith("cpu")
                    else math.nan)
     return {"method": METHODS[name], "axis": level, "curves": curves,
-            "CPR": curve.cpr, "CMD": curve.cmd,
+            "CPR": curve.cpr, "CMD": curve.cmd, "areas from": _areas_from(name, curve),
             "discovery (min, where)": f"{stored['seconds'] / 60:.1f} ({stored['where']})",
             "on this CPU (min)": round(cpu_minutes, 1)}
+
+
+def _areas_from(name: str, curve: FaithfulnessCurve) -> str:
+    """Which ranking CPR and CMD came from: an attribution job's by score and by |score| (MIB's print_results.py; a
+    job kept before 2026-12-02 both by |score|), a mask run's log_alpha, a random order, or the sweep's circuits."""
+    if name.endswith("-targets"):
+        return "its circuits"
+    if name.startswith("random"):
+        return "a random order"
+    if name in ATTRIBUTIONS or name == "attribution":
+        return curve.area_rankings if curve.cpr_from else "both by |score| (kept before 2026-12-02)"
+    return "log_alpha"
 
 
 def _ranking_against_targets(curves: dict[str, FaithfulnessCurve]) -> pd.DataFrame:
