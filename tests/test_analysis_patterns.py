@@ -109,3 +109,26 @@ def test_attention_plot_is_standalone_html(tiny_bert_dir):
     page = rendered.local_src
     assert "L1.H2" in page and "doctor" in page
     assert "<script" in page and "src=\"http" not in page and "unpkg" not in page
+    assert '"maskUpperTri": false' in page  # BERT attends to later tokens: the whole pattern is shown
+
+
+def test_tokens_are_shown_as_text_and_a_causal_models_upper_triangle_is_greyed(tiny_gpt2_dirs):
+    """A byte-level BPE (trained here, offline) writes " Rose" as the piece "ĠRose": the plot shows the text, as
+    TransformerLens' to_str_tokens does; a decoder's patterns are causal, so their upper triangle is masked."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    from heurlens.analysis.patterns import str_tokens
+
+    backend = Tokenizer(models.BPE())
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    backend.decoder = decoders.ByteLevel()  # as GPT-2's and SmolLM2's tokenizers have
+    backend.train_from_iterator(["Rose met Anna", "Anna met Rose"] * 20,
+                                trainers.BpeTrainer(vocab_size=300, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    bpe = PreTrainedTokenizerFast(tokenizer_object=backend)
+    ids = bpe("Anna met Rose")["input_ids"]
+    assert "ĠRose" in bpe.convert_ids_to_tokens(ids)  # the raw piece
+    assert str_tokens(bpe, ids) == ["Anna", " met", " Rose"]
+    model = load_model(tiny_gpt2_dirs["lm"], attn_implementation="eager")
+    page = attention_plot(model, "the man sees the dog", None, [Unit(0, 1)]).local_src
+    assert '"maskUpperTri": true' in page

@@ -148,15 +148,24 @@ def example_patterns(model: PreparedModel, text: str, text_pair: str | None,
     encoded = model.tokenizer(text, text_pair, return_tensors="pt")
     batch = {k: v for k, v in encoded.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
     captured = attention_patterns(model, batch, sorted({u.layer for u in heads}))
-    tokens = model.tokenizer.convert_ids_to_tokens(batch["input_ids"][0].tolist())
+    tokens = str_tokens(model.tokenizer, batch["input_ids"][0].tolist())
     return tokens, torch.stack([captured[u.layer][0, u.head].float() for u in heads])
+
+
+def str_tokens(tokenizer, ids: list[int]) -> list[str]:
+    """Each token as the text it stands for (``" Rose"``, not the byte-level BPE piece ``"ĠRose"``), as
+    TransformerLens' ``to_str_tokens`` shows them."""
+    return [tokenizer.decode([token], clean_up_tokenization_spaces=False) for token in ids]
 
 
 def attention_plot(model: PreparedModel, text: str, text_pair: str | None, heads: list[Unit]):
     """circuitsvis head plot of ``heads`` on one pair (or one prompt: ``text_pair`` None): shows inline in a
-    notebook; ``.local_src`` is a standalone HTML page with the JavaScript embedded (works offline)."""
+    notebook; ``.local_src`` is a standalone HTML page with the JavaScript embedded (works offline). Tokens are shown
+    as text (``str_tokens``); the upper triangle (a query's attention to later keys) is greyed out only where every
+    pattern is causal, so an encoder's attention to later tokens (BERT's hypothesis-to-premise direction) shows."""
     import circuitsvis
 
     tokens, patterns = example_patterns(model, text, text_pair, heads)
-    return circuitsvis.attention.attention_heads(attention=patterns, tokens=tokens,
+    causal = bool((patterns.triu(diagonal=1) == 0).all())
+    return circuitsvis.attention.attention_heads(attention=patterns, tokens=tokens, mask_upper_tri=causal,
                                                  attention_head_names=[str(u) for u in heads])
