@@ -9,7 +9,6 @@ finished seeds and trains only the missing ones. A folder another process is wri
 from __future__ import annotations
 
 import time
-import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import partial
@@ -48,6 +47,7 @@ from heurlens.pruning.subnetwork import SPARSITY_TOLERANCE, Subnetwork, discreti
 from heurlens.pruning.train import MaskTrainingResult, train_edge_masks, train_unit_masks
 from heurlens.runtime.argument_checks import PositiveInt, checked
 from heurlens.runtime.call_context import CallContext, call_context
+from heurlens.runtime.caller_warnings import warn_at_caller
 from heurlens.runtime.devices import describe_device
 from heurlens.runtime.distributed import Workers, run_each
 from heurlens.runtime.run_folders import RunFolder
@@ -125,14 +125,14 @@ def _warn_of_too_few_steps(config: PruneSettings, sparsities: list[float], data:
     """Before any training: a ``SparsityTargetMissed`` warning for each sparsity whose steps end before a unit
     can be pruned (``steps_before_pruning``), so nothing is spent on a run that cannot reach its target."""
     needed = steps_before_pruning(config.log_alpha_init, config.lr_log_alpha)
-    for target in sparsities:
+    for target in sparsities if not config.init_from else ():  # warm-started masks start from 0 up, by the scores
         total = config.steps_for(target, len(data), data.batches[0]["input_ids"].shape[0])[1]
         if target > 0 and total < needed:
-            warnings.warn(f"sparsity {target:.2f} cannot be reached in {total} steps: the masks start at log_alpha "
+            warn_at_caller(f"sparsity {target:.2f} cannot be reached in {total} steps: the masks start at log_alpha "
                           f"{config.log_alpha_init:g} and Adam moves them by about PruneSettings(lr_log_alpha="
                           f"{config.lr_log_alpha:g}) a step, so no unit can be pruned before ~{needed} steps. Give "
                           f"PruneSettings(total_steps={needed * 3}) or more, or start the masks lower "
-                          "(PruneSettings(log_alpha_init=0))", SparsityTargetMissed, stacklevel=3)
+                          "(PruneSettings(log_alpha_init=0))", SparsityTargetMissed)
 
 
 @dataclass(frozen=True)
@@ -174,7 +174,7 @@ def _prune_each(model: PreparedModel, data: Task, sparsities: list[float], seeds
         subnetworks = run_each(_subnetwork_of_run, job, runs, workers, "subnetworks", progress and workers is not None)
     for subnetwork in subnetworks:
         if subnetwork.missed_target:
-            warnings.warn(subnetwork.missed_target_message(), SparsityTargetMissed, stacklevel=3)
+            warn_at_caller(subnetwork.missed_target_message(), SparsityTargetMissed)
     return subnetworks
 
 

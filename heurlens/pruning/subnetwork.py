@@ -110,9 +110,12 @@ class Subnetwork:
                              "not tell apart the units the cut chose among, most likely units the loss depends on "
                              "equally little (a larger PruneSettings(extend_steps=) may settle them, or not)")
         if reached < self.target_sparsity:
-            start = self.hyperparameters.get("log_alpha_init")
+            start, warm = self.hyperparameters.get("log_alpha_init"), self.hyperparameters.get("init_from")
             lower = (f"PruneSettings(log_alpha_init={float(start) - 3:g}); these started at {float(start):g}"
                      if isinstance(start, int | float) else "a lower PruneSettings(log_alpha_init=)")
+            if warm and isinstance(start, int | float):  # a warm start: log_alpha_init |s| / max |s|, 0 up
+                lower = (f"PruneSettings(log_alpha_init={float(start) - 3:g}); these started from {warm}'s scores, "
+                         f"log_alpha 0 to {float(start):g}")
             remedy = ("the masks did not move far enough. Train longer (PruneSettings(total_steps=...)) or start the "
                       f"masks lower ({lower})")
         else:
