@@ -235,14 +235,20 @@ def test_ablate_and_prune_a_decoder_on_a_prompt_task(tiny_decoder_dirs, tmp_path
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     reference, tokenizer = AutoModelForCausalLM.from_pretrained(model).eval(), AutoTokenizer.from_pretrained(model)
-    right = 0
+    right, differences = 0, []
     for r in rows:  # the plain HF model: is the answer's next-token logit above the distractor's?
         with torch.no_grad():
             last = reference(**tokenizer(r["prompt"], return_tensors="pt")).logits[0, -1]
-        right += int(last[tokenizer.convert_tokens_to_ids(r["answer"].strip())]
-                     > last[tokenizer.convert_tokens_to_ids(r["distractors"][0].strip())])
+        difference = float(last[tokenizer.convert_tokens_to_ids(r["answer"].strip())]
+                           - last[tokenizer.convert_tokens_to_ids(r["distractors"][0].strip())])
+        right += int(difference > 0)
+        differences.append(difference)
     assert row["eval_set"] == "task-s1" and row["examples"] == 3
     assert row["full_accuracy"] == pytest.approx(right / 3)
+    # the logit difference beside accuracy (a prompt task with distractors): the plain model's, and its change
+    assert row["full_logit_diff"] == pytest.approx(sum(differences) / 3, abs=1e-4)
+    assert row["delta_logit_diff"] == pytest.approx(row["ablated_logit_diff"] - row["full_logit_diff"])
+    assert row["delta_logit_diff"] != 0
     out = tmp_path / "prune"
     result = heurlens("prune", "--model", model, "--task", str(task), "--task-examples", "3", "--sparsity", "0.5",
                       "--seeds", "1", "--steps", "3", "--log-alpha-init", "0", "--log-alpha-init-std", "3",

@@ -99,18 +99,31 @@ def _core_units(core: str, hooked):
 def _print_ablation(hooked, units, eval_sets, method, means, dtype, as_json, as_csv) -> None:
     import heurlens
 
-    table = heurlens.ablate(hooked, units, eval_sets, method=method, means=means, dtype=dtype)
+    table = heurlens.ablate(hooked, units, eval_sets, method=method, means=means, dtype=dtype,
+                            metrics=_metrics_of(eval_sets))
     table.insert(0, "ablated", heurlens.format_units(units, hooked.n_heads))
 
     def pretty(table):
         shown = table.drop(columns="ablated")
         for column in ("full_accuracy", "ablated_accuracy", "delta"):
             shown[column] = (100 * shown[column]).map("{:.1f}".format)
-        shown["kl"] = shown["kl"].map("{:.4f}".format)
+        for column in ("kl", *[c for c in shown if c.endswith("logit_diff")]):
+            shown[column] = shown[column].map("{:.4f}".format)
         return (f"model {model_label(hooked, dtype)}, {method}-ablated {table['ablated'][0]} (accuracy in %; "
                 f"replaced by {replacement_label(means)})\n" + shown.to_string(index=False))
 
     print_table(table, as_json, as_csv, pretty)
+
+
+def _metrics_of(eval_sets) -> dict | None:
+    """Accuracy, and for prompt tasks with distractors their logit difference too (MIB's m: a head can move it
+    by 1.8 while every answer stays right); None (accuracy alone) for the others."""
+    from heurlens.data.prompt_tasks import PromptSet, logit_difference
+
+    if not all(isinstance(task, PromptSet) and task.distractors.shape[1] for task in eval_sets):
+        return None
+    return {"accuracy": lambda scores, task: task.accuracy(scores, None),
+            "logit_diff": lambda scores, task: float(logit_difference(scores, task))}
 
 
 def _print_scan(hooked, units, core_units, eval_sets, method, means, workers, dtype, as_json, as_csv) -> None:
