@@ -54,8 +54,32 @@ class PromptTaskData:
         return compute_means(model, self.train(model))
 
     def eval_sets(self, model: PreparedModel) -> list[Task]:
-        """One set: ``examples`` prompts drawn with ``seed + 1``."""
+        """One set: ``examples`` prompts drawn with ``seed + 1``; a task file whose two draws share prompts is warned
+        of, naming how many (``shared_prompts``)."""
+        shared = self.shared_prompts()
+        if shared:
+            from heurlens.runtime.caller_warnings import warn_at_caller
+
+            warn_at_caller(f"the task file {self.task}: its training draw (seed {self.seed}) and its evaluation draw "
+                           f"(seed {self.seed + 1}) of {self.examples} prompts share {shared[0]} of its {shared[1]} "
+                           "prompts, so those are not held out: give a file with more prompts, or fewer "
+                           "--task-examples", UserWarning)
         return [self.prompts(model, self.seed + 1, batch_size=32)]
+
+    def shared_prompts(self) -> tuple[int, int] | None:
+        """For a task file: (prompts in both the ``seed`` and the ``seed + 1`` draw, rows in the file), or None when
+        they share none (a built-in task draws new prompts each time)."""
+        import random
+
+        from heurlens.data.prompt_tasks import load_prompt_file
+
+        if Path(self.task).suffix not in (".jsonl", ".csv"):
+            return None
+        rows = len(load_prompt_file(self.task))
+        count = min(self.examples, rows)  # as prompt_task_set draws them: random.sample of the rows
+        both = set(random.Random(self.seed).sample(range(rows), count)) & set(
+            random.Random(self.seed + 1).sample(range(rows), count))
+        return (len(both), rows) if both else None
 
     def pattern_data(self, model: PreparedModel, examples: int | None = None) -> Task:
         """Prompts (drawn with ``seed``) to score attention patterns on."""
