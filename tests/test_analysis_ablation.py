@@ -58,3 +58,28 @@ def test_pairwise_interactions_of_a_triple(model_and_data):
     assert summary.iloc[0]["group_drop"] == 0.0 and not bool(summary.iloc[0]["superadditive"])
     by_pair = interactions.set_index("pair")["interaction"].to_dict()
     assert by_pair == {"L0.H0,L0.H1": 0.0, "L0.H0,L0.MLP": 1.0, "L0.H1,L0.MLP": 0.0}
+
+
+def test_a_scan_as_a_layer_by_head_tensor():
+    """``head_grid``: each head's value at [layer, head] (TransformerLens' patching layout), NaN where a head was not
+    scanned, MLP rows left out; one set's rows chosen by name when the scan has several."""
+    import math
+
+    import pandas as pd
+    import pytest
+    import torch
+
+    from heurlens.analysis.ablation_studies import head_grid
+    from heurlens.errors import HeurlensError
+
+    scan = pd.DataFrame({"ablated": ["L0.H1", "L1.H0", "L1.MLP", "L0.H1", "L1.H0", "L1.MLP"],
+                         "eval_set": ["a"] * 3 + ["b"] * 3, "delta": [-0.5, 0.25, -1.0, 0.1, 0.2, 0.3],
+                         "kl": [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]})
+    grid = head_grid(scan, 2, 2, eval_set="a")
+    assert grid.shape == (2, 2) and grid[0, 1] == -0.5 and grid[1, 0] == 0.25
+    assert math.isnan(grid[0, 0]) and math.isnan(grid[1, 1])
+    assert torch.equal(head_grid(scan, 2, 2, "kl", "b")[1, 0], torch.tensor(5.0))
+    with pytest.raises(HeurlensError, match="covers 2 evaluation sets"):
+        head_grid(scan, 2, 2)
+    with pytest.raises(HeurlensError, match="no column 'logit'"):
+        head_grid(scan, 2, 2, "logit", "a")

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from itertools import combinations
 
 import pandas as pd
+import torch
+from jaxtyping import Float
 from torch import Tensor
 
 from heurlens.errors import HeurlensError
@@ -101,6 +103,26 @@ def single_unit_scan(model: ModelLike, units: UnitsLike, eval_sets: Sequence[Tas
         raise HeurlensError("give at least one unit to scan: 'L4.*', a list of units, or heurlens.all_units(n_layers, "
                             "n_heads)")
     return _deltas(job, [[u] for u in units], progress, "single-unit ablation", workers)
+
+
+def head_grid(scan: pd.DataFrame, n_layers: int, n_heads: int, value: str = "delta",
+              eval_set: str | None = None) -> Float[Tensor, "layer head"]:
+    """A scan's ``value`` (a column: ``delta``, ``accuracy``, ``kl``...) of each head as a ``[layer, head]`` tensor,
+    as TransformerLens' activation patching returns its results; NaN for heads not scanned (MLP rows are left
+    out). ``eval_set``: which set's rows, needed when the scan has several. ``pd.DataFrame(grid.numpy())`` is the
+    pivot table (layers as rows, heads as columns)."""
+    sets = list(dict.fromkeys(scan["eval_set"]))
+    if eval_set is None and len(sets) > 1:
+        raise HeurlensError(f"the scan covers {len(sets)} evaluation sets ({', '.join(sets)}): name one, eval_set=...")
+    if value not in scan:
+        raise HeurlensError(f"the scan has no column {value!r}; its columns: {', '.join(scan.columns)}")
+    rows = scan[scan["eval_set"] == (eval_set or sets[0])]
+    grid = torch.full((n_layers, n_heads), float("nan"))
+    for name, number in zip(rows["ablated"], rows[value]):
+        [unit] = as_units(str(name), n_layers, n_heads)
+        if not unit.is_mlp:
+            grid[unit.layer, unit.head] = float(number)
+    return grid
 
 
 def scan_table(scan: pd.DataFrame, core: list[Unit] | None = None) -> pd.DataFrame:
