@@ -19,8 +19,8 @@ from typing import Any
 
 import torch
 from torch import Tensor, nn
-from tqdm.auto import tqdm
 
+from heurlens.runtime.progress import progress_bar
 from heurlens.training_helpers import FrozenWeights, TieRule, is_best_epoch, optimizer_step
 
 
@@ -48,7 +48,7 @@ def train_epochs(model: nn.Module, optimizer: torch.optim.Optimizer, batches: Ca
     only there). ``patience``: stop once ``patience`` epochs in a row were not the best. ``restore_best``: leave the
     model with the best epoch's weights. The model is left in eval mode."""
     run, best_score, best_state, waited = EpochTraining(), None, None, 0
-    for epoch in tqdm(range(epochs), desc=desc, unit="epoch", disable=not progress, leave=False):
+    for epoch in progress_bar(range(epochs), desc=desc, unit="epoch", disable=not progress, leave=False):
         model.train(train_mode)
         for batch in batches():
             loss = loss_of(batch)

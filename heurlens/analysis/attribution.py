@@ -53,6 +53,7 @@ from heurlens.metrics import metric_output
 from heurlens.models.classifier import as_model
 from heurlens.protocols import Batch, HookList, Metric, ModelLike, PreparedModel, Task
 from heurlens.runtime.devices import device_of, to_device
+from heurlens.runtime.progress import progress_bar
 from heurlens.tasks import TaskLike, as_task, batch_rows, scored_rows
 from heurlens.training_helpers import frozen_parameters
 
@@ -63,13 +64,13 @@ _EXAMPLES_A_PRODUCT = 8  # edge scores: readers' gradients times writers' differ
 
 def attribution_ranking(model: ModelLike, task: TaskLike, metric: Metric, *, level: Level = "node",
                         ig_steps: int | None = None, method: MethodName = "corrupt",
-                        means: UnitMeans | None = None) -> Ranking:
+                        means: UnitMeans | None = None, progress: bool = True) -> Ranking:
     """Every unit's (``level`` "node", ``UnitLayout``'s order) or edge's ("edge", ``EdgeLayout``'s order) estimated
     drop of ``metric`` when it alone is ablated by ``method`` (-delta_m, the module's formula: EAP-IG's sign), as a
     ``signed`` ranking labelled "EAP" or "EAP-IG (n steps)". ``ig_steps``: None for EAP, n for EAP-IG on the
     inputs (needs ``method`` "corrupt"). ``means``: mean ablation's (edges: with the embeddings' mean, as
     ``compute_means`` takes it). ``metric(scores, task)`` or ``metric(scores)`` must return a one-element tensor with
-    a gradient (e.g. ``prompt_tasks.logit_difference``)."""
+    a gradient (e.g. ``prompt_tasks.logit_difference``). ``progress``: a bar on stderr, a batch a step."""
     model = as_model(model)
     task = as_task(model, task)
     method = as_method(method)
@@ -82,8 +83,10 @@ def attribution_ranking(model: ModelLike, task: TaskLike, metric: Metric, *, lev
     corruption = corruption_of(task) if method == "corrupt" else None
     total_rows = scored_rows(task)
     total: Tensor | None = None
-    with frozen_parameters(model), (reader_inputs(model) if layout is not None else nullcontext()):
-        for index, batch in enumerate(task.batches):
+    label = "EAP" if ig_steps is None else f"EAP-IG ({ig_steps} steps)"
+    bar = progress_bar(task.batches, desc=f"{label} of the {level}s", unit="batch", disable=not progress)
+    with frozen_parameters(model), (reader_inputs(model) if layout is not None else nullcontext()), bar:
+        for index, batch in enumerate(bar):
             batch = to_device(batch, device)
             corrupted = None if corruption is None else to_device(corruption.batches[index], device)
             view = task.batch_task(index) if hasattr(task, "batch_task") else task
@@ -91,7 +94,6 @@ def attribution_ranking(model: ModelLike, task: TaskLike, metric: Metric, *, lev
                 model, _Pass(batch, corrupted, view, metric), replacement, layout, ig_steps)
             total = scores if total is None else total + scores
     assert total is not None
-    label = "EAP" if ig_steps is None else f"EAP-IG ({ig_steps} steps)"
     return Ranking(label, level, -total.float(), signed=True)
 
 

@@ -36,6 +36,7 @@ from heurlens.protocols import Metric, ModelLike, PreparedModel, Task
 from heurlens.pruning.subnetwork import Subnetwork
 from heurlens.runtime.argument_checks import checked
 from heurlens.runtime.call_context import call_context
+from heurlens.runtime.progress import progress_bar
 from heurlens.tasks import TaskLike, as_task
 
 
@@ -43,7 +44,7 @@ from heurlens.tasks import TaskLike, as_task
 def faithfulness_curve(model: ModelLike, circuits: Sequence[Subnetwork] | Mapping[str, UnitsLike], task: TaskLike, *,
                        metric: Metric | None = None, method: MethodName | None = None, means: UnitMeans | None = None,
                        cache: bool | None = None, edges: bool = False,
-                       grid: Sequence[float] = MIB_GRID) -> FaithfulnessCurve:
+                       grid: Sequence[float] = MIB_GRID, progress: bool = True) -> FaithfulnessCurve:
     """f(k) of each circuit on ``task``: ``circuits`` are subnetworks (a pruning sweep: each seed's one curve) or kept
     units by label (``{"top 10%": "L9.H6,L9.H9,..."}``: one curve); every unit outside a circuit is ablated by
     ``method`` ("mean" with ``means``, "zero", or "corrupt": its activation on the example's corrupted prompt).
@@ -84,13 +85,15 @@ def faithfulness_curve(model: ModelLike, circuits: Sequence[Subnetwork] | Mappin
         kept = dict(named)
         masks, of = [units_layout.keep_mask(units) for units in kept.values()], units_layout.n_units
     rows = [(curves[label], label, len(kept_here)) for label, kept_here in kept.items()]
-    return _scored(model, task, level, masks, rows, of, grid, metric=metric, method=method, means=means, cache=cache)
+    return _scored(model, task, level, masks, rows, of, grid, metric=metric, method=method, means=means, cache=cache,
+                   progress=progress)
 
 
 @checked
 def ranking_curve(model: ModelLike, rankings: Ranking | Sequence[Ranking], task: TaskLike, *,
                   metric: Metric | None = None, method: MethodName | None = None, means: UnitMeans | None = None,
-                  cache: bool | None = None, grid: Sequence[float] = MIB_GRID) -> FaithfulnessCurve:
+                  cache: bool | None = None, grid: Sequence[float] = MIB_GRID, progress: bool = True
+                  ) -> FaithfulnessCurve:
     """f at every size of ``grid`` (MIB's ten by default) of each ranking's top ``int(size n)`` units or edges (as MIB
     cuts attribution scores): one curve per ranking (e.g. one per seed of a mask run, ``rankings.ranking_of``), their
     CPR and CMD averaged. A ``signed`` ranking (attribution scores, a MIB file) is cut by score and by |score|, its
@@ -115,7 +118,8 @@ def ranking_curve(model: ModelLike, rankings: Ranking | Sequence[Ranking], task:
             for ranking in rankings for by in orders for count in counts]
     [cpr_from] = [by for by, areas in orders.items() if "cpr" in areas]
     [cmd_from] = [by for by, areas in orders.items() if "cmd" in areas]
-    curve = _scored(model, task, level, masks, rows, of, grid, metric=metric, method=method, means=means, cache=cache)
+    curve = _scored(model, task, level, masks, rows, of, grid, metric=metric, method=method, means=means, cache=cache,
+                    progress=progress)
     curve.cpr_from, curve.cmd_from = cpr_from, cmd_from
     return curve
 
@@ -123,7 +127,8 @@ def ranking_curve(model: ModelLike, rankings: Ranking | Sequence[Ranking], task:
 @checked
 def keep_mask_curve(model: ModelLike, level: Level, masks: Mapping[str, torch.Tensor], task: TaskLike, *,
                     metric: Metric | None = None, method: MethodName | None = None, means: UnitMeans | None = None,
-                    cache: bool | None = None, grid: Sequence[float] = MIB_GRID) -> FaithfulnessCurve:
+                    cache: bool | None = None, grid: Sequence[float] = MIB_GRID, progress: bool = True
+                    ) -> FaithfulnessCurve:
     """f of circuits given as 0/1 keep masks on the units (``level`` "node", ``UnitLayout``'s order) or edges
     ("edge", ``EdgeLayout``'s), by label (e.g. the circuit files of another tool): one curve, a point at each size
     of ``grid`` that a circuit's count matches. Ablation as ``faithfulness_curve``'s."""
@@ -136,7 +141,7 @@ def keep_mask_curve(model: ModelLike, level: Level, masks: Mapping[str, torch.Te
             raise HeurlensError(f"circuit {label!r} has {mask.numel()} entries and this model has {of} {level}s")
     rows = [("circuits", label, int(mask.sum())) for label, mask in masks.items()]
     return _scored(model, task, level, [mask.float() for mask in masks.values()], rows, of, grid, metric=metric,
-                   method=_method_on(level, method), means=means, cache=cache)
+                   method=_method_on(level, method), means=means, cache=cache, progress=progress)
 
 
 def items_on(model: PreparedModel, level: Level) -> int:
@@ -151,7 +156,7 @@ def _method_on(level: Level, method: MethodName | None) -> Method:
 
 def _scored(model, task: Task, level: Level, masks: list[torch.Tensor], rows: list[tuple], of: int,
             grid: Sequence[float], *, metric: Metric | None, method: Method, means: UnitMeans | None,
-            cache: bool | None) -> FaithfulnessCurve:
+            cache: bool | None, progress: bool = True) -> FaithfulnessCurve:
     """The curve of the circuits ``masks`` (rows: curve, label, items kept and, for a ranking's circuits, the order
     they were cut by; out of ``of``): each distinct circuit scored once with the others ablated, beside the full
     model and the empty circuit."""
@@ -159,13 +164,16 @@ def _scored(model, task: Task, level: Level, masks: list[torch.Tensor], rows: li
     context = call_context(model, cache=cache)
     full_scores = full_model_logits(model, task, context)
     full = metric_value(metric, full_scores, task, "metric")
-    score = partial(scores_with_masks, model, level, task=task, method=method, means=means, context=context)
     distinct: dict[bytes, int] = {}  # a circuit's mask -> its place among the masks scored
     for mask in [*masks, torch.zeros(of)]:
         distinct.setdefault(mask.float().numpy().tobytes(), len(distinct))
     unique = [torch.frombuffer(bytearray(key), dtype=torch.float32) for key in distinct]
-    metrics = [metric_value(metric, scores, task, "metric") for _, scores in one_chunk_at_a_time(
-        unique, full_scores.numel() * 4, score)]
+    with progress_bar(total=len(unique) * len(task.batches), desc=f"scoring {len(unique)} circuits", unit="pass",
+                      disable=not progress) as bar:
+        score = partial(scores_with_masks, model, level, task=task, method=method, means=means, context=context,
+                        bar=bar)
+        metrics = [metric_value(metric, scores, task, "metric") for _, scores in one_chunk_at_a_time(
+            unique, full_scores.numel() * 4, score)]
     *values, empty = [metrics[distinct[mask.float().numpy().tobytes()]] for mask in [*masks, torch.zeros(of)]]
     what = "edges" if level == "edge" else "units"
     if full == empty:

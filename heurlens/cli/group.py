@@ -18,8 +18,12 @@ QUIET_LIBRARIES = {"HF_DATASETS_DISABLE_PROGRESS_BARS": "1", "HF_HUB_DISABLE_PRO
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "-V", "--version", prog_name="heurlens", message="%(prog)s %(version)s")
-def cli() -> None:
+@click.option("-q", "--quiet", is_flag=True, help="No progress bars (they go to stderr; results to stdout either way).")
+def cli(quiet: bool) -> None:
     """heurlens: find, compare, ablate and transfer subnetworks of trained models."""
+    from heurlens.runtime.progress import set_quiet
+
+    set_quiet(quiet)
     for variable, value in QUIET_LIBRARIES.items():
         os.environ.setdefault(variable, value)
     # libraries imported already (the CLI called from Python, as the tests do) have read them: tell those directly

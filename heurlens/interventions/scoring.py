@@ -31,6 +31,7 @@ from heurlens.metrics import metric_value
 from heurlens.protocols import MaskHooks, Metrics, PreparedModel, Task
 from heurlens.runtime.call_context import CallContext
 from heurlens.runtime.deprecations import ablation_name
+from heurlens.runtime.progress import progress_bar
 
 Method = Literal["mean", "zero", "corrupt"]  # what an ablated unit takes: its mean, zero, its value on the corrupted input
 MethodName = Literal["mean", "zero", "corrupt", "interchange"]  # accepted: "interchange" is "corrupt", deprecated
@@ -95,7 +96,7 @@ def masked_table(model: PreparedModel, level: Level, masks: Sequence[Float[Tenso
         raise HeurlensError("give at least one evaluation set (eval_sets)")
     metrics = {"accuracy": accuracy_metric(model)} if metrics is None else dict(metrics)
     rows: list[list[dict]] = [[] for _ in masks]
-    bar = tqdm(total=len(masks) * sum(len(s.batches) for s in tasks), desc=desc, unit="pass", disable=not progress)
+    bar = progress_bar(total=len(masks) * sum(len(s.batches) for s in tasks), desc=desc, unit="pass", disable=not progress)
     hooks = masking(model, level, method, means, context.device)
     starts = set()
     for mask in masks:

@@ -26,7 +26,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
-from tqdm.auto import tqdm
 
 from heurlens.data.snli import NLI_LABELS, load_snli
 from heurlens.errors import HeurlensError
@@ -35,6 +34,7 @@ from heurlens.runtime.assets import MINILM_WHEEL, minilm_dir, sha256_of
 from heurlens.runtime.cache import atomic_write_csv, atomic_write_json
 from heurlens.runtime.checkpoints import load_checkpoint, save_checkpoint
 from heurlens.runtime.devices import resolve_device, to_device
+from heurlens.runtime.progress import progress_bar
 from heurlens.runtime.run_folders import LOCK_FILE, RunFolder, check_writable_dir
 from heurlens.training_helpers import random_state, restore_random_state
 
@@ -142,7 +142,7 @@ def _train(out, work, run, settings, checkpoint_every, evaluate, base, per_subca
         _save_checkpoint(model, tokenizer, work, 0, evaluation, curve)
     started = time.time() - seconds
     model.train()
-    progress = tqdm(total=total, initial=step, desc="fine-tuning on SNLI", unit="step")
+    progress = progress_bar(total=total, initial=step, desc="fine-tuning on SNLI", unit="step")
     for epoch in range(step // steps_per_epoch, settings.epochs):
         batches = epoch_batches(lengths, settings.batch_size, settings.seed, epoch, settings.length_batches)
         for index in batches[step - epoch * steps_per_epoch:]:

@@ -27,6 +27,7 @@ from heurlens.pruning.warm_start import initial_log_alpha
 from heurlens.runtime.call_context import CallContext
 from heurlens.runtime.devices import to_device
 from heurlens.runtime.precision import Precision, autocast
+from heurlens.runtime.progress import progress_bar
 from heurlens.tasks import batch_rows
 from heurlens.training_helpers import frozen_parameters, shuffled_order
 
@@ -108,7 +109,7 @@ def train_masks(model: PreparedModel, data: Task, full_logits: Float[Tensor, "ex
                      full_logits.to(device), hooks, prunable, config, objective, offsets, examples, pad_token_id,
                      device, context.dtype)
     names = ",".join(map(str, seeds))
-    bar = tqdm(total=total, desc=f"pruning seed{'s' if len(seeds) > 1 else ''} {names} to {sparsity:.0%}",
+    bar = progress_bar(total=total, desc=f"pruning seed{'s' if len(seeds) > 1 else ''} {names} to {sparsity:.0%}",
                unit="step", disable=not progress)
     try:
         model.train(config.dropout)

@@ -25,9 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from tqdm.auto import tqdm
-
 from heurlens.errors import HeurlensError
+from heurlens.runtime.progress import progress_bar
 
 Shared = TypeVar("Shared")
 Item = TypeVar("Item")
@@ -192,7 +191,7 @@ def run_each(work: Callable[[Shared, Item], Result], shared: Shared, items: Sequ
     ``work`` must be a module-level function (Ray pickles it by reference); results come back in the
     order of ``items``."""
     if workers is None or not items:
-        return [work(shared, item) for item in tqdm(items, desc=desc, unit="run", disable=not progress)]
+        return [work(shared, item) for item in progress_bar(items, desc=desc, unit="run", disable=not progress)]
     ray = import_ray()
     if not ray.is_initialized():
         if workers.address is not None:  # the library's way in; the CLI checked its --ray-address already
@@ -208,7 +207,7 @@ def run_each(work: Callable[[Shared, Item], Result], shared: Shared, items: Sequ
     waiting = list(range(len(items)))
     running: dict[Any, int] = {}
     results: dict[int, Result] = {}
-    with tqdm(total=len(items), desc=desc, unit="run", disable=not progress) as bar:
+    with progress_bar(total=len(items), desc=desc, unit="run", disable=not progress) as bar:
         while waiting or running:
             while waiting and len(running) < workers.count:
                 index = waiting.pop(0)

@@ -31,12 +31,12 @@ import torch.nn.functional as F
 from jaxtyping import Int
 from torch import Tensor, nn
 from torch.func import functional_call, stack_module_state, vmap
-from tqdm.auto import tqdm
 
 from heurlens.errors import HeurlensError
 from heurlens.runtime.checkpoints import load_checkpoint, save_checkpoint
 from heurlens.runtime.devices import device_of
 from heurlens.runtime.model_identity import weight_bytes
+from heurlens.runtime.progress import progress_bar
 from heurlens.subtask.keyed_dropout import key_dropouts
 from heurlens.subtask.training import (
     TrainingResult,
@@ -157,7 +157,7 @@ def train_next_token_together(models: Sequence[nn.Module], trains: Sequence[Int[
     if checkpoint is not None:
         progress_state = _resume(checkpoint, identity, stacked, optimizer, generators) or progress_state
     best, histories, saved_at = progress_state.best, progress_state.histories, time.monotonic()
-    for epoch in tqdm(range(progress_state.epochs_done, epochs), desc=desc, unit="epoch", disable=not progress,
+    for epoch in progress_bar(range(progress_state.epochs_done, epochs), desc=desc, unit="epoch", disable=not progress,
                       leave=False, initial=progress_state.epochs_done, total=epochs):
         stacked.template.train()
         batches = zip(*(batches_of(train, batch_size, generator) for train, generator in zip(trains, generators)))

@@ -22,9 +22,9 @@ from typing import Any
 
 import torch
 from torch import Tensor, nn
-from tqdm.auto import tqdm
 
 from heurlens.errors import HeurlensError
+from heurlens.runtime.progress import progress_bar
 from heurlens.subtask.weight_subnetwork import WeightSubnetwork
 from heurlens.training_helpers import frozen_parameters, run_with_denormals_flushed
 
@@ -121,7 +121,7 @@ def discover_subnetwork(module: nn.Module, loss_fn: Callable[[Callable, Any], Te
     parameters = dict(module.named_parameters())
     scores = {name: torch.full_like(parameters[name], config.mask_init, requires_grad=True) for name in names}
     optimizer = torch.optim.AdamW(scores.values(), lr=config.lr, weight_decay=config.weight_decay)
-    bar = tqdm(total=config.epochs * len(batches), desc="subnetwork discovery", unit="step", disable=not progress)
+    bar = progress_bar(total=config.epochs * len(batches), desc="subnetwork discovery", unit="step", disable=not progress)
 
     def train_scores() -> None:
         with frozen_parameters(module), bar:  # only the mask scores train

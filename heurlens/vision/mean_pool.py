@@ -21,10 +21,10 @@ import torch
 from jaxtyping import Float, Int
 from safetensors.torch import load_file
 from torch import Tensor
-from tqdm.auto import tqdm
 
 from heurlens.errors import HeurlensError
 from heurlens.runtime.cache import atomic_save_tensors, cache_dir, stored
+from heurlens.runtime.progress import progress_bar
 
 
 class Segmenter(Protocol):
@@ -127,7 +127,7 @@ def mean_pool_images(images: Float[Tensor, "n channel height width"], segmenter:
     def compute() -> Tensor:
         pooled = np.empty(images.shape, dtype=np.float32)
         array = images.permute(0, 2, 3, 1).numpy()
-        for index in tqdm(range(len(images)), desc="mean-pooling images", unit="image", disable=not progress):
+        for index in progress_bar(range(len(images)), desc="mean-pooling images", unit="image", disable=not progress):
             image = array[index]
             pooled[index] = mean_pool(image, segmenter(image)).transpose(2, 0, 1)
         return torch.from_numpy(pooled)
@@ -151,7 +151,7 @@ def images_of(dataset) -> tuple[Float[Tensor, "n channel height width"], Int[Ten
             raise HeurlensError(f"{dataset} is not a folder of class sub-folders of images")
         dataset = ImageFolder(str(dataset))
     images, labels = [], []
-    for image, label in tqdm(dataset, desc="reading images", unit="image", leave=False):
+    for image, label in progress_bar(dataset, desc="reading images", unit="image", leave=False):
         if not isinstance(image, Tensor):
             image = pil_to_tensor(image.convert("RGB")).float() / 255
         images.append(image)

@@ -1,0 +1,21 @@
+"""heurlens' progress bars: tqdm's (``tqdm.auto``: a widget in a notebook, a line on stderr elsewhere), every one
+of them off at once with ``heurlens --quiet`` (or ``set_quiet()`` in a script) as well as by each call's own
+``progress=False``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tqdm.auto import tqdm
+
+_QUIET = {"on": False}
+
+
+def set_quiet(quiet: bool = True) -> None:
+    """Turn every heurlens progress bar off (``quiet``) or back to each call's own choice."""
+    _QUIET["on"] = quiet
+
+
+def progress_bar(*args: Any, disable: bool = False, **kwargs: Any) -> tqdm:
+    """``tqdm(*args, **kwargs)``, disabled when ``disable`` or when heurlens is quiet."""
+    return tqdm(*args, disable=disable or _QUIET["on"], **kwargs)
