@@ -94,7 +94,7 @@ def test_a_bridge_passed_to_every_call_is_hashed_once(tiny_decoder_dirs, monkeyp
     assert heurlens.wrap_bridge(llama_bridge) is heurlens.wrap_bridge(llama_bridge)
     assert not any("wrapper" in name for name, _ in llama_bridge.named_modules())  # not a submodule of the bridge
     assert heurlens.wrap_bridge(llama_bridge, "other").model_id == "other"
-    with torch.no_grad():
-        next(llama_bridge.parameters()).mul_(1.5)
+    with torch.no_grad():  # an MLP's weight (the embeddings changed would make the means another model's)
+        next(weight for name, weight in llama_bridge.named_parameters() if "mlp" in name).mul_(1.5)
     changed = heurlens.ablate(llama_bridge, "L1.H0", [texts], means=means, metrics={})
     assert len(reads) > hashed and changed["kl"].item() != first["kl"].item()

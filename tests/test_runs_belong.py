@@ -217,3 +217,33 @@ def test_a_sigterm_while_ray_starts_reaches_the_processs_own_handler(monkeypatch
         assert signal.getsignal(signal.SIGTERM) is own  # restored after a start without a signal too
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def test_means_of_another_model_of_the_same_shape_are_refused_and_the_same_models_copies_take_them(
+        twins, tiny_decoder_dirs, tmp_path):
+    """Means fit any model of their shape: taken on one model they are refused on its same-shape twin (before:
+    taken, every ablation then wrong), also after a save and load; the same weights in bfloat16, the bridge under a
+    wrapper of its own and an ungrouped copy take them (they compute the same activations), as do means saved
+    before they remembered their model."""
+    from dataclasses import replace
+
+    from transformer_lens.model_bridge import TransformerBridge
+
+    from heurlens.interventions.means import UnitMeans
+    from heurlens.models.ungrouped import ungrouped_copy
+
+    model, other, task, _ = twins
+    prompts = PromptTaskData(str(task), 4, 0, batch_size=4).train(model)
+    means = heurlens.compute_means(model, prompts)
+    means.save(tmp_path / "means.safetensors")
+    for candidate in (means, UnitMeans.load(tmp_path / "means.safetensors")):
+        candidate.check_fits(model)
+        with pytest.raises(HeurlensError, match="were taken on another model"):
+            candidate.check_fits(other)
+    with pytest.raises(HeurlensError, match="were taken on another model"):
+        heurlens.ablate(other, "L0.H0", [prompts], means=means, cache=False)
+    for dtype in ("bfloat16", "float16"):
+        means.check_fits(heurlens.load_model(tiny_decoder_dirs["llama"], dtype=dtype))
+    means.check_fits(TransformerBridge.boot_transformers(str(tiny_decoder_dirs["llama"]), device="cpu"))
+    means.check_fits(ungrouped_copy(model))
+    replace(means, model_embeddings=None).check_fits(other)

@@ -7,6 +7,7 @@ token.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -24,6 +25,7 @@ from heurlens.protocols import ModelLike, PreparedModel
 from heurlens.runtime.argument_checks import checked
 from heurlens.runtime.cache import atomic_save_tensors
 from heurlens.runtime.devices import device_of
+from heurlens.runtime.model_identity import embedding_sample, same_embeddings
 from heurlens.tasks import TaskLike, as_task
 
 EMBED_HOOK = "blocks.0.hook_resid_pre"  # the embeddings' write into the residual stream (edges' first writer)
@@ -38,6 +40,7 @@ class UnitMeans:
     mlps: dict[int, Float[Tensor, " d_model"]]
     source: str  # what the means were taken over
     embeddings: Float[Tensor, " d_model"] | None = None
+    model_embeddings: tuple[float, ...] | None = None  # ``embedding_sample`` of the model taken on (None: not known)
 
     @property
     def _tensors(self) -> list[Tensor]:
@@ -57,17 +60,19 @@ class UnitMeans:
             return self
         return UnitMeans({k: v.to(device) for k, v in self.heads.items()},
                          {k: v.to(device) for k, v in self.mlps.items()}, self.source,
-                         None if self.embeddings is None else self.embeddings.to(device))
+                         None if self.embeddings is None else self.embeddings.to(device), self.model_embeddings)
 
     def save(self, path: Path) -> None:
         """Write the means to ``path`` (safetensors, atomically), with their ``source``."""
         tensors = {f"heads.{layer}": t for layer, t in self.heads.items()}
         tensors |= {f"mlps.{layer}": t for layer, t in self.mlps.items()}
         tensors |= {} if self.embeddings is None else {"embeddings": self.embeddings}
-        atomic_save_tensors(path, tensors, metadata={"source": self.source})
+        identity = {} if self.model_embeddings is None else {"model_embeddings": json.dumps(self.model_embeddings)}
+        atomic_save_tensors(path, tensors, metadata={"source": self.source, **identity})
 
     def check_fits(self, model: ModelLike) -> None:
-        """Refuse means whose layers or shapes are not ``model``'s (means of another model), or that hold NaN/inf."""
+        """Refuse means whose layers or shapes are not ``model``'s, or that were taken on another model of the same
+        shape (a sample of its embeddings: ``runtime.model_identity.embedding_sample``), or that hold NaN/inf."""
         model = as_model(model)
         cfg = model.bridge.cfg
         if not all(t.isfinite().all() for t in self._tensors):
@@ -85,6 +90,12 @@ class UnitMeans:
                 f"{cfg.n_heads} heads x {cfg.d_head}, d_model {cfg.d_model}; the means have layers "
                 f"{sorted(self.heads)} and shapes like {shapes}): they are another model's. Compute them for this "
                 "model: heurlens.compute_means(model, data)")
+        sample = embedding_sample(model) if self.model_embeddings is not None else None
+        if sample is not None and self.model_embeddings is not None and not same_embeddings(self.model_embeddings,
+                                                                                             sample):
+            raise HeurlensError(f"the unit means over {self.source} were taken on another model (its embeddings differ "
+                                f"from {model.model_id!r}'s): compute them for this model, heurlens.compute_means(model, "
+                                "data)")
 
     @classmethod
     def load(cls, path: Path, repair: str = "delete it and run the command that wrote it again") -> UnitMeans:
@@ -94,7 +105,8 @@ class UnitMeans:
 
         try:
             with safe_open(str(path), "pt") as handle:
-                source = (handle.metadata() or {}).get("source", "")
+                metadata = handle.metadata() or {}
+                source = metadata.get("source", "")
             tensors = load_file(str(path))
         except Exception as error:  # safetensors raises its own error types for truncated or garbled files
             raise HeurlensError(f"the unit means {path} cannot be read ({type(error).__name__}); {repair}") from error
@@ -102,7 +114,8 @@ class UnitMeans:
         mlps = {int(k.split(".")[1]): v for k, v in tensors.items() if k.startswith("mlps.")}
         if not heads or heads.keys() != mlps.keys() or not all(t.isfinite().all() for t in tensors.values()):
             raise HeurlensError(f"the unit means {path} are incomplete or hold NaN/inf values; {repair}")
-        return cls(heads, mlps, source, tensors.get("embeddings"))
+        sample = metadata.get("model_embeddings")
+        return cls(heads, mlps, source, tensors.get("embeddings"), None if sample is None else tuple(json.loads(sample)))
 
 
 @torch.no_grad()
@@ -133,7 +146,7 @@ def compute_means(model: ModelLike, reference: TaskLike, *, prepend_bos: bool | 
     mlps = {layer: means[mlp_hook_name(layer)] for layer in range(model.n_layers)}
     tokens = int(running.counts[heads_hook_name(0)])
     return UnitMeans(heads, mlps, source=f"{reference.name} ({len(reference)} examples, {tokens} tokens)",
-                     embeddings=means[EMBED_HOOK])
+                     embeddings=means[EMBED_HOOK], model_embeddings=embedding_sample(model))
 
 
 def zero_means(model: PreparedModel, device: torch.device | None = None) -> UnitMeans:

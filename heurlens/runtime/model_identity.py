@@ -17,7 +17,7 @@ changed that way gives a new identity on the next call; an unchanged model is no
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -63,3 +63,29 @@ def forget_identity(module: nn.Module) -> None:
     """Drop what ``remembered`` holds for ``module``: the next identity is computed from the weights again (needed
     only after writing weights through ``tensor.data``, which torch's version counters do not see)."""
     module.__dict__.pop(_MEMO, None)
+
+
+
+def embedding_sample(model: Any) -> tuple[float, ...] | None:
+    """64 entries of the token embedding matrix at fixed places (drawn with seed 0), what unit means remember of the
+    model they were taken on (``same_embeddings`` compares two): the same, to rounding, for a model in float32 and
+    its bfloat16 or float16 copy, for two wrappers of one bridge and for an ungrouped copy; others for a model of the
+    same shape with other weights (a fine-tune that froze the embeddings would share them). None when the model has
+    no Hugging Face input embeddings."""
+    original = getattr(getattr(model, "bridge", None), "original_model", None)
+    getter = getattr(original, "get_input_embeddings", None)
+    embedding = getter() if callable(getter) else None
+    weight = getattr(embedding, "weight", None)
+    if not isinstance(weight, Tensor) or not weight.numel():
+        return None
+    flat = weight.detach().reshape(-1)
+    places = torch.randint(0, flat.numel(), (64,), generator=torch.Generator().manual_seed(0))
+    return tuple(flat[places.to(flat.device)].float().cpu().tolist())
+
+
+def same_embeddings(sample: Sequence[float], other: Sequence[float]) -> bool:
+    """Whether two ``embedding_sample``s are one model's: equal within half-precision rounding (2e-2 relative)."""
+    if len(sample) != len(other):
+        return False
+    first, second = torch.tensor(sample), torch.tensor(other)
+    return bool(torch.allclose(first, second, rtol=2e-2, atol=1e-3 * float(first.abs().max())))
