@@ -79,7 +79,8 @@ def embedding_sample(model: Any) -> tuple[float, ...] | None:
     if not isinstance(weight, Tensor) or not weight.numel():
         return None
     flat = weight.detach().reshape(-1)
-    places = torch.randint(0, flat.numel(), (64,), generator=torch.Generator().manual_seed(0))
+    places = torch.randint(0, flat.numel(), (64,), generator=torch.Generator(device="cpu").manual_seed(0),
+                           device="cpu")  # on the CPU whatever the default device (a meta default too)
     return tuple(flat[places.to(flat.device)].float().cpu().tolist())
 
 
@@ -87,5 +88,5 @@ def same_embeddings(sample: Sequence[float], other: Sequence[float]) -> bool:
     """Whether two ``embedding_sample``s are one model's: equal within half-precision rounding (2e-2 relative)."""
     if len(sample) != len(other):
         return False
-    first, second = torch.tensor(sample), torch.tensor(other)
+    first, second = torch.tensor(sample, device="cpu"), torch.tensor(other, device="cpu")
     return bool(torch.allclose(first, second, rtol=2e-2, atol=1e-3 * float(first.abs().max())))
