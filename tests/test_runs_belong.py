@@ -247,3 +247,16 @@ def test_means_of_another_model_of_the_same_shape_are_refused_and_the_same_model
     means.check_fits(TransformerBridge.boot_transformers(str(tiny_decoder_dirs["llama"]), device="cpu"))
     means.check_fits(ungrouped_copy(model))
     replace(means, model_embeddings=None).check_fits(other)
+
+
+def test_the_clis_grid_is_the_librarys_rule_on_its_sizes_sorted_once_each():
+    """--grid takes the sizes in any order, each once; what check_grid refuses (one size, 0, above 1, not a number)
+    is a usage error naming --grid."""
+    import click
+
+    from heurlens.cli.commands_circuits import parse_grid
+
+    assert parse_grid("1,0.1,0.5,0.1") == (0.1, 0.5, 1.0)
+    for grid in ("0.5", "0,1", "0.5,2", "a,b", "nan,1"):
+        with pytest.raises(click.BadParameter, match="give two or more fractions kept in"):
+            parse_grid(grid)

@@ -118,10 +118,8 @@ def ranking_curve(model: ModelLike, rankings: Ranking | Sequence[Ranking], task:
             for ranking in rankings for by in orders for count in counts]
     [cpr_from] = [by for by, areas in orders.items() if "cpr" in areas]
     [cmd_from] = [by for by, areas in orders.items() if "cmd" in areas]
-    curve = _scored(model, task, level, masks, rows, of, grid, metric=metric, method=method, means=means, cache=cache,
-                    progress=progress)
-    curve.cpr_from, curve.cmd_from = cpr_from, cmd_from
-    return curve
+    return _scored(model, task, level, masks, rows, of, grid, metric=metric, method=method, means=means, cache=cache,
+                   progress=progress, areas_from=(cpr_from, cmd_from))
 
 
 @checked
@@ -156,17 +154,17 @@ def _method_on(level: Level, method: MethodName | None) -> Method:
 
 def _scored(model, task: Task, level: Level, masks: list[torch.Tensor], rows: list[tuple], of: int,
             grid: Sequence[float], *, metric: Metric | None, method: Method, means: UnitMeans | None,
-            cache: bool | None, progress: bool = True) -> FaithfulnessCurve:
+            cache: bool | None, progress: bool = True,
+            areas_from: tuple[str | None, str | None] = (None, None)) -> FaithfulnessCurve:
     """The curve of the circuits ``masks`` (rows: curve, label, items kept and, for a ranking's circuits, the order
     they were cut by; out of ``of``): each distinct circuit scored once with the others ablated, beside the full
-    model and the empty circuit."""
+    model and the empty circuit; ``areas_from``: the orders CPR and CMD are taken from (``FaithfulnessCurve``)."""
     metric = metric or _default_metric(task)
     context = call_context(model, cache=cache)
     full_scores = full_model_logits(model, task, context)
     full = metric_value(metric, full_scores, task, "metric")
-    distinct: dict[bytes, int] = {}  # a circuit's mask -> its place among the masks scored
-    for mask in [*masks, torch.zeros(of)]:
-        distinct.setdefault(mask.float().numpy().tobytes(), len(distinct))
+    keys = [mask.detach().float().cpu().numpy().tobytes() for mask in [*masks, torch.zeros(of)]]
+    distinct = {key: place for place, key in enumerate(dict.fromkeys(keys))}  # a circuit -> its place among those scored
     unique = [torch.frombuffer(bytearray(key), dtype=torch.float32) for key in distinct]
     with progress_bar(total=len(unique) * len(task.batches), desc=f"scoring {len(unique)} circuits", unit="pass",
                       disable=not progress) as bar:
@@ -174,7 +172,7 @@ def _scored(model, task: Task, level: Level, masks: list[torch.Tensor], rows: li
                         bar=bar)
         metrics = [metric_value(metric, scores, task, "metric") for _, scores in one_chunk_at_a_time(
             unique, full_scores.numel() * 4, score)]
-    *values, empty = [metrics[distinct[mask.float().numpy().tobytes()]] for mask in [*masks, torch.zeros(of)]]
+    *values, empty = [metrics[distinct[key]] for key in keys]
     what = "edges" if level == "edge" else "units"
     if full == empty:
         raise HeurlensError(f"the metric is {full:g} for the full model and for the model with every {what[:-1]} "
@@ -184,7 +182,7 @@ def _scored(model, task: Task, level: Level, masks: list[torch.Tensor], rows: li
                            **({"ranked_by": row[3]} if len(row) > 3 else {}),
                            "metric": value, "faithfulness": (value - empty) / (full - empty)}
                           for row, value in zip(rows, values)])
-    return FaithfulnessCurve(table, full, empty, of, tuple(grid), ablation=method)
+    return FaithfulnessCurve(table, full, empty, of, tuple(grid), *areas_from, ablation=method)
 
 
 def _default_metric(task: Task) -> Metric:

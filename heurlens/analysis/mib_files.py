@@ -38,7 +38,7 @@ import warnings
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import torch
 from torch import Tensor
@@ -55,7 +55,6 @@ from heurlens.runtime.cache import atomic_write_json
 from heurlens.runtime.deprecations import STILL_WORKS
 
 COPIED = "copied to each query head"  # cfg["heurlens"]["key_value_edges"] of heurlens' own files
-GRAPHS = ("heurlens", "mib")
 
 
 @dataclass(frozen=True)
@@ -153,7 +152,7 @@ def read_mib_file(path: Path, model: PreparedModel, graph: GraphName = "heurlens
     model's ungrouped copy, ``attribution_runs.scored_model``); refused by name when it is not MIB's format or not this
     model's graph. heurlens' own files come back as written (a mask run's log_alpha exactly, one order; attribution
     scores signed); another tool's scores are read as signed (MIB's scripts: CPR by score, CMD by |score|)."""
-    if graph not in GRAPHS:
+    if graph not in get_args(GraphName):
         raise HeurlensError(f"graph={graph!r}: read the file onto 'mib' (its own edges, MIB's graph) or 'heurlens' "
                             "(the model's grouped graph)")
     path = Path(path)

@@ -187,18 +187,16 @@ def faithfulness(run_dirs: tuple[str, ...], mib_files: tuple[str, ...], file_gra
 
 def parse_grid(grid: str | None) -> tuple[float, ...]:
     """--grid as sizes (fractions in (0, 1], ascending), MIB's ten when not given; refused by name otherwise."""
-    from heurlens.analysis.faithfulness_areas import MIB_GRID
+    from heurlens.analysis.faithfulness_areas import MIB_GRID, check_grid
+    from heurlens.errors import HeurlensError
 
     if grid is None:
         return MIB_GRID
-    try:
-        sizes = tuple(sorted({float(item) for item in grid.split(",") if item.strip()}))
-    except ValueError:
-        sizes = ()
-    if len(sizes) < 2 or not all(0 < size <= 1 for size in sizes):
+    try:  # the library's rule (check_grid), on the sizes sorted and once each
+        return check_grid(sorted({float(item) for item in grid.split(",") if item.strip()}))
+    except (ValueError, HeurlensError):
         raise click.BadParameter(f"{grid!r}: give two or more fractions kept in (0, 1], comma-separated, e.g. "
-                                 "0.01,0.1,0.5,1", param_hint="--grid")
-    return sizes
+                                 "0.01,0.1,0.5,1", param_hint="--grid") from None
 
 
 def _pretty(curves: dict[str, FaithfulnessCurve], task_name: str, run_dirs: tuple[str, ...], table) -> str:

@@ -144,6 +144,12 @@ def induction_examples(n: int, tokenizer, seed: int = 0, length: int = 10,
 PROMPT_TASKS = ("ioi", "greater-than", "induction")  # built-in generators; anything else is a task file
 
 
+def file_draw(n_rows: int, examples: int, seed: int) -> list[int]:
+    """Which rows of a prompt task file a set of ``examples`` prompts drawn with ``seed`` holds (all of them, in a
+    shuffled order, when the file has fewer)."""
+    return random.Random(seed).sample(range(n_rows), min(examples, n_rows))
+
+
 def prompt_task_set(task: str, tokenizer, n_ctx: int, examples: int = 200, seed: int = 0,
                     batch_size: int = 32, add_special_tokens: bool = True) -> PromptSet:
     """``task``: a built-in generator ("ioi", "greater-than", "induction": ``examples`` prompts drawn with
@@ -156,7 +162,7 @@ def prompt_task_set(task: str, tokenizer, n_ctx: int, examples: int = 200, seed:
         chosen = induction_examples(examples, tokenizer, seed)
     elif Path(task).suffix in (".jsonl", ".csv"):
         rows = load_prompt_file(task)
-        chosen = random.Random(seed).sample(rows, min(examples, len(rows)))
+        chosen = [rows[index] for index in file_draw(len(rows), examples, seed)]
     else:
         raise HeurlensError(f"unknown task {task!r}: use {', '.join(PROMPT_TASKS)} or a .jsonl/.csv prompt task file")
     return tokenize_prompt_task(f"{Path(task).stem}-s{seed}", chosen, tokenizer, n_ctx, batch_size,

@@ -69,16 +69,13 @@ class PromptTaskData:
     def shared_prompts(self) -> tuple[int, int] | None:
         """For a task file: (prompts in both the ``seed`` and the ``seed + 1`` draw, rows in the file), or None when
         they share none (a built-in task draws new prompts each time)."""
-        import random
-
+        from heurlens.data.prompt_generators import file_draw
         from heurlens.data.prompt_tasks import load_prompt_file
 
         if Path(self.task).suffix not in (".jsonl", ".csv"):
             return None
         rows = len(load_prompt_file(self.task))
-        count = min(self.examples, rows)  # as prompt_task_set draws them: random.sample of the rows
-        both = set(random.Random(self.seed).sample(range(rows), count)) & set(
-            random.Random(self.seed + 1).sample(range(rows), count))
+        both = set(file_draw(rows, self.examples, self.seed)) & set(file_draw(rows, self.examples, self.seed + 1))
         return (len(both), rows) if both else None
 
     def pattern_data(self, model: PreparedModel, examples: int | None = None) -> Task:

@@ -81,12 +81,17 @@ def written_by_heurlens(kind: str, kind_dir: Path, path: Path) -> bool:
     else (a user's notes in ``models/``) is listed as not heurlens' and never removed."""
     if kind in COMPUTED_KINDS:
         first = path.relative_to(kind_dir).parts[0]
-        return len(first) > 17 and first[16] == "-" and all(c in "0123456789abcdef" for c in first[:16])
+        return len(first) > 17 and first[16] == "-" and _hexadecimal(first[:16])
     if kind in ("models", "data"):
         return path.is_dir()
     if kind == "downloads":  # the PyPI release files heurlens fetches (runtime.assets): wheels and sdists
         return path.is_file() and path.name.endswith((".whl", ".tar.gz"))
     return True
+
+
+def _hexadecimal(text: str) -> bool:
+    """Whether ``text`` is a (start of a) model fingerprint: one or more lower-case hexadecimal digits."""
+    return bool(text) and all(c in "0123456789abcdef" for c in text)
 
 
 def strangers_in_kinds(root: Path) -> list[Path]:
@@ -164,7 +169,7 @@ def clear(root: Path, kinds: Iterable[str] = COMPUTED_KINDS, models: Iterable[st
         raise HeurlensError(f"{', '.join(strangers)}: not a kind heurlens writes ({', '.join(HEURLENS_KINDS)}); "
                             "heurlens never removes what it did not write")
     for prefix in models:
-        if not prefix or any(c not in "0123456789abcdef" for c in prefix):
+        if not _hexadecimal(prefix):
             raise HeurlensError(f"{prefix!r} is not a model fingerprint: give the fingerprint, or its start, as "
                                 "`heurlens cache list` shows it (hexadecimal digits, e.g. --model 3fa2)")
     cutoff = None if unused_days is None else time.time() - unused_days * 86400

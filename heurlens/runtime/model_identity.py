@@ -65,7 +65,6 @@ def forget_identity(module: nn.Module) -> None:
     module.__dict__.pop(_MEMO, None)
 
 
-
 def embedding_sample(model: Any) -> tuple[float, ...] | None:
     """64 entries of the token embedding matrix at fixed places (drawn with seed 0), what unit means remember of the
     model they were taken on (``same_embeddings`` compares two): the same, to rounding, for a model in float32 and
