@@ -30,15 +30,15 @@ import pandas as pd
 import torch
 
 import heurlens
-from heurlens.analysis.attribution import AttributionMethod, attribution_scores
-from heurlens.analysis.attribution_runs import GraphName, attribute, scored_model
-from heurlens.analysis.faithfulness import faithfulness_curve, faithfulness_figure, ranking_curve
-from heurlens.analysis.faithfulness_areas import MIB_GRID, FaithfulnessCurve, grid_count
+from heurlens.circuits.attribution import AttributionMethod, attribution_scores
+from heurlens.circuits.attribution_runs import GraphName, attribute, scored_model
+from heurlens.circuits.faithfulness import faithfulness_curve, faithfulness_figure, ranking_curve
+from heurlens.circuits.faithfulness_areas import MIB_GRID, FaithfulnessCurve, grid_count
+from heurlens.circuits.mib_graph import MibGraph
 from heurlens.data.prompt_tasks import logit_difference
 from heurlens.data.run_data import PromptTaskData
 from heurlens.interventions.circuits import Level
 from heurlens.interventions.graph import EdgeLayout, edge_layout
-from heurlens.interventions.mib_graph import MibGraph
 from heurlens.interventions.rankings import Ranking, random_ranking, ranking_of
 from heurlens.interventions.units import UnitLayout
 from heurlens.runtime.cache import atomic_write_bytes, atomic_write_json

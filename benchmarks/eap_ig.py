@@ -28,7 +28,7 @@ def main() -> None:
     import torch
 
     import heurlens
-    from heurlens.analysis.attribution import attribution_ranking
+    from heurlens.circuits.attribution import attribution_ranking
     from heurlens.data.prompt_tasks import logit_difference
     from heurlens.data.run_data import PromptTaskData
     from heurlens.evaluate import predict_logits

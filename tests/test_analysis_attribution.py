@@ -1,4 +1,4 @@
-"""Attribution patching of units (heurlens.analysis.attribution), with known answers on the planted model
+"""Attribution patching of units (heurlens.circuits.attribution), with known answers on the planted model
 (tests/planted.py): its logits are linear in the last MLP's output (no LayerNorm after it), so the first-order
 estimate for L1.MLP is exact; the heads that carry nothing score 0; the planted units rank first."""
 
@@ -7,7 +7,7 @@ import torch
 from planted import PLANTED, build_planted_model
 
 import heurlens
-from heurlens.analysis.attribution import attribution_circuits, attribution_scores
+from heurlens.circuits.attribution import attribution_circuits, attribution_scores
 from heurlens.errors import HeurlensError
 from heurlens.tasks import token_batches
 

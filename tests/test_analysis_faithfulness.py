@@ -9,7 +9,7 @@ import torch
 from planted import PLANTED, build_planted_model
 
 import heurlens
-from heurlens.analysis.faithfulness import FaithfulnessCurve, faithfulness_curve, ranking_curve
+from heurlens.circuits.faithfulness import FaithfulnessCurve, faithfulness_curve, ranking_curve
 from heurlens.errors import HeurlensError
 from heurlens.interventions.rankings import Ranking, random_ranking, ranking_of
 from heurlens.interventions.units import UnitLayout
@@ -138,7 +138,7 @@ def test_the_faithfulness_command_scores_a_prune_run(tiny_decoder_dirs, tmp_path
     from cli_run import heurlens_in_process
     from transformer_lens.model_bridge import TransformerBridge
 
-    from heurlens.analysis.attribution import attribution_scores
+    from heurlens.circuits.attribution import attribution_scores
     from heurlens.data.prompt_tasks import logit_difference
     from heurlens.data.run_data import PromptTaskData
     from heurlens.pruning.run_folder import load_run_means

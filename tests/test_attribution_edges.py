@@ -1,4 +1,4 @@
-"""EAP and EAP-IG on edges and units (heurlens.analysis.attribution), against oracles nobody here wrote or a
+"""EAP and EAP-IG on edges and units (heurlens.circuits.attribution), against oracles nobody here wrote or a
 property that fails when the code is wrong:
 - on a GPT-2, EAP equals TransformerLens 4.3's ``attribution_patch`` edge scores (its patch runs corrupted -> clean
   with the gradient on the corrupted run: given the clean and corrupted prompts swapped it is EAP's formula; given them
@@ -18,13 +18,13 @@ from conftest import WORDS, word_level_tokenizer
 from planted_edges import planted_edges_task_file
 
 import heurlens
-from heurlens.analysis.attribution import attribution_ranking, attribution_scores, edge_attribution_scores
-from heurlens.analysis.faithfulness_areas import MIB_GRID
+from heurlens.circuits.attribution import attribution_ranking, attribution_scores, edge_attribution_scores
+from heurlens.circuits.faithfulness_areas import MIB_GRID
+from heurlens.circuits.mib_graph import MibGraph
 from heurlens.data.prompt_tasks import PromptExample, tokenize_prompt_task
 from heurlens.errors import HeurlensError
 from heurlens.interventions.edge_masks import edge_mask_forward
 from heurlens.interventions.graph import edge_layout
-from heurlens.interventions.mib_graph import MibGraph
 from heurlens.interventions.nodes import Edge, Node
 from heurlens.interventions.units import UnitLayout
 from heurlens.models.ungrouped import ungrouped_copy
@@ -296,14 +296,16 @@ def test_the_cli_attributes_the_planted_path_first_and_faithfulness_and_export_r
 
 
 def test_masks_warm_started_from_an_attribution_run_keep_its_ranking_when_they_cannot_move(tmp_path):
-    """``PruneSettings(init_from=RUN)``: edge masks start at log_alpha_init |s| / max |s| of the run's scores; with a
+    """``prune(warm_start=run.ranking)``: edge masks start at log_alpha_init |s| / max |s| of the run's scores; with a
     learning rate too small to move them they end where they started, so the run's ranking (the planted path first)
-    is the record's; a run of other items (node masks from edge scores) is refused by name."""
+    is the record's, whose ``init_from`` names the ranking; ``PruneSettings(init_from=RUN)`` alone reads the folder
+    (deprecated) and starts the same; a ranking of other items (node masks from edge scores) is refused by name."""
     import warnings
+    from dataclasses import replace
 
     from planted_edges import PATH, build_planted_edges_model
 
-    from heurlens.analysis.attribution_runs import attribute
+    from heurlens.circuits.attribution_runs import attribute
     from heurlens.data.run_data import PromptTaskData
     from heurlens.interventions.rankings import ranking_of
     from heurlens.pruning import PruneSettings
@@ -313,21 +315,27 @@ def test_masks_warm_started_from_an_attribution_run_keep_its_ranking_when_they_c
     task = planted_edges_task_file(tmp_path / "task.jsonl")
     data = PromptTaskData(str(task), 16, 0, batch_size=4)
     run = attribute(model, data, tmp_path / "eap", level="edge", method="eap")
-    settings = PruneSettings(level="edge", ablation="corrupt", init_from=str(tmp_path / "eap"), lr_log_alpha=1e-30,
-                             total_steps=3)
+    settings = PruneSettings(level="edge", ablation="corrupt", lr_log_alpha=1e-30, total_steps=3)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the masks cannot reach the target in 3 steps that move nothing
         [record] = heurlens.prune(model, data.train(model), sparsity=0.9, seeds=[0], config=settings, cache=False,
-                                  progress=False)
+                                  progress=False, warm_start=run.ranking)
     expected = warm_start_log_alpha(run.ranking.scores, settings.log_alpha_init)
     assert expected.max() == pytest.approx(10.0) and expected.min() >= 0
     torch.testing.assert_close(record.log_alpha_edges.float(), expected, atol=1e-5, rtol=0)
+    assert record.hyperparameters["init_from"] == run.ranking.label
     layout = edge_layout(model)
     assert torch.equal(ranking_of(record).top(3), layout.keep_mask(PATH))
     assert torch.equal(run.ranking.top(3), layout.keep_mask(PATH))
-    with pytest.raises(HeurlensError, match="scores 46 edges .* this prune trains 6 masks"):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        [by_folder] = heurlens.prune(model, data.train(model), sparsity=0.9, seeds=[0], cache=False, progress=False,
+                                     config=replace(settings, init_from=str(tmp_path / "eap")))
+    assert any(w.category is DeprecationWarning and "warm_start=" in str(w.message) for w in caught)
+    torch.testing.assert_close(by_folder.log_alpha_edges.float(), expected, atol=1e-5, rtol=0)
+    with pytest.raises(HeurlensError, match="ranks 46 edges .* this prune trains 6 masks"):
         heurlens.prune(model, data.train(model), sparsity=0.5, seeds=[0], cache=False, progress=False,
-                       config=PruneSettings(ablation="corrupt", init_from=str(tmp_path / "eap"), total_steps=3))
+                       config=PruneSettings(ablation="corrupt", total_steps=3), warm_start=run.ranking)
 
 
 def test_an_attribution_run_on_mibs_graph_is_scored_there_and_its_file_reads_back_as_the_grouped_scores(
@@ -340,9 +348,9 @@ def test_an_attribution_run_on_mibs_graph_is_scored_there_and_its_file_reads_bac
     import json
     from dataclasses import replace
 
-    from heurlens.analysis.attribution_runs import attribute, scored_model
-    from heurlens.analysis.circuit_comparison import compare_runs
-    from heurlens.analysis.mib_files import read_mib_file, write_mib_file
+    from heurlens.circuits.attribution_runs import attribute, scored_model
+    from heurlens.circuits.comparison import compare_runs
+    from heurlens.circuits.mib_files import read_mib_file, write_mib_file
     from heurlens.data.prompt_tasks import logit_difference
     from heurlens.data.run_data import PromptTaskData
 
@@ -399,9 +407,9 @@ def test_a_comparison_with_a_node_runs_old_means_mean_ablates_edges_with_the_emb
     prompts, so the attribution run's curve is its ranking mean-ablated with the means of those prompts."""
     from planted_edges import build_planted_edges_model
 
-    from heurlens.analysis.attribution_runs import attribute
-    from heurlens.analysis.circuit_comparison import compare_runs
-    from heurlens.analysis.faithfulness import ranking_curve
+    from heurlens.circuits.attribution_runs import attribute
+    from heurlens.circuits.comparison import compare_runs
+    from heurlens.circuits.faithfulness import ranking_curve
     from heurlens.data.run_data import PromptTaskData
     from heurlens.interventions.means import UnitMeans
     from heurlens.pruning.run_folder import MEANS_FILE, load_run_means, subnetworks_by_sparsity

@@ -12,7 +12,7 @@ import heurlens
 import heurlens.evaluate as evaluate
 import heurlens.interventions.ablation as ablation
 import heurlens.interventions.scoring as scoring
-from heurlens.analysis.faithfulness import faithfulness_curve
+from heurlens.circuits.faithfulness import faithfulness_curve
 from heurlens.evaluate import mean_kl, predict_logits
 from heurlens.interventions.activation_cache import exact_narrowest, full_model_logits, residual_streams
 from heurlens.interventions.means import compute_means

@@ -12,7 +12,7 @@ from heurlens.pruning.run_folder import SparsityTargetMissed
 
 def test_a_prune_warning_is_attributed_to_the_callers_line_and_a_warm_start_is_described_as_one(tiny_decoder_dirs,
                                                                                                tmp_path):
-    from heurlens.analysis.attribution_runs import attribute
+    from heurlens.circuits.attribution_runs import attribute
 
     model = heurlens.load_model(tiny_decoder_dirs["llama"])
     task = tmp_path / "task.jsonl"

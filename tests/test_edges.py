@@ -9,7 +9,7 @@ import torch
 from planted_edges import N_EDGES, PATH, build_planted_edges_model, planted_edges_task, planted_edges_task_file
 
 import heurlens
-from heurlens.analysis.faithfulness_areas import MIB_GRID
+from heurlens.circuits.faithfulness_areas import MIB_GRID
 from heurlens.errors import HeurlensError
 from heurlens.interventions.edge_masks import LAYERS_A_GROUP, edge_mask_forward
 from heurlens.interventions.graph import edge_layout, parse_edges
@@ -196,7 +196,7 @@ def test_a_node_circuit_as_edges_is_the_same_model_as_its_units_corrupt_ablated(
 
 
 def test_faithfulness_of_edge_circuits_is_over_the_fraction_of_edges_kept(planted):
-    from heurlens.analysis.faithfulness import faithfulness_curve
+    from heurlens.circuits.faithfulness import faithfulness_curve
 
     task = planted_edges_task()
     [circuit] = heurlens.prune(planted, task, sparsity=1 - len(PATH) / N_EDGES, seeds=[0], config=EDGE_LEVEL,
@@ -255,7 +255,7 @@ def test_the_cli_prunes_edges_and_scores_them_beside_a_node_run(planted, tmp_pat
 
 
 def test_the_circuit_graph_draws_each_kept_edge_from_its_writer_to_the_input_it_enters(planted):
-    from heurlens.analysis.circuit_graph import circuit_figure, node_positions
+    from heurlens.circuits.drawing import circuit_figure, node_positions
 
     layout = edge_layout(planted)
     circuit = EdgeCircuit(kept=[], n_layers=2, n_heads=2, target_sparsity=0.9, achieved_sparsity=0.9, threshold=0.5,
@@ -328,7 +328,7 @@ def test_an_edge_circuit_asked_for_another_ablation_is_scored_with_it(planted, t
     now take mean and zero ablation (MIB's "mean", 2026-11-29): each method is scored as asked, the circuit's metric
     and KL those of ``edge_mask_forward`` with the pruned edges carrying the writers' means, zeros or corrupted
     outputs, in ``faithfulness_curve`` and ``evaluate_subnetworks`` alike."""
-    from heurlens.analysis.faithfulness import faithfulness_curve
+    from heurlens.circuits.faithfulness import faithfulness_curve
     from heurlens.data.prompt_tasks import logit_difference
     from heurlens.evaluate import mean_kl
     from heurlens.interventions.means import zero_means

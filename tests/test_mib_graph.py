@@ -9,11 +9,11 @@ import torch
 from planted_edges import N_EDGES, PATH, build_planted_edges_model, planted_edges_task, planted_edges_task_file
 
 import heurlens
-from heurlens.analysis.faithfulness import keep_mask_curve, ranking_curve
-from heurlens.analysis.mib_files import read_mib_file, write_mib_file
+from heurlens.circuits.faithfulness import keep_mask_curve, ranking_curve
+from heurlens.circuits.mib_files import read_mib_file, write_mib_file
+from heurlens.circuits.mib_graph import MibGraph
 from heurlens.errors import HeurlensError
 from heurlens.interventions.graph import EdgeLayout, edge_layout
-from heurlens.interventions.mib_graph import MibGraph
 from heurlens.interventions.rankings import Ranking
 
 

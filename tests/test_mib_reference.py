@@ -18,12 +18,12 @@ from conftest import word_level_tokenizer
 from safetensors.torch import load_file
 
 import heurlens
-from heurlens.analysis.attribution import attribution_ranking
-from heurlens.analysis.faithfulness import ranking_curve
-from heurlens.analysis.mib_files import mib_document, read_mib_file, write_mib_file
+from heurlens.circuits.attribution import attribution_ranking
+from heurlens.circuits.faithfulness import ranking_curve
+from heurlens.circuits.mib_files import mib_document, read_mib_file, write_mib_file
+from heurlens.circuits.mib_graph import MibGraph
 from heurlens.data.prompt_tasks import PromptExample, logit_difference, tokenize_prompt_task
 from heurlens.interventions.graph import edge_layout
-from heurlens.interventions.mib_graph import MibGraph
 from heurlens.models.ungrouped import ungrouped_copy
 
 FIXTURE = Path(__file__).parent / "fixtures" / "mib_reference"

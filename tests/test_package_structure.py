@@ -108,15 +108,17 @@ def test_no_import_cycle_between_heurlens_modules():
 
 
 LAYERS = {"runtime": 0, "errors": 0, "protocols": 0, "training_helpers": 0, "trainer": 0, "models": 1, "tasks": 2,
-          "evaluate": 2, "metrics": 2, "data": 3, "interventions": 4, "pruning": 5, "analysis": 6, "subtask": 6,
-          "vision": 6, "cli": 7, "__main__": 8, "": 8}  # docs/design.md, "Package layout", lowest first
+          "evaluate": 2, "metrics": 2, "data": 3, "interventions": 4, "pruning": 5, "circuits": 6, "analysis": 6,
+          "subtask": 6, "vision": 6, "cli": 7, "__main__": 8, "": 8}  # docs/design.md, "Package layout", lowest first
 # imports that run up the layers, each for a reason docs/design.md states: the default model is fine-tuned on SNLI when
 # first loaded (with the NLI set-up's evaluation), and the NLI and prompt-task set-ups decide the unit means a run uses
 RUNNING_UP = {("heurlens.models.nli_finetune", "heurlens.data.nli_setup"),
               ("heurlens.models.nli_finetune", "heurlens.data.snli"),
               ("heurlens.models.nli_finetune", "heurlens.evaluate"),
               ("heurlens.data.nli_setup", "heurlens.interventions.means"),
-              ("heurlens.data.run_data", "heurlens.interventions.means")}
+              ("heurlens.data.run_data", "heurlens.interventions.means"),
+              # PruneSettings(init_from=DIR) without prune(warm_start=): deprecated, read until 0.3.0
+              ("heurlens.pruning.warm_start", "heurlens.circuits.attribution_runs")}
 
 
 def layer_of(module: str) -> int:

@@ -9,9 +9,9 @@ import pytest
 import torch
 
 import heurlens
-from heurlens.analysis.attribution_runs import attribute, load_attribution
-from heurlens.analysis.circuit_comparison import compare_runs
-from heurlens.analysis.faithfulness import faithfulness_curve, keep_mask_curve, ranking_curve
+from heurlens.circuits.attribution_runs import attribute, load_attribution
+from heurlens.circuits.comparison import compare_runs
+from heurlens.circuits.faithfulness import faithfulness_curve, keep_mask_curve, ranking_curve
 from heurlens.data.run_data import PromptTaskData
 from heurlens.errors import HeurlensError
 from heurlens.interventions.rankings import Ranking
@@ -76,6 +76,32 @@ def test_an_attribution_run_is_refused_on_another_model_task_and_as_another_mode
                                             total_steps=2))
 
 
+def test_the_prune_command_reads_its_warm_start_at_the_door(twins, tmp_path, capsys):
+    """``heurlens prune --init-from RUN``: the command reads the attribution run and hands its ranking to ``prune``
+    (no deprecation warning: pruning reads no folder), the records name the folder; another model's run is refused
+    before any training, and nothing is written."""
+    import warnings
+
+    from cli_run import heurlens_in_process
+
+    model, other, task, _ = twins
+    attribute(other, PromptTaskData(str(task), 4, 0, batch_size=4), tmp_path / "other-eap", level="node", method="eap")
+    attribute(model, PromptTaskData(str(task), 4, 0, batch_size=4), tmp_path / "eap", level="node", method="eap")
+    common = ["prune", "--task", str(task), "--task-examples", "4", "--seeds", "1", "--steps", "2",
+              "--ablation", "corrupt", "--model", str(model.model_id)]
+    status, _, err = heurlens_in_process(capsys, *common, "--init-from", str(tmp_path / "other-eap"), "--out",
+                                         str(tmp_path / "refused"))
+    assert status != 0 and "scored model" in err and not list((tmp_path / "refused").glob("sparsity-*"))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        status, _, err = heurlens_in_process(capsys, *common, "--init-from", str(tmp_path / "eap"), "--out",
+                                             str(tmp_path / "run"))
+    assert status == 0, err
+    assert not [w for w in caught if w.category is DeprecationWarning and "warm_start" in str(w.message)]
+    [record] = (tmp_path / "run").glob("sparsity-*/seed-*.json")
+    assert json.loads(record.read_text())["hyperparameters"]["init_from"] == str(tmp_path / "eap")
+
+
 def test_the_faithfulness_command_refuses_another_models_run(twins, tmp_path, capsys):
     from cli_run import heurlens_in_process
 
@@ -134,7 +160,7 @@ def test_an_attribution_run_stopped_before_its_scores_resumes_and_damaged_or_inf
 def test_steps_seeds_and_ig_steps_that_are_not_whole_numbers_are_refused(twins):
     """ig_steps=True ran one step labelled 'EAP-IG (True steps)', 2.5 a TypeError; seeds [True] and [-1] and
     total_steps=True were accepted."""
-    from heurlens.analysis.attribution import attribution_ranking
+    from heurlens.circuits.attribution import attribution_ranking
     from heurlens.data.prompt_tasks import logit_difference
 
     model, _, task, _ = twins

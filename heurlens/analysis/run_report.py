@@ -14,12 +14,12 @@ from typing import cast
 import pandas as pd
 
 from heurlens.analysis.accuracy_curve import accuracy_curve_figure, highest_faithful_sparsity
-from heurlens.analysis.circuit_graph import circuit_figure
 from heurlens.analysis.effective_size import EFFECTIVE_SIZE_FILE, effective_size_figure
 from heurlens.analysis.head_detector import head_detector_scores
 from heurlens.analysis.overlap import analysed_core, overlap_report
 from heurlens.analysis.patterns import attention_plot, pattern_scores
 from heurlens.analysis.report import Report
+from heurlens.circuits.drawing import circuit_figure
 from heurlens.errors import HeurlensError
 from heurlens.interventions.activation_cache import data_fingerprint
 from heurlens.protocols import PreparedModel, Task

@@ -20,10 +20,10 @@ from heurlens.cli.options import (
 
 if TYPE_CHECKING:
 
-    from heurlens.analysis.attribution import AttributionMethod
-    from heurlens.analysis.attribution_runs import GraphName
-    from heurlens.analysis.circuit_comparison import Source
-    from heurlens.analysis.faithfulness_areas import FaithfulnessCurve
+    from heurlens.circuits.attribution import AttributionMethod
+    from heurlens.circuits.attribution_runs import GraphName
+    from heurlens.circuits.comparison import Source
+    from heurlens.circuits.faithfulness_areas import FaithfulnessCurve
     from heurlens.interventions.circuits import Level
     from heurlens.interventions.scoring import MethodName
 
@@ -67,9 +67,9 @@ def attribute(task: str, task_examples: int, seed: int, level: str, method: str,
     import pandas as pd
 
     import heurlens
-    from heurlens.analysis.attribution import check_attribution
-    from heurlens.analysis.attribution_runs import attribute as attribute_run
-    from heurlens.analysis.attribution_runs import attribution_folder, item_names
+    from heurlens.circuits.attribution import check_attribution
+    from heurlens.circuits.attribution_runs import attribute as attribute_run
+    from heurlens.circuits.attribution_runs import attribution_folder, item_names
     from heurlens.data.run_data import PromptTaskData
 
     check_attribution(cast("Level", level), ig_steps if method == "eap-ig" else None, cast("MethodName", ablation))
@@ -147,12 +147,11 @@ def faithfulness(run_dirs: tuple[str, ...], mib_files: tuple[str, ...], file_gra
     from dataclasses import replace
 
     import heurlens
-    from heurlens.analysis.attribution_runs import load_attribution
-    from heurlens.analysis.circuit_comparison import compare_runs, comparison_ablation, comparison_table
-    from heurlens.analysis.faithfulness import faithfulness_figure
-    from heurlens.analysis.mib_files import read_mib_file
+    from heurlens.circuits.attribution_runs import holds_scores, load_attribution
+    from heurlens.circuits.comparison import compare_runs, comparison_ablation, comparison_table
+    from heurlens.circuits.faithfulness import faithfulness_figure
+    from heurlens.circuits.mib_files import read_mib_file
     from heurlens.data.run_data import PromptTaskData
-    from heurlens.interventions.ranking_files import holds_scores
     from heurlens.pruning.run_folder import subnetworks_by_sparsity
     from heurlens.runtime.cache import atomic_write_bytes
     from heurlens.runtime.run_folders import check_writable_file
@@ -187,7 +186,7 @@ def faithfulness(run_dirs: tuple[str, ...], mib_files: tuple[str, ...], file_gra
 
 def parse_grid(grid: str | None) -> tuple[float, ...]:
     """--grid as sizes (fractions in (0, 1], ascending), MIB's ten when not given; refused by name otherwise."""
-    from heurlens.analysis.faithfulness_areas import MIB_GRID, check_grid
+    from heurlens.circuits.faithfulness_areas import MIB_GRID, check_grid
     from heurlens.errors import HeurlensError
 
     if grid is None:
@@ -201,7 +200,7 @@ def parse_grid(grid: str | None) -> tuple[float, ...]:
 
 def _pretty(curves: dict[str, FaithfulnessCurve], task_name: str, run_dirs: tuple[str, ...], table) -> str:
     """The table as text: each method's circuits at each size, then the methods' CPR and CMD (n/a where missing)."""
-    from heurlens.analysis.faithfulness import areas_text
+    from heurlens.circuits.faithfulness import areas_text
 
     axes = "; ".join(dict.fromkeys(
         f"{'edges' if 'edges_kept' in curve.circuits else 'units'}: k of {curve.n_items} "
@@ -245,10 +244,9 @@ def export_mib(run_dir: str, out: str, with_circuits: bool, model: str | None, w
     on heurlens' graph are written once per query head (copies); attribute with --graph mib for each query head's
     own score."""
     import heurlens
-    from heurlens.analysis.attribution_runs import load_attribution, scored_model
-    from heurlens.analysis.mib_export import export_plan, export_rankings
+    from heurlens.circuits.attribution_runs import holds_scores, load_attribution, scored_model
+    from heurlens.circuits.mib_export import export_plan, export_rankings
     from heurlens.errors import HeurlensError
-    from heurlens.interventions.ranking_files import holds_scores
     from heurlens.interventions.rankings import ranking_of
     from heurlens.pruning.run_folder import find_subnetworks
     from heurlens.pruning.subnetwork import Subnetwork

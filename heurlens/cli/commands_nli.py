@@ -62,18 +62,23 @@ def prune(sparsity: tuple[float, ...], seeds: int, out: str, model: str, device:
     """Prune heads and MLPs (or, with --level edge, the edges between them) with hard-concrete masks, for several
     seeds; print the evaluation table."""
     import heurlens
+    from heurlens.circuits.attribution_runs import load_attribution
     from heurlens.pruning import prune as prune_model
     from heurlens.pruning.run_folder import prune_folder
 
     config = pruning_settings(recipe, settings)
+    warm = load_attribution(config.init_from) if config.init_from else None  # refused before the model loads
     with prune_folder(out).writing():  # a second prune on --out is refused before loading
         hooked = heurlens.load_model(model, device=device, dtype=weights_dtype)
+        if warm is not None:
+            warm.check_model(hooked)
         # a task: pruned on --task-examples prompts drawn with --seed, means over them, evaluated on another draw
         chosen = run_data(task, task_examples, data, in_domain_examples, per_subcase, subcases, seed, batch_size,
                           train_examples=train_examples)
         train, means, eval_sets = chosen.train(hooked), chosen.means(hooked), chosen.eval_sets(hooked)
         subnetworks = prune_model(hooked, train, sparsity=sorted(set(sparsity)), seeds=range(seeds), out=Path(out),
-                                  config=config, means=means, workers=workers, stack_seeds=stack_seeds)
+                                  config=config, means=means, workers=workers, stack_seeds=stack_seeds,
+                                  warm_start=None if warm is None else warm.ranking)
     _report(hooked, subnetworks, means, eval_sets, as_json, as_csv, config.dtype)
 
 

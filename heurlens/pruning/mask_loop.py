@@ -18,6 +18,7 @@ from tqdm.auto import tqdm
 
 from heurlens.errors import HeurlensError
 from heurlens.interventions.corruption import corruption_of
+from heurlens.interventions.rankings import Ranking
 from heurlens.protocols import Batch, Loss, MaskHooks, PreparedModel, Task
 from heurlens.pruning.hard_concrete import HardConcrete
 from heurlens.pruning.objective import expected_sparsity, kl_loss, mask_optimizer, sampled_sparsity
@@ -72,12 +73,13 @@ class _SeedRun:
 
 def train_masks(model: PreparedModel, data: Task, full_logits: Float[Tensor, "example label"], hooks: MaskHooks,
                 prunable: Bool[Tensor, " mask"], sparsity: float, seeds: Sequence[int], config: PruneSettings,
-                progress: bool, loss: Loss | None, off_target: Callable[[Tensor], bool], context: CallContext
-                ) -> list[MaskTrainingResult]:
+                progress: bool, loss: Loss | None, off_target: Callable[[Tensor], bool], context: CallContext,
+                warm_start: Ranking | None = None) -> list[MaskTrainingResult]:
     """The loop of ``train_unit_masks`` and ``train_edge_masks``: one hard-concrete mask per entry of ``prunable``
     (those False kept at 1), applied through ``hooks``, on ``context.device`` with the matrix products in
     ``context.dtype``; with ``config.extend_steps``, the seeds whose masks are still ``off_target(log_alpha)`` after
-    the budget train on (``_extend``)."""
+    the budget train on (``_extend``); with ``warm_start``, every seed's masks start from its scores
+    (``pruning.warm_start``)."""
     if len(set(seeds)) != len(seeds) or not seeds:
         raise HeurlensError(f"seeds {list(seeds)}: give at least one seed, each once")
     objective = loss or kl_loss
@@ -85,12 +87,11 @@ def train_masks(model: PreparedModel, data: Task, full_logits: Float[Tensor, "ex
     batch_size = data.batches[0]["input_ids"].shape[0]
     warmup, total = config.steps_for(sparsity, len(data), batch_size)
     runs = []
-    start = (initial_log_alpha(config.init_from, model, len(prunable), config.log_alpha_init) if config.init_from
-             else None)
+    start = None if warm_start is None else initial_log_alpha(warm_start, len(prunable), config.log_alpha_init)
     for seed in seeds:
         torch.manual_seed(seed)  # log_alpha's initial draw, as for one seed alone
         mask = HardConcrete(len(prunable), config.log_alpha_init, config.log_alpha_init_std, device=device)
-        if start is not None:  # warm-started: every seed from the attribution scores
+        if start is not None:  # warm-started: every seed from the ranking's scores
             mask.log_alpha.data.copy_(start)
         lambdas = torch.zeros(2, requires_grad=True, device=device)
         optimizer, schedule = mask_optimizer(mask, lambdas, config, total)

@@ -148,8 +148,8 @@ def check_run_folder(folder: RunFolder, model: PreparedModel, data: Task, config
 def _folders_resolved(hyperparameters: dict) -> dict:
     """``hyperparameters`` with the warm start's folder as an absolute path (``./runs/a1`` and ``/home/me/runs/a1``
     are one run's; relative to the current folder, as the run read it)."""
-    if not hyperparameters.get("init_from"):
-        return hyperparameters
+    if not hyperparameters.get("init_from") or not Path(hyperparameters["init_from"]).is_dir():
+        return hyperparameters  # none, or a ranking given by its label (prune(warm_start=))
     return {**hyperparameters, "init_from": str(Path(hyperparameters["init_from"]).resolve())}
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
@@ -24,6 +24,7 @@ from heurlens.interventions.circuits import check_level
 from heurlens.interventions.corruption import corruption_of
 from heurlens.interventions.graph import edge_layout
 from heurlens.interventions.means import UnitMeans, compute_means
+from heurlens.interventions.rankings import Ranking
 from heurlens.interventions.scoring import as_method, scores_with_masks
 from heurlens.interventions.units import UnitLayout
 from heurlens.models.classifier import as_model
@@ -42,9 +43,10 @@ from heurlens.pruning.run_folder import (
     subnetwork_stem,
 )
 from heurlens.pruning.schedule import steps_before_pruning
-from heurlens.pruning.settings import PruneSettings
+from heurlens.pruning.settings import PruneSettings, checked_seeds, checked_targets
 from heurlens.pruning.subnetwork import SPARSITY_TOLERANCE, Subnetwork, discretize, grid_threshold, top_k
 from heurlens.pruning.train import MaskTrainingResult, train_edge_masks, train_unit_masks
+from heurlens.pruning.warm_start import ranking_of_folder
 from heurlens.runtime.argument_checks import PositiveInt, checked
 from heurlens.runtime.call_context import CallContext, call_context
 from heurlens.runtime.caller_warnings import warn_at_caller
@@ -59,7 +61,8 @@ def prune(model: ModelLike, data: TaskLike | datasets.Dataset, *, sparsity: floa
           seeds: Iterable[int] = range(3), out: str | Path | None = None, config: PruneSettings = PruneSettings(),
           means: UnitMeans | None = None, batch_size: PositiveInt | None = None, progress: bool = True,
           workers: Workers | None = None, loss: Loss | None = None, metric: Metric | None = None,
-          stack_seeds: bool | None = None, cache: bool | None = None) -> list[Subnetwork]:
+          stack_seeds: bool | None = None, cache: bool | None = None, warm_start: Ranking | None = None
+          ) -> list[Subnetwork]:
     """Prune ``model`` once per (sparsity, seed) and return the subnetworks, in that order.
 
     ``data`` is the pruning (training) data: a task (``EvalSet``, ``PromptSet``, ``TokenSet``: its own batches), a
@@ -78,9 +81,15 @@ def prune(model: ModelLike, data: TaskLike | datasets.Dataset, *, sparsity: floa
     forward pass over every seed's batch (``train_unit_masks``: the same subnetworks to float rounding); None
     stacks them when the model is on a CUDA GPU, where one small batch leaves it idle, and not on a CPU, where
     it was measured not to pay. ``cache=False``: the full model's logits are computed here, not read from or
-    written to heurlens' cache folder (``out`` is written all the same).
+    written to heurlens' cache folder (``out`` is written all the same). ``warm_start``: a ranking of the items
+    pruned (an attribution run's, ``heurlens.circuits.load_attribution(dir).ranking``) whose scores set the masks'
+    start (``pruning.warm_start``); ``config.init_from`` names it in the records (default: its label).
     """
     model = as_model(model)
+    if warm_start is None and config.init_from:
+        warm_start = ranking_of_folder(config.init_from, model)
+    elif warm_start is not None and not config.init_from:
+        config = replace(config, init_from=warm_start.label)
     if batch_size is not None and is_task(data):
         raise HeurlensError(f"batch_size={batch_size} cannot rebatch a task ({data.name!r} brings its own batches): "
                             "give it when building the task (e.g. PromptTaskData(..., batch_size=...), "
@@ -91,18 +100,7 @@ def prune(model: ModelLike, data: TaskLike | datasets.Dataset, *, sparsity: floa
         data = tokenize_pairs("pruning-data", data, model.tokenizer, batch_size or 16, sort_by_length=True)
     data = as_task(model, data, batch_size=batch_size or 32)
     loss = pruning_loss(config, data, loss, metric)
-    sparsities = [float(s) + 0.0 for s in ([sparsity] if isinstance(sparsity, (int, float)) else sparsity)]  # no -0
-    for target in sparsities:
-        if not 0 <= target < 1:
-            raise HeurlensError(f"sparsity {target} is outside [0, 1): it is the fraction of units to prune")
-    if len(set(sparsities)) < len(sparsities):
-        twice = sorted({target for target in sparsities if sparsities.count(target) > 1})
-        raise HeurlensError(f"sparsity {', '.join(map(str, twice))} is given twice; give each target once (more "
-                            "seeds: seeds=range(n))")
-    seeds = list(seeds)
-    wrong = next((seed for seed in seeds if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0), None)
-    if wrong is not None:
-        raise HeurlensError(f"seed {wrong!r}: give each seed as a whole number 0 or above (seeds=range(3), [0, 1])")
+    sparsities, seeds = checked_targets(sparsity), checked_seeds(seeds)
     _warn_of_too_few_steps(config, sparsities, data)
     if config.ablation == "corrupt":
         corruption_of(data)  # refused before any work when the data has no corrupted examples of the same lengths
@@ -112,13 +110,13 @@ def prune(model: ModelLike, data: TaskLike | datasets.Dataset, *, sparsity: floa
     if out is None:
         return _prune_each(model, data, sparsities, seeds, None, config,
                            means if means is not None else compute_means(model, data), progress, workers, loss,
-                           stack_seeds, call_context(model, config.dtype, cache))
+                           stack_seeds, call_context(model, config.dtype, cache), warm_start)
     folder = prune_folder(out)
     with folder.writing():
         means = means if means is not None else compute_means(model, data)
         check_run_folder(folder, model, data, config, means, loss)
         return _prune_each(model, data, sparsities, seeds, folder, config, means, progress, workers, loss,
-                           stack_seeds, call_context(model, config.dtype, cache))
+                           stack_seeds, call_context(model, config.dtype, cache), warm_start)
 
 
 def _warn_of_too_few_steps(config: PruneSettings, sparsities: list[float], data: Task) -> None:
@@ -150,12 +148,13 @@ class _PruneJob:
     context: CallContext  # device, precision (config.dtype) and cache use, decided once by the caller
     progress: bool
     loss: Loss | None = None
+    warm_start: Ranking | None = None  # its scores set every seed's start (``pruning.warm_start``)
 
 
 def _prune_each(model: PreparedModel, data: Task, sparsities: list[float], seeds: Iterable[int],
                 out: RunFolder | None, config: PruneSettings, means: UnitMeans, progress: bool,
-                workers: Workers | None, loss: Loss | None, stack_seeds: bool | None, context: CallContext
-                ) -> list[Subnetwork]:
+                workers: Workers | None, loss: Loss | None, stack_seeds: bool | None, context: CallContext,
+                warm_start: Ranking | None) -> list[Subnetwork]:
     """Train (or, from ``out``, load) one subnetwork per (sparsity, seed), here or on ``workers``: one run per
     (sparsity, seed), or with ``stack_seeds`` one run per sparsity training its missing seeds together."""
     seeds = list(seeds)
@@ -163,7 +162,7 @@ def _prune_each(model: PreparedModel, data: Task, sparsities: list[float], seeds
     missing = out is None or any(not seed_finished(out, *run) for run in runs)
     job = _PruneJob(model, data, out, config, means, full_model_logits(model, data, context) if missing else None,
                     data_id_of(data), context.fingerprint or model.fingerprint(), context, progress and workers is None,
-                    loss)
+                    loss, warm_start)
     if stack_seeds is None:
         stack_seeds = context.device.type == "cuda"
     if stack_seeds and len(seeds) > 1:
@@ -289,12 +288,12 @@ def _edge_circuit(job: _PruneJob, target: float, seed: int, result: MaskTraining
 
 def _train_units(job: _PruneJob, target: float, seeds: list[int], full_logits: Tensor) -> list[MaskTrainingResult]:
     return train_unit_masks(job.model, job.data, full_logits, job.means, target, seeds, job.config, job.progress,
-                            job.loss, job.context)
+                            job.loss, job.context, job.warm_start)
 
 
 def _train_edges(job: _PruneJob, target: float, seeds: list[int], full_logits: Tensor) -> list[MaskTrainingResult]:
     return train_edge_masks(job.model, job.data, full_logits, target, seeds, job.config, job.progress, job.loss,
-                            job.context)
+                            job.context, job.warm_start)
 
 
 _LEVELS = {"node": (_train_units, _unit_subnetwork), "edge": (_train_edges, _edge_circuit)}  # trainer, record

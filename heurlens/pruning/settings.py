@@ -8,6 +8,7 @@ compares it with heurlens' default.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Literal
 
@@ -149,3 +150,25 @@ class PruneSettings:
             if settings[name] == default:
                 del settings[name]
         return settings
+
+
+def checked_targets(sparsity: float | Iterable[float]) -> list[float]:
+    """``prune``'s ``sparsity`` as a list of targets, each in [0, 1) and given once (-0.0 read as 0.0)."""
+    sparsities = [float(s) + 0.0 for s in ([sparsity] if isinstance(sparsity, (int, float)) else sparsity)]
+    for target in sparsities:
+        if not 0 <= target < 1:
+            raise HeurlensError(f"sparsity {target} is outside [0, 1): it is the fraction of units to prune")
+    if len(set(sparsities)) < len(sparsities):
+        twice = sorted({target for target in sparsities if sparsities.count(target) > 1})
+        raise HeurlensError(f"sparsity {', '.join(map(str, twice))} is given twice; give each target once (more "
+                            "seeds: seeds=range(n))")
+    return sparsities
+
+
+def checked_seeds(seeds: Iterable[int]) -> list[int]:
+    """``prune``'s ``seeds`` as a list, each a whole number 0 or above (not a bool)."""
+    seeds = list(seeds)
+    wrong = next((seed for seed in seeds if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0), None)
+    if wrong is not None:
+        raise HeurlensError(f"seed {wrong!r}: give each seed as a whole number 0 or above (seeds=range(3), [0, 1])")
+    return seeds

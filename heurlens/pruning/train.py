@@ -41,6 +41,7 @@ from torch import Tensor
 from heurlens.interventions.circuits import mask_hooks
 from heurlens.interventions.graph import edge_layout
 from heurlens.interventions.means import UnitMeans
+from heurlens.interventions.rankings import Ranking
 from heurlens.interventions.units import UnitLayout
 from heurlens.protocols import Loss, PreparedModel, Task
 from heurlens.pruning.hard_concrete import HardConcrete
@@ -71,8 +72,8 @@ def train_unit_mask(model: PreparedModel, data: Task, full_logits: Float[Tensor,
 
 def train_unit_masks(model: PreparedModel, data: Task, full_logits: Float[Tensor, "example label"],
                      means: UnitMeans, sparsity: float, seeds: Sequence[int], config: PruneSettings = PruneSettings(),
-                     progress: bool = True, loss: Loss | None = None, context: CallContext | None = None
-                     ) -> list[MaskTrainingResult]:
+                     progress: bool = True, loss: Loss | None = None, context: CallContext | None = None,
+                     warm_start: Ranking | None = None) -> list[MaskTrainingResult]:
     """``train_unit_mask`` for several seeds at once: one forward pass per micro-batch over every seed's own
     batch (``stacked_batches``), each example masked by its seed's draw (``UnitMaskHooks``' per-example masks).
 
@@ -91,12 +92,13 @@ def train_unit_masks(model: PreparedModel, data: Task, full_logits: Float[Tensor
     hooks = mask_hooks(model, "node", means.to(context.device), context.device)
     prunable = prunable_units(layout, config.units, context.device)
     return train_masks(model, data, full_logits, hooks, prunable, sparsity, seeds, config, progress, loss,
-                       partial(units_off_target, prunable=prunable.cpu(), target=sparsity), context)
+                       partial(units_off_target, prunable=prunable.cpu(), target=sparsity), context, warm_start)
 
 
 def train_edge_masks(model: PreparedModel, data: Task, full_logits: Float[Tensor, "example label"], sparsity: float,
                      seeds: Sequence[int], config: PruneSettings = PruneSettings(), progress: bool = True,
-                     loss: Loss | None = None, context: CallContext | None = None) -> list[MaskTrainingResult]:
+                     loss: Loss | None = None, context: CallContext | None = None,
+                     warm_start: Ranking | None = None) -> list[MaskTrainingResult]:
     """``train_unit_masks`` on the model's edges (Edge Pruning, Bhaskar et al. 2024): one hard-concrete mask per edge
     (``heurlens.interventions.graph``), a pruned edge carrying its writer's output on the example's corrupted input,
     the sparsity the fraction of edges pruned; every other part of the recipe (objective, Lagrangian, schedule,
@@ -106,7 +108,7 @@ def train_edge_masks(model: PreparedModel, data: Task, full_logits: Float[Tensor
     hooks = mask_hooks(model, "edge", device=context.device)
     prunable = torch.ones(layout.n_edges, dtype=torch.bool, device=context.device)
     return train_masks(model, data, full_logits, hooks, prunable, sparsity, seeds, config, progress, loss,
-                       partial(edges_off_target, target=sparsity), context)
+                       partial(edges_off_target, target=sparsity), context, warm_start)
 
 
 def units_off_target(log_alpha: Float[Tensor, " unit"], prunable: Bool[Tensor, " unit"], target: float) -> bool:

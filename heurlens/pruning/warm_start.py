@@ -1,5 +1,5 @@
-"""Masks warm-started from attribution scores (the MIB shared task's sequential ensemble, BlackboxNLP 2025: Edge
-Pruning's log_alpha set from EAP-IG's scores instead of one constant): each mask starts at
+"""Masks warm-started from a ranking (the MIB shared task's sequential ensemble, BlackboxNLP 2025: Edge Pruning's
+log_alpha set from EAP-IG's scores instead of one constant): each mask starts at
 
     log_alpha_i = log_alpha_init * |s_i| / max_j |s_j|,
 
@@ -7,10 +7,15 @@ so the item of largest |score| starts where every mask starts by default (``Prun
 fully on), an item of no effect at 0 (the hard-concrete's midpoint), and the masks' order is the scores' order. The
 start is the same for every seed (no ``log_alpha_init_std`` spread): seeds differ by their draws and batch orders.
 The shared task's own mapping (per-layer grouping of the scores) is not reproduced here.
+
+The ranking comes from the caller (``prune(warm_start=)``: an attribution run's, ``heurlens.circuits
+.load_attribution(dir).ranking``, or any other); pruning reads no attribution folder, but for
+``PruneSettings(init_from=)`` given alone, deprecated (``ranking_of_folder``).
 """
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import torch
@@ -18,8 +23,9 @@ from jaxtyping import Float
 from torch import Tensor
 
 from heurlens.errors import HeurlensError
-from heurlens.interventions.ranking_files import check_scored_model, read_ranking
+from heurlens.interventions.rankings import Ranking
 from heurlens.protocols import PreparedModel
+from heurlens.runtime.deprecations import STILL_WORKS
 
 
 def warm_start_log_alpha(scores: Float[Tensor, " item"], log_alpha_init: float) -> Float[Tensor, " item"]:
@@ -29,15 +35,25 @@ def warm_start_log_alpha(scores: Float[Tensor, " item"], log_alpha_init: float) 
     return size * (log_alpha_init / top) if top > 0 else torch.zeros_like(size)
 
 
-def initial_log_alpha(run_dir: str | Path, model: PreparedModel, n_masks: int, log_alpha_init: float
-                      ) -> Float[Tensor, " item"]:
-    """The warm start from the attribution run in ``run_dir`` (``heurlens attribute``), refused by name when it
-    scored another model (by fingerprint) or other items than the ``n_masks`` masks (another level or graph)."""
-    ranking, settings, _ = read_ranking(run_dir)
-    check_scored_model(settings, model, run_dir)
+def initial_log_alpha(ranking: Ranking, n_masks: int, log_alpha_init: float) -> Float[Tensor, " item"]:
+    """The warm start from ``ranking``, refused by name when it ranks other items than the ``n_masks`` masks
+    (another level or graph)."""
     if ranking.n_items != n_masks:
-        raise HeurlensError(f"--init-from {run_dir}: its {ranking.label} scores {ranking.n_items} {ranking.level}s of "
-                            f"{settings.get('model_id')} ({settings.get('graph')} graph) and this prune trains {n_masks} "
-                            "masks: attribute the model pruned, at the level pruned (--level), on heurlens' graph "
-                            "(--graph heurlens)")
+        raise HeurlensError(f"the warm start {ranking.label} ranks {ranking.n_items} {ranking.level}s and this prune "
+                            f"trains {n_masks} masks: attribute the model pruned, at the level pruned (--level), on "
+                            "heurlens' graph (--graph heurlens)")
     return warm_start_log_alpha(ranking.scores, log_alpha_init)
+
+
+def ranking_of_folder(run_dir: str | Path, model: PreparedModel) -> Ranking:
+    """The ranking of the attribution run in ``run_dir``, for ``PruneSettings(init_from=)`` given without
+    ``prune(warm_start=)`` (deprecated: read it with ``heurlens.circuits.load_attribution``), refused when the run
+    scored another model."""
+    from heurlens.circuits.attribution_runs import load_attribution  # the deprecated path: one release more
+
+    warnings.warn(f"PruneSettings(init_from={str(run_dir)!r}) alone: pass the ranking, prune(..., warm_start="
+                  f"heurlens.circuits.load_attribution({str(run_dir)!r}).ranking), and keep init_from as its name "
+                  f"(init_from alone {STILL_WORKS})", DeprecationWarning, stacklevel=4)
+    run = load_attribution(run_dir)
+    run.check_model(model)
+    return run.ranking

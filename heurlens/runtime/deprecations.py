@@ -33,6 +33,11 @@ MOVED_MODULES = {  # path in heurlens 0.1.0 -> path now
     "heurlens.tokenised_sets": "heurlens.data.tokenised_sets",
     "heurlens.nli": "heurlens.data.nli_setup",
     "heurlens.run_data": "heurlens.data.run_data",
+    **{f"heurlens.analysis.{name}": f"heurlens.circuits.{name}" for name in (
+        "attribution", "attribution_runs", "faithfulness", "faithfulness_areas", "mib_files")},
+    "heurlens.analysis.circuit_comparison": "heurlens.circuits.comparison",
+    "heurlens.analysis.circuit_graph": "heurlens.circuits.drawing",
+    "heurlens.interventions.mib_graph": "heurlens.circuits.mib_graph",
 }
 
 

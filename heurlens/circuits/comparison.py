@@ -16,16 +16,16 @@ import pandas as pd
 import torch
 from torch import Tensor
 
-from heurlens.analysis.attribution import attribution_circuits, attribution_scores
-from heurlens.analysis.attribution_runs import AttributionRun, describe_task, scored_model
-from heurlens.analysis.faithfulness import faithfulness_curve, items_on, keep_mask_curve, ranking_curve
-from heurlens.analysis.faithfulness_areas import MIB_GRID, FaithfulnessCurve, grid_count
-from heurlens.analysis.mib_files import MibFile
+from heurlens.circuits.attribution import attribution_circuits, attribution_scores
+from heurlens.circuits.attribution_runs import AttributionRun, describe_task, scored_model
+from heurlens.circuits.faithfulness import faithfulness_curve, items_on, keep_mask_curve, ranking_curve
+from heurlens.circuits.faithfulness_areas import MIB_GRID, FaithfulnessCurve, grid_count
+from heurlens.circuits.mib_files import MibFile
+from heurlens.circuits.mib_graph import GraphName
 from heurlens.data.prompt_tasks import logit_difference
 from heurlens.data.run_data import PromptTaskData
 from heurlens.errors import HeurlensError
 from heurlens.interventions.circuits import Level, axis_of
-from heurlens.interventions.mib_graph import GraphName
 from heurlens.interventions.rankings import Ranking, random_ranking, ranking_of
 from heurlens.interventions.scoring import Method, MethodName, as_method
 from heurlens.protocols import PreparedModel

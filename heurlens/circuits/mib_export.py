@@ -13,8 +13,8 @@ from pathlib import Path
 
 from torch import Tensor
 
-from heurlens.analysis.faithfulness_areas import MIB_GRID, grid_count
-from heurlens.analysis.mib_files import write_mib_file
+from heurlens.circuits.faithfulness_areas import MIB_GRID, grid_count
+from heurlens.circuits.mib_files import write_mib_file
 from heurlens.errors import HeurlensError
 from heurlens.interventions.rankings import Ranking
 from heurlens.protocols import PreparedModel

@@ -22,7 +22,7 @@ by |score|) rank as heurlens does:
   heurlens reads the file back to the exact log_alpha.
 ``cfg["heurlens"]["scores"]`` names which ("attribution" or "log_alpha"); a file without it (another tool's) is read
 as signed scores, as MIB's scripts report one. Edges are
-on MIB's ungrouped graph (``interventions.mib_graph``); heurlens writes a grouped-query model's key-value edges once
+on MIB's ungrouped graph (``circuits.mib_graph``); heurlens writes a grouped-query model's key-value edges once
 per query head (copied) and says so in ``cfg["heurlens"]``. It reads edges back onto one of two graphs: ``"mib"``,
 the file's own edges, on the model's ungrouped copy (``models.ungrouped``: every query head's key and value inputs
 its own, as MIB scores the file), or ``"heurlens"``, the model's grouped graph, by the rule ``MibGraph.grouped``
@@ -43,10 +43,10 @@ from typing import Any, get_args
 import torch
 from torch import Tensor
 
+from heurlens.circuits.mib_graph import GraphName, GroupRule, MibGraph, mib_node_name
 from heurlens.errors import HeurlensError
 from heurlens.interventions.circuits import Level
 from heurlens.interventions.graph import EdgeLayout, edge_layout
-from heurlens.interventions.mib_graph import GraphName, GroupRule, MibGraph, mib_node_name
 from heurlens.interventions.nodes import Node
 from heurlens.interventions.rankings import Ranking
 from heurlens.interventions.units import Unit, UnitLayout

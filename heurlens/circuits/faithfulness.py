@@ -20,7 +20,7 @@ from functools import partial
 import pandas as pd
 import torch
 
-from heurlens.analysis.faithfulness_areas import MIB_GRID, FaithfulnessCurve, check_grid, grid_count
+from heurlens.circuits.faithfulness_areas import MIB_GRID, FaithfulnessCurve, check_grid, grid_count
 from heurlens.data.prompt_tasks import PromptSet, logit_difference
 from heurlens.errors import HeurlensError
 from heurlens.interventions.activation_cache import full_model_logits

@@ -7,6 +7,10 @@ steps, the ablation and the graph) and ``scores.safetensors``: one score per ite
 ``EdgeLayout``'s order, on the graph named: "heurlens" (a grouped-query model's key and value inputs once per
 key-value head) or "mib" (the edges of its ungrouped copy, ``models.ungrouped``: MIB's graph), with the seconds the
 attribution took. The metric is the task's logit difference, MIB's.
+
+The scores file keeps delta_m, the estimated change of the metric when the item alone is ablated (the mean over
+prompts, as heurlens has always written it); the ranking read back holds -delta_m, EAP-IG's sign, as a
+``signed`` ranking.
 """
 
 from __future__ import annotations
@@ -16,20 +20,76 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, cast
 
-from heurlens.analysis.attribution import IG_STEPS, AttributionMethod, attribution_ranking
+import torch
+from safetensors import safe_open
+from safetensors.torch import save
+
+from heurlens.circuits.attribution import IG_STEPS, AttributionMethod, attribution_ranking
+from heurlens.circuits.mib_graph import GraphName
 from heurlens.data.prompt_tasks import logit_difference
 from heurlens.data.run_data import PromptTaskData
 from heurlens.errors import HeurlensError
 from heurlens.interventions.circuits import Level
 from heurlens.interventions.graph import EdgeLayout, edge_layout
-from heurlens.interventions.mib_graph import GraphName
-from heurlens.interventions.ranking_files import SCORES_FILE, check_scored_model, read_ranking, write_scores
 from heurlens.interventions.rankings import Ranking
 from heurlens.interventions.scoring import MethodName
 from heurlens.interventions.units import UnitLayout
 from heurlens.models.ungrouped import ungrouped_copy
 from heurlens.protocols import PreparedModel
+from heurlens.runtime.cache import atomic_write_bytes
 from heurlens.runtime.run_folders import SETTINGS_FILE, RunFolder
+
+SCORES_FILE = "scores.safetensors"
+
+
+def holds_scores(run_dir: str | Path) -> bool:
+    """Whether ``run_dir`` holds a ranking's scores (an attribution run, not a prune run's records)."""
+    return (Path(run_dir) / SCORES_FILE).exists()
+
+
+def write_scores(run_dir: str | Path, ranking: Ranking, seconds: float) -> None:
+    """Keep ``ranking``'s scores (one per item, in the layout's order) in ``run_dir`` as delta_m, atomically."""
+    metadata = {"label": ranking.label, "seconds": f"{seconds:.3f}"}
+    delta_m = (-ranking.scores).detach().float().cpu().contiguous()
+    atomic_write_bytes(Path(run_dir) / SCORES_FILE, save({"scores": delta_m}, metadata=metadata))
+
+
+def read_ranking(run_dir: str | Path) -> tuple[Ranking, dict[str, Any], float]:
+    """The ranking kept in ``run_dir`` (``signed``: -delta_m, EAP-IG's sign), its folder's settings and the seconds
+    it took; refused by name when the folder holds none, or a damaged or non-finite one."""
+    settings = RunFolder(Path(run_dir), "attribution run", (SCORES_FILE,)).settings(
+        f"make one with heurlens attribute --out {run_dir}")
+    if not holds_scores(run_dir):
+        raise HeurlensError(f"{run_dir} holds no attribution scores ({SCORES_FILE}); make them with heurlens "
+                            f"attribute --out {run_dir}")
+    path = Path(run_dir) / SCORES_FILE
+    try:
+        with safe_open(path, framework="pt") as handle:
+            scores = handle.get_tensor("scores")
+            metadata = handle.metadata() or {}
+    except Exception as error:  # safetensors raises its own error types for a cut or overwritten file
+        raise HeurlensError(f"{path} cannot be read ({type(error).__name__}: {error}); it is damaged: remove it and "
+                            f"run the same heurlens attribute --out {run_dir} again to compute the scores anew") from None
+    if scores.dim() != 1 or not torch.isfinite(scores).all():
+        raise HeurlensError(f"{path} holds scores that are not one finite number per item (shape "
+                            f"{tuple(scores.shape)}); it is damaged: remove it and run heurlens attribute --out "
+                            f"{run_dir} again")
+    ranking = Ranking(metadata.get("label", Path(run_dir).name), cast(Level, settings["level"]),
+                      -scores.to(torch.float32), signed=True)
+    return ranking, settings, float(metadata.get("seconds", "nan"))
+
+
+def check_scored_model(settings: dict[str, Any], model: PreparedModel, run_dir: str | Path) -> None:
+    """Refuse ``model`` unless it is the one the ranking in ``run_dir`` (its ``settings``) scored: by fingerprint,
+    as ``heurlens evaluate`` checks a prune run (a folder written before fingerprints were recorded: by name)."""
+    fingerprint, model_id = settings.get("model_fingerprint"), settings.get("model_id")
+    if fingerprint is None and model_id == model.model_id:
+        return
+    if fingerprint is None or fingerprint not in model.known_fingerprints():
+        raise HeurlensError(f"the attribution run {run_dir} scored model {model_id!r}"
+                            + (f" (fingerprint {fingerprint})" if fingerprint else "")
+                            + f", not {model.model_id!r} (fingerprint {model.fingerprint()}): use it with its own "
+                            f"model (--model {model_id}), or attribute this model into another folder")
 
 
 @dataclass(frozen=True)
@@ -54,7 +114,7 @@ class AttributionRun:
         return str(self.settings["model_id"])
 
     def check_model(self, model: PreparedModel) -> None:
-        """Refuse a model other than the one this run scored (``ranking_files.check_scored_model``)."""
+        """Refuse a model other than the one this run scored (``check_scored_model``)."""
         check_scored_model(self.settings, model, self.path)
 
     def check_task(self, data: PromptTaskData) -> None:
