@@ -17,7 +17,7 @@ import torch
 from torch import Tensor
 
 from heurlens.circuits.attribution import attribution_circuits, attribution_scores
-from heurlens.circuits.attribution_runs import AttributionRun, describe_task, scored_model
+from heurlens.circuits.attribution_runs import AttributionRun, describe_task, holds_scores, load_attribution, scored_model
 from heurlens.circuits.faithfulness import faithfulness_curve, items_on, keep_mask_curve, ranking_curve
 from heurlens.circuits.faithfulness_areas import MIB_GRID, FaithfulnessCurve, grid_count
 from heurlens.circuits.mib_files import MibFile
@@ -30,12 +30,25 @@ from heurlens.interventions.rankings import Ranking, random_ranking, ranking_of
 from heurlens.interventions.scoring import Method, MethodName, as_method
 from heurlens.protocols import PreparedModel
 from heurlens.pruning.evaluation import ablation_of
-from heurlens.pruning.run_folder import data_id_of, load_run_means
+from heurlens.pruning.run_folder import data_id_of, load_run_means, subnetworks_by_sparsity
 from heurlens.pruning.subnetwork import Subnetwork
 from heurlens.runtime.deprecations import STILL_WORKS
 
 Source = Literal["ranking", "targets"]
 _METHOD = {"edge": "edge pruning", "node": "mask optimisation"}
+
+
+def runs_in_folders(run_dirs: Sequence[str]) -> tuple[dict[str, list[Subnetwork]], list[AttributionRun]]:
+    """What ``compare_runs`` scores of these folders: each prune run's records (by folder) and each attribution
+    run; a folder holding neither is refused by name."""
+    attributions = [load_attribution(run_dir) for run_dir in run_dirs if holds_scores(run_dir)]
+    runs = {run_dir: [sub for group in subnetworks_by_sparsity([run_dir]).values() for sub in group]
+            for run_dir in run_dirs if not holds_scores(run_dir)}
+    empty = next((run_dir for run_dir, subs in runs.items() if not subs), None)
+    if empty is not None:
+        raise HeurlensError(f"{empty} holds no prune records (sparsity-*/seed-*.json) and no attribution scores: "
+                            "give the folder of a finished heurlens prune or attribute run")
+    return runs, attributions
 
 
 def compare_runs(model: PreparedModel, runs: Mapping[str, Sequence[Subnetwork]], data: PromptTaskData,

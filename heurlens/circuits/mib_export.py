@@ -8,22 +8,53 @@ file the list does not name (a user's file is never overwritten, even one that l
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from torch import Tensor
 
+from heurlens.circuits.attribution_runs import holds_scores, load_attribution, scored_model
 from heurlens.circuits.faithfulness_areas import MIB_GRID, grid_count
 from heurlens.circuits.mib_files import write_mib_file
 from heurlens.errors import HeurlensError
-from heurlens.interventions.rankings import Ranking
+from heurlens.interventions.rankings import Ranking, ranking_of
 from heurlens.protocols import PreparedModel
+from heurlens.pruning.run_folder import find_subnetworks
+from heurlens.pruning.subnetwork import Subnetwork
 from heurlens.runtime.cache import atomic_write_json
 from heurlens.runtime.run_folders import check_writable_dir, refuse_foreign_dir
 
 EXPORT_LIST = "mib-export.json"  # the files export-mib planned in a folder: its mark that heurlens wrote there
 
 ExportPlan = dict[Path, tuple[Ranking, "Tensor | None"]]  # file -> (its ranking, the circuit's keep mask or None)
+
+
+def export_run(run_dir: Path, out: Path, with_circuits: bool, load_model: Callable[[str], PreparedModel]
+               ) -> tuple[int, int]:
+    """Export every ranking of ``run_dir`` under ``out`` (``heurlens export-mib``): an attribution run's scores, on
+    the graph it scored, into ``out`` itself; each prune record's log_alpha into ``out/<record>/``. ``load_model(model
+    id)`` loads the model the run names (the CLI's ``--model``, device and dtype); a run of another model is refused
+    before anything is written. The numbers of files written and of rankings."""
+    if holds_scores(run_dir):  # one ranking: the run's scores, on the graph it scored
+        run = load_attribution(run_dir)
+        rankings = {out: run.ranking}
+        loaded = load_model(run.model_id)
+        run.check_model(loaded)
+        model = scored_model(loaded, run.level, run.graph)
+    else:
+        records = {path: Subnetwork.load(path) for path in find_subnetworks(run_dir)}
+        if not records:
+            raise HeurlensError(f"{run_dir} holds no records (sparsity-*/seed-*.json) and no attribution scores; make "
+                                f"them with heurlens prune (or heurlens attribute) --out {run_dir}")
+        rankings = {out / path.relative_to(run_dir).with_suffix(""): ranking_of(record)
+                    for path, record in records.items()}
+        model = load_model(next(iter(records.values())).model_id)
+        known = model.known_fingerprints()
+        for record in records.values():
+            record.check_model(model, known)
+    plan = export_plan(out, rankings, with_circuits)
+    export_rankings(out, model, plan)
+    return len(plan), len(rankings)
 
 
 def export_plan(out: Path, rankings: Mapping[Path, Ranking], with_circuits: bool) -> ExportPlan:

@@ -147,12 +147,10 @@ def faithfulness(run_dirs: tuple[str, ...], mib_files: tuple[str, ...], file_gra
     from dataclasses import replace
 
     import heurlens
-    from heurlens.circuits.attribution_runs import holds_scores, load_attribution
-    from heurlens.circuits.comparison import compare_runs, comparison_ablation, comparison_table
+    from heurlens.circuits.comparison import compare_runs, comparison_ablation, comparison_table, runs_in_folders
     from heurlens.circuits.faithfulness import faithfulness_figure
     from heurlens.circuits.mib_files import read_mib_file
     from heurlens.data.run_data import PromptTaskData
-    from heurlens.pruning.run_folder import subnetworks_by_sparsity
     from heurlens.runtime.cache import atomic_write_bytes
     from heurlens.runtime.run_folders import check_writable_file
 
@@ -161,14 +159,8 @@ def faithfulness(run_dirs: tuple[str, ...], mib_files: tuple[str, ...], file_gra
     sizes = parse_grid(grid)
     if not run_dirs and not (mib_files and model):
         raise click.UsageError("give RUN_DIRS (heurlens prune or attribute runs), or --mib-file FILE with --model")
-    attributions = [load_attribution(run_dir) for run_dir in run_dirs if holds_scores(run_dir)]
-    runs = {run_dir: [sub for group in subnetworks_by_sparsity([run_dir]).values() for sub in group]
-            for run_dir in run_dirs if not holds_scores(run_dir)}
+    runs, attributions = runs_in_folders(run_dirs)
     comparison_ablation([sub for subs in runs.values() for sub in subs], cast("MethodName | None", ablation))
-    if any(not subs for subs in runs.values()):
-        empty = next(run_dir for run_dir, subs in runs.items() if not subs)
-        raise click.UsageError(f"{empty} holds no prune records (sparsity-*/seed-*.json) and no attribution scores: "
-                               "give the folder of a finished heurlens prune or attribute run")
     model_id = model or (next(iter(runs.values()))[0].model_id if runs else attributions[0].model_id)
     hooked = heurlens.load_model(model_id, device=device, dtype=weights_dtype)
     files = [read_mib_file(Path(path), hooked, cast("GraphName", file_graph)) for path in mib_files]
@@ -244,31 +236,8 @@ def export_mib(run_dir: str, out: str, with_circuits: bool, model: str | None, w
     on heurlens' graph are written once per query head (copies); attribute with --graph mib for each query head's
     own score."""
     import heurlens
-    from heurlens.circuits.attribution_runs import holds_scores, load_attribution, scored_model
-    from heurlens.circuits.mib_export import export_plan, export_rankings
-    from heurlens.errors import HeurlensError
-    from heurlens.interventions.rankings import ranking_of
-    from heurlens.pruning.run_folder import find_subnetworks
-    from heurlens.pruning.subnetwork import Subnetwork
+    from heurlens.circuits.mib_export import export_run
 
-    if holds_scores(run_dir):  # one ranking: the run's scores, on the graph it scored
-        run = load_attribution(run_dir)
-        rankings = {Path(out): run.ranking}
-        loaded = heurlens.load_model(model or run.model_id, device=device, dtype=weights_dtype)
-        run.check_model(loaded)
-        hooked = scored_model(loaded, run.level, run.graph)
-    else:
-        records = {path: Subnetwork.load(path) for path in find_subnetworks(Path(run_dir))}
-        if not records:
-            raise HeurlensError(f"{run_dir} holds no records (sparsity-*/seed-*.json) and no attribution scores; make "
-                                f"them with heurlens prune (or heurlens attribute) --out {run_dir}")
-        rankings = {Path(out) / path.relative_to(run_dir).with_suffix(""): ranking_of(record)
-                    for path, record in records.items()}
-        hooked = heurlens.load_model(model or next(iter(records.values())).model_id, device=device,
-                                     dtype=weights_dtype)
-        known = hooked.known_fingerprints()
-        for record in records.values():
-            record.check_model(hooked, known)
-    plan = export_plan(Path(out), rankings, with_circuits)
-    export_rankings(Path(out), hooked, plan)
-    click.echo(f"wrote {len(plan)} MIB circuit files for {len(rankings)} rankings under {out}")
+    files, rankings = export_run(Path(run_dir), Path(out), with_circuits, lambda model_id: heurlens.load_model(
+        model or model_id, device=device, dtype=weights_dtype))
+    click.echo(f"wrote {files} MIB circuit files for {rankings} rankings under {out}")
