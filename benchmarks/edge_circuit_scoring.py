@@ -30,7 +30,7 @@ try:  # this checkout's layout
     def score(model, masks, task, context):
         return scores_with_masks(model, "edge", masks, task, "corrupt", None, context)
 except ImportError:  # the code before
-    from heurlens.run_data import PromptTaskData
+    from heurlens.data.run_data import PromptTaskData
     from heurlens.edges import edge_layout
     from heurlens.pruning.circuit import circuit_scores as score
     from heurlens.call_context import call_context

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from heurlens.runtime.deprecations import redirect_moved_modules
 from heurlens.runtime.lazy import lazy_exports
 
-__version__ = "0.1.0"  # the one place it is written: pyproject.toml reads it (tool.setuptools.dynamic)
+__version__ = "0.2.0"  # the one place it is written: pyproject.toml reads it (tool.setuptools.dynamic)
 
 _EXPORTS = {
     "ablate": ".interventions.ablation", "ablated": ".interventions.ablation",

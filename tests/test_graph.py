@@ -44,7 +44,8 @@ def test_a_wrong_edge_is_refused_by_name(name, message):
         Node("attn_head_out", 1)
 
 
-def test_an_edge_of_two_strings_still_works_with_a_warning():
-    with pytest.warns(DeprecationWarning, match=r"Edge.parse\('L0.H1->L1.H0.v'\)"):
-        edge = Edge("L0.H1", "L1.H0.v")  # type: ignore[arg-type]  # heurlens 0.1.0's form
-    assert edge == Edge(Node("attn_head_out", 0, 1), Node("v_input", 1, 0))
+def test_an_edge_of_two_strings_is_refused_with_the_parse_to_write():
+    """heurlens 0.1.0 took Edge("L0.H1", "L1.H0.v") (deprecated before 0.2.0): an edge is a pair of Nodes now."""
+    with pytest.raises(HeurlensError, match=r"an edge is a pair of Nodes; .* Edge.parse\('L0.H1->L1.H0.v'\)"):
+        Edge("L0.H1", "L1.H0.v")  # type: ignore[arg-type]
+    assert Edge.parse("L0.H1->L1.H0.v") == Edge(Node("attn_head_out", 0, 1), Node("v_input", 1, 0))

@@ -5,13 +5,11 @@ them under in records and tables (``L0.H1->L1.H0.v``). Which edges a model has, 
 from __future__ import annotations
 
 import re
-import warnings
 from dataclasses import dataclass
 from typing import Literal, cast
 
 from heurlens.errors import HeurlensError
 from heurlens.interventions.units import Unit
-from heurlens.runtime.deprecations import STILL_WORKS
 
 EMBED, LOGITS = "embed", "logits"
 NodeKind = Literal["embed", "attn_head_out", "mlp_out", "q_input", "k_input", "v_input", "mlp_in", "logits"]
@@ -99,12 +97,9 @@ class Edge:
     reader: Node
 
     def __post_init__(self) -> None:
-        if isinstance(self.writer, str) or isinstance(self.reader, str):  # heurlens 0.1.0: Edge("L0.H1", "L1.H0.v")
-            warnings.warn(f"Edge({self.writer!r}, {self.reader!r}): an edge is a pair of Nodes now; write "
-                          f"Edge.parse('{self.writer}->{self.reader}') (Edge(str, str) {STILL_WORKS})", DeprecationWarning,
-                          stacklevel=3)
-            object.__setattr__(self, "writer", Node.parse(str(self.writer), writer=True))
-            object.__setattr__(self, "reader", Node.parse(str(self.reader), writer=False))
+        if not isinstance(self.writer, Node) or not isinstance(self.reader, Node):  # Edge("L0.H1", "L1.H0.v") in 0.1.0
+            raise HeurlensError(f"Edge({self.writer!r}, {self.reader!r}): an edge is a pair of Nodes; from its name "
+                                f"write Edge.parse('{self.writer}->{self.reader}')")
         if not self.writer.is_writer or self.reader.is_writer:
             raise HeurlensError(f"an edge goes from a writer into a reader, not from {self.writer} into {self.reader}")
 

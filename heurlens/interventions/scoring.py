@@ -30,11 +30,11 @@ from heurlens.interventions.resumed_passes import masked_scores
 from heurlens.metrics import metric_value
 from heurlens.protocols import MaskHooks, Metrics, PreparedModel, Task
 from heurlens.runtime.call_context import CallContext
-from heurlens.runtime.deprecations import ablation_name
+from heurlens.runtime.deprecations import DeprecatedMethod, ablation_name
 from heurlens.runtime.progress import progress_bar
 
 Method = Literal["mean", "zero", "corrupt"]  # what an ablated unit takes: its mean, zero, its value on the corrupted input
-MethodName = Literal["mean", "zero", "corrupt", "interchange"]  # accepted: "interchange" is "corrupt", deprecated
+MethodName = Method | DeprecatedMethod  # what the public doors take: a Method, or "interchange" with a warning
 T = TypeVar("T")
 
 

@@ -1,8 +1,9 @@
-"""Names of heurlens 0.1.0 that changed, still accepted for one release with a ``DeprecationWarning`` that says what
+"""Names that changed in heurlens 0.2.0, still accepted until 0.3.0 with a ``DeprecationWarning`` that says what
 to write instead (docs/design.md, "Public names"; CHANGELOG.md):
 
-- module paths that moved into folders (``heurlens.masking`` is now ``heurlens.interventions.unit_masks``):
-  importing an old path gives the module at its new one; a finder on ``sys.meta_path`` answers for the old names
+- module paths that moved into folders (``heurlens.units`` is now ``heurlens.interventions.units``), those the
+  documentation showed (internal ones moved without a shim: CHANGELOG.md, 0.2.0): importing an old path gives the
+  module at its new one; a finder on ``sys.meta_path`` answers for the old names
   only, so nothing else is imported differently;
 - the corrupted-prompt ablation, "interchange", is "corrupt" (TransformerLens 4.3's ``ablation="corrupt"``;
   TransformerLens' own ``interchange`` is subspace interchange, something else): ``ablation_name``.
@@ -18,21 +19,14 @@ import importlib.machinery
 import sys
 import warnings
 from types import ModuleType
+from typing import Literal
 
-MOVED_MODULES = {  # path in heurlens 0.1.0 -> path now
-    **{f"heurlens.{name}": f"heurlens.runtime.{name}" for name in (
-        "argument_checks", "assets", "cache", "cache_contents", "call_context", "checkpoints", "devices",
-        "distributed", "lazy", "model_identity", "precision", "run_folders", "settings_checks")},
-    "heurlens.analysis.results_page": "heurlens.runtime.results_page",
-    **{f"heurlens.{name}": f"heurlens.interventions.{name}" for name in (
-        "ablation", "activation_cache", "edge_masks", "mask_sites", "means", "resumed_passes", "units")},
-    "heurlens.masking": "heurlens.interventions.unit_masks",
+MOVED_MODULES = {  # path before 0.2.0 -> path now, for the paths docs/api.md, README or docs/ showed (until 0.3.0)
+    **{f"heurlens.{name}": f"heurlens.runtime.{name}" for name in ("cache", "distributed", "run_folders")},
+    **{f"heurlens.{name}": f"heurlens.interventions.{name}" for name in ("ablation", "edge_masks", "means", "units")},
     "heurlens.edges": "heurlens.interventions.graph",
     "heurlens.interchange": "heurlens.interventions.corruption",
-    "heurlens.pooled_final_block": "heurlens.models.pooled_final_block",
-    "heurlens.tokenised_sets": "heurlens.data.tokenised_sets",
     "heurlens.nli": "heurlens.data.nli_setup",
-    "heurlens.run_data": "heurlens.data.run_data",
     **{f"heurlens.analysis.{name}": f"heurlens.circuits.{name}" for name in (
         "attribution", "attribution_runs", "faithfulness", "faithfulness_areas", "mib_files")},
     "heurlens.analysis.circuit_comparison": "heurlens.circuits.comparison",
@@ -41,7 +35,8 @@ MOVED_MODULES = {  # path in heurlens 0.1.0 -> path now
 }
 
 
-STILL_WORKS = "works for one release more"
+STILL_WORKS = "works until heurlens 0.3.0"
+DeprecatedMethod = Literal["interchange"]  # "corrupt" before 0.2.0: taken at the doors (``ablation_name``) until 0.3.0
 
 
 def ablation_name(method: str) -> str:
