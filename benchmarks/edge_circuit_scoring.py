@@ -31,9 +31,9 @@ try:  # this checkout's layout
         return scores_with_masks(model, "edge", masks, task, "corrupt", None, context)
 except ImportError:  # the code before
     from heurlens.data.run_data import PromptTaskData
-    from heurlens.edges import edge_layout
+    from heurlens.interventions.graph import edge_layout
     from heurlens.pruning.circuit import circuit_scores as score
-    from heurlens.call_context import call_context
+    from heurlens.runtime.call_context import call_context
 model = heurlens.load_model("smollm2")
 task = PromptTaskData("ioi", prompts, 0, batch_size=16).train(model)
 layout = edge_layout(model)

@@ -30,7 +30,7 @@ _EXPORTS = {
 }
 __all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
-redirect_moved_modules()  # ``import heurlens.masking`` and the other 0.1.0 paths still work, with a warning
+redirect_moved_modules()  # ``import heurlens.units`` and the other documented old paths still work, with a warning
 
 if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors (never run)
     from heurlens.analysis.ablation_studies import group_superadditivity as group_superadditivity

@@ -1,7 +1,7 @@
 """The architecture matrix (issue 67): a tiny random model of each architecture from its transformers config (no
 weights from a hub), and per architecture the properties that make heurlens right on it, each checked against an
 independent computation (the HF model, TransformerLens' own cache, hooks written by hand). Used by
-tests/test_architectures.py, which also writes docs/architectures.md from what it measured."""
+tests/whole/test_architectures.py, which also writes docs/architectures.md from what it measured."""
 
 from __future__ import annotations
 

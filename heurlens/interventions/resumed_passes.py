@@ -6,7 +6,7 @@ output of block L-1, which the activation cache keeps per model, data and layer
 pass runs with blocks 0..L-1 stood in for by a function that returns that residual stream
 (``lower_blocks_replaced``): only the embeddings and blocks L and up are computed, with every hook point there
 live. (TransformerLens' own ``start_at_layer`` still runs the lower blocks, on discarded input.) The logits are
-bit for bit those of a whole ablated pass (tests/test_resumed_passes.py); ablating layer 4 of a 6-layer model
+bit for bit those of a whole ablated pass (tests/interventions/test_resumed_passes.py); ablating layer 4 of a 6-layer model
 so computes 2 blocks, and a scan of every head 3.5 per head on average (benchmarks/activation_cache.py).
 """
 

@@ -11,7 +11,7 @@ HF ``BertLayer``, and no hook point from the final block on has a TransformerLen
 a cache, a user's own hook) beyond those the bridge was built with (TransformerLens' own wiring), nor the final block
 a torch hook. The block's own submodules (TransformerLens' bridges around HF's linear layers and layer norms) and HF's
 attention function compute it, so the [CLS] row equals the whole block's up to float rounding
-(tests/test_pooled_final_block.py).
+(tests/models/test_pooled_final_block.py).
 """
 
 from __future__ import annotations

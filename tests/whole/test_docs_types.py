@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).parent.parent
+ROOT = Path(__file__).parents[2]
 PAGES = {"README.md": None, "docs/own-model.md": None, "docs/tour.md": "## Library"}  # page: its section, or all
 READER_NAMES = '''
 import torch

@@ -5,7 +5,7 @@ those, so it is told to leave them to this test)."""
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).parent.parent
+ROOT = Path(__file__).parents[2]
 
 
 def test_every_relative_link_leads_to_a_file():

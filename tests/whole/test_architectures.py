@@ -26,7 +26,7 @@ from heurlens.tasks import as_task
 CLEAN = torch.tensor([[2, 4, 10, 5, 6], [3, 5, 10, 9, 7]])  # word-level tokens, no padding
 CORRUPTED = torch.tensor([[3, 9, 10, 4, 6], [2, 4, 10, 9, 8]])
 ABLATED = "L0.H1,L1.MLP"
-PAGE = Path(__file__).parent.parent / "docs" / "architectures.md"
+PAGE = Path(__file__).parents[2] / "docs" / "architectures.md"
 MEASURED: dict[tuple[str, str], str] = {}  # (architecture, feature) -> "yes" or "refused: why"
 
 
@@ -145,11 +145,11 @@ def page() -> str:
     meanings = "\n".join(f"- **{feature}**: {FEATURE_MEANS[feature]}." for feature in FEATURES)
     return f"""# Architectures
 
-<!-- Written by tests/test_architectures.py from what it measured (HEURLENS_WRITE_ARCHITECTURES=1 writes it). -->
+<!-- Written by tests/whole/test_architectures.py from what it measured (HEURLENS_WRITE_ARCHITECTURES=1 writes it). -->
 
 What heurlens was checked to do right on each architecture, on a tiny random model built from the architecture's
 transformers config (2 layers, 4 heads; no weights from a hub), and what it refuses by name. A cell is `yes` when
-the check below passed (tests/test_architectures.py, in CI's fast set); `refused` when heurlens refuses it by name
+the check below passed (tests/whole/test_architectures.py, in CI's fast set); `refused` when heurlens refuses it by name
 before any work, saying why and what to do instead. Grouped-query models (Llama, Mistral, Mixtral, Qwen2/3, Gemma,
 Phi-3, OLMo, StableLM here) have 2 key-value heads for 4 query heads.
 

@@ -16,7 +16,7 @@ import pytest
 
 from heurlens.runtime.deprecations import MOVED_MODULES
 
-PACKAGE = Path(__file__).resolve().parent.parent / "heurlens"
+PACKAGE = Path(__file__).resolve().parents[2] / "heurlens"
 
 
 def module_name(path: Path) -> str:
@@ -153,3 +153,16 @@ def test_a_moved_module_imports_from_its_old_path_with_a_warning(old):
     assert [str(w.message).split(":")[0] for w in caught if w.category is DeprecationWarning] == [
         f"{old} moved to {MOVED_MODULES[old]}"]
     assert not (PACKAGE.parent / (old.replace(".", "/") + ".py")).exists()
+
+
+def test_the_tests_mirror_the_package():
+    """Each folder of tests/ is one of heurlens' folders (its modules' tests), ``ground_floor`` (the modules beside
+    them) or ``whole`` (the suites that cross the package: docs, architectures, the main job, the layout itself);
+    no test file lies outside them, and none shares a name with another (pytest imports them by name)."""
+    tests = PACKAGE.parent / "tests"
+    allowed = {path.name for path in PACKAGE.iterdir() if path.is_dir() and (path / "__init__.py").exists()}
+    folders = {path.name for path in tests.iterdir() if path.is_dir() and path.name not in ("fixtures", "__pycache__")}
+    assert folders - allowed == {"ground_floor", "whole"}, folders - allowed
+    assert not list(tests.glob("test_*.py"))
+    names = [path.name for path in tests.glob("*/test_*.py")]
+    assert len(names) == len(set(names)) and len(names) > 70

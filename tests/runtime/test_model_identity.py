@@ -6,7 +6,7 @@ import hashlib
 import torch
 from planted import build_planted_model
 
-from heurlens import model_identity
+from heurlens.runtime import model_identity
 from heurlens.runtime.model_identity import forget_identity
 
 

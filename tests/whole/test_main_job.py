@@ -30,7 +30,7 @@ def test_the_default_models_tables_from_cached_residual_streams(monkeypatch, tmp
     subcases, a quarter of each: 500 and 50 a subcase), a head of layers 1, 3 and 5 mean-ablated: the table read
     from the activation cache equals the one computed with nothing stored (an empty cache capped at 0: the residual
     streams kept in memory, padding included), number for number. (Every layer, against whole passes, on a tiny
-    model: tests/test_activation_cache.py.)"""
+    model: tests/interventions/test_activation_cache.py.)"""
     from heurlens.data.run_data import NliData
     from heurlens.interventions.ablation import ablate_groups
     from heurlens.interventions.activation_cache import entry_dir, full_model_logits, residual_streams

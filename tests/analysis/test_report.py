@@ -81,7 +81,7 @@ def test_notebook_runs_on_a_run_directory(run_dir, tiny_bert_dir, monkeypatch):
 
     shown = []
     monkeypatch.setattr(go.Figure, "show", lambda figure: shown.append(figure))  # no IPython display here
-    notebook = json.loads((Path(__file__).parents[1] / "analyses" / "heuristic_core_figures2_5_table3.ipynb").read_text())
+    notebook = json.loads((Path(__file__).parents[2] / "analyses" / "heuristic_core_figures2_5_table3.ipynb").read_text())
     cells = ["".join(c["source"]) for c in notebook["cells"] if c["cell_type"] == "code"]
     assert cells[0].startswith("# Parameters")
     namespace = {"display": lambda *args: None}

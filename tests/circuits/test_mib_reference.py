@@ -26,7 +26,7 @@ from heurlens.data.prompt_tasks import PromptExample, logit_difference, tokenize
 from heurlens.interventions.graph import edge_layout
 from heurlens.models.ungrouped import ungrouped_copy
 
-FIXTURE = Path(__file__).parent / "fixtures" / "mib_reference"
+FIXTURE = Path(__file__).parents[1] / "fixtures" / "mib_reference"
 REFERENCE = json.loads((FIXTURE / "reference.json").read_text())
 
 

@@ -32,7 +32,7 @@ def test_ablation_tables_equal_on_cpu_and_cuda(tiny_bert_dir, tmp_path, monkeypa
 
 
 def test_pruning_on_cuda_keeps_exactly_the_planted_units(planted_data):
-    """The known answer of tests/test_planted_pruning.py on the GPU (its mask draws come from a CUDA generator,
+    """The known answer of tests/pruning/test_planted_pruning.py on the GPU (its mask draws come from a CUDA generator,
     so the path differs from the CPU's; the answer must not)."""
     model = build_planted_model().to("cuda")
     for subnetwork in heurlens.prune(model, planted_data, sparsity=2 / 3, seeds=[0, 1], progress=False,

@@ -4,8 +4,8 @@ import dataclasses
 
 import pytest
 
-from heurlens import assets
 from heurlens.errors import HeurlensError
+from heurlens.runtime import assets
 
 
 def test_corrupt_file_is_rejected_and_removed(tmp_path, monkeypatch):

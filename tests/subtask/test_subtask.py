@@ -373,7 +373,7 @@ def test_tiny_sweep_resumes(tmp_path):
 def test_a_sweep_killed_inside_a_count_goes_on_from_its_saved_progress(tmp_path, monkeypatch):
     """A count killed after its training saved its progress (here: after its last epoch, before any result was
     written) resumes from ``training-progress/n<samples>/`` to the results of an uninterrupted sweep, and that folder
-    is gone once they are written. (Bit-for-bit resumption mid-training: tests/test_subtask_released_model.py.)"""
+    is gone once they are written. (Bit-for-bit resumption mid-training: tests/subtask/test_subtask_released_model.py.)"""
     from heurlens.subtask import batched_training
 
     settings = SweepSettings(max_value=12, t1_epochs=2, discovery_epochs=2, disambiguation=(5,),

@@ -95,7 +95,7 @@ def test_ioi_notebook_runs_on_a_tiny_decoder(tiny_decoder_dirs, tmp_path, monkey
     task.write_text("".join(json.dumps({"prompt": p, "answer": a, "distractors": [d]}) + "\n" for p, a, d in
                             [("the man sees the dog . the man sees the", " dog", " man"),
                              ("a cat runs . a cat", " runs", " sleeps"), ("the dog sleeps . the dog", " sleeps", " runs")]))
-    notebook = json.loads((Path(__file__).parents[1] / "analyses" / "ioi_smollm2.ipynb").read_text())
+    notebook = json.loads((Path(__file__).parents[2] / "analyses" / "ioi_smollm2.ipynb").read_text())
     cells = ["".join(c["source"]) for c in notebook["cells"] if c["cell_type"] == "code"]
     assert cells[0].startswith("# Parameters")
     namespace: dict = {}

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import torch
 
-DOC = Path(__file__).parent.parent / "docs" / "own-model.md"
+DOC = Path(__file__).parents[2] / "docs" / "own-model.md"
 
 
 def snippets() -> list[str]:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import heurlens
 
-PAGE = Path(__file__).parent.parent / "docs" / "api.md"
+PAGE = Path(__file__).parents[2] / "docs" / "api.md"
 
 
 def listed() -> dict[str, object]:
