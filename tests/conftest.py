@@ -3,9 +3,18 @@
 from __future__ import annotations
 
 import os
+import sys
+from pathlib import Path
 
 import pytest
 import torch
+
+# A few test modules share helpers with another by name (``from test_corruption import EXAMPLES``): every folder of
+# tests/ is importable, whichever files a run collects (pytest adds only the folders of the files it collected).
+for _folder in sorted(path for path in Path(__file__).parent.iterdir() if path.is_dir() and path.name[0].isalpha()
+                      and path.name != "fixtures"):
+    if str(_folder) not in sys.path:
+        sys.path.append(str(_folder))
 
 
 def pytest_configure(config):

@@ -166,3 +166,12 @@ def test_the_tests_mirror_the_package():
     assert not list(tests.glob("test_*.py"))
     names = [path.name for path in tests.glob("*/test_*.py")]
     assert len(names) == len(set(names)) and len(names) > 70
+
+
+def test_every_test_ci_runs_across_versions_exists():
+    """``.ci/portable-tests`` (the tests CI runs on 3.10 with the oldest dependencies and on 3.13) names test files
+    that exist, once each: a test moved or renamed would otherwise drop out of those runs without a word."""
+    listed = [line.strip() for line in (PACKAGE.parent / ".ci" / "portable-tests").read_text().splitlines()
+              if line.strip() and not line.startswith("#")]
+    missing = [path for path in listed if not (PACKAGE.parent / path).is_file()]
+    assert missing == [] and len(listed) == len(set(listed)) and len(listed) > 20
