@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from pathlib import Path
-from typing import cast
 
 import pandas as pd
 
@@ -114,7 +113,7 @@ def build_run_report(run_dir: Path, model: PreparedModel, eager_model: PreparedM
         report.text("Highest sparsity at which every seed stays within 3 points of the full model in-domain: "
                     f"{highest_faithful_sparsity(evaluation):.0%}")
 
-    circuits = [cast(EdgeCircuit, s) for s in everything if s.level == "edge"]
+    circuits = [s for s in everything if isinstance(s, EdgeCircuit)]
     if circuits:
         report.heading("Edge circuits")
         report.text("Each circuit's edges (prune --level edge); the overlap and core below are of the heads and MLPs "

@@ -43,12 +43,13 @@ from torch import Tensor
 from heurlens.errors import HeurlensError
 from heurlens.interventions.circuits import Level
 from heurlens.interventions.corruption import captured, corruption_of
-from heurlens.interventions.edge_masks import EMBED_HOOK
 from heurlens.interventions.graph import EdgeLayout, edge_layout, reader_inputs
-from heurlens.interventions.means import UnitMeans
+from heurlens.interventions.layouts import layout_of
+from heurlens.interventions.means import EMBED_HOOK, UnitMeans
 from heurlens.interventions.rankings import Ranking
 from heurlens.interventions.scoring import MethodName, as_method, unit_replacement
 from heurlens.interventions.units import Unit, UnitLayout, as_units, heads_hook_name, mlp_hook_name
+from heurlens.interventions.writers import replacement_activations, writer_blocks, writer_hook_names
 from heurlens.metrics import metric_output
 from heurlens.models.classifier import as_model
 from heurlens.protocols import Batch, HookList, Metric, ModelLike, PreparedModel, Task
@@ -75,7 +76,8 @@ def attribution_ranking(model: ModelLike, task: TaskLike, metric: Metric, *, lev
     task = as_task(model, task)
     method = as_method(method)
     check_attribution(level, ig_steps, method)
-    layout = edge_layout(model) if level == "edge" else None
+    chosen = layout_of(model, level)
+    layout = chosen if isinstance(chosen, EdgeLayout) else None  # None: units, scored at their own hook points
     device = device_of(model)
     replacement = None if method == "corrupt" else unit_replacement(model, method, means, device)
     if layout is not None and replacement is not None:
@@ -148,8 +150,7 @@ class _Pass:
 def _batch_scores(model: PreparedModel, inputs: _Pass, replacement: UnitMeans | None, layout: EdgeLayout | None,
                   ig_steps: int | None) -> Float[Tensor, " item"]:
     """sum (r - a) . g on one batch, g averaged over the gradient's points, for every unit or edge."""
-    writers = [EMBED_HOOK] + [name for layer in range(model.n_layers)
-                              for name in (heads_hook_name(layer), mlp_hook_name(layer))]
+    writers = writer_hook_names(model.n_layers)
     clean = captured(model, inputs.batch, writers)
     other = (captured(model, inputs.corrupted, writers) if inputs.corrupted is not None
              else _replacement_of(model, replacement, clean))
@@ -174,15 +175,10 @@ def _replacement_of(model: PreparedModel, replacement: UnitMeans | None, clean: 
     """Mean or zero ablation's r at every writer's hook point (broadcast to the clean activation's shape): every
     unit's, and the embeddings' (edges' first writer) where the means have one."""
     assert replacement is not None
-    embeddings = clean[EMBED_HOOK]
-    other = {} if replacement.embeddings is None else {
-        EMBED_HOOK: replacement.embeddings.to(embeddings.dtype).expand_as(embeddings)}
-    for layer in range(model.n_layers):
-        for name, value in ((heads_hook_name(layer), replacement.heads[layer]),
-                            (mlp_hook_name(layer), replacement.mlps[layer])):
-            a = clean[name]
-            value = value if value.dim() == a.dim() else value[None, None]
-            other[name] = value.to(a.dtype).expand_as(a)
+    other = {}
+    for name, value in replacement_activations(replacement, model.n_layers).items():
+        a = clean[name]
+        other[name] = (value if value.dim() == a.dim() else value[None, None]).to(a.dtype).expand_as(a)
     return other
 
 
@@ -230,12 +226,8 @@ def _writer_outputs(model: PreparedModel, seen: dict[str, Tensor]) -> Float[Tens
     the writers' hook points: the embeddings, then per layer each head's W_O^h z_h and the MLP's output (linear in
     ``seen``: given differences of activations, the differences of the outputs)."""
     bridge = model.bridge  # type: ignore[attr-defined]  # edge level: edge_layout checked it is a bridge
-    outputs = [seen[EMBED_HOOK][:, :, None]]
-    for layer in range(model.n_layers):
-        z = seen[heads_hook_name(layer)]
-        outputs += [torch.einsum("bphd,hdm->bphm", z, bridge.blocks[layer].attn.W_O.detach().to(z.dtype)),
-                    seen[mlp_hook_name(layer)][:, :, None]]
-    return torch.cat([output.float() for output in outputs], dim=2)
+    w_o = [bridge.blocks[layer].attn.W_O.detach() for layer in range(model.n_layers)]
+    return torch.cat([block.float().transpose(1, 2) for block in writer_blocks(seen, w_o)], dim=2)
 
 
 def _edge_products(layout: EdgeLayout, gradients: dict[str, Tensor],

@@ -25,15 +25,15 @@ from safetensors import safe_open
 from safetensors.torch import save
 
 from heurlens.circuits.attribution import IG_STEPS, AttributionMethod, attribution_ranking
-from heurlens.circuits.mib_graph import GraphName
+from heurlens.circuits.mib_graph import GraphName, graph_of
 from heurlens.data.prompt_tasks import logit_difference
 from heurlens.data.run_data import PromptTaskData
 from heurlens.errors import HeurlensError
 from heurlens.interventions.circuits import Level
-from heurlens.interventions.graph import EdgeLayout, edge_layout
+from heurlens.interventions.graph import EdgeLayout
+from heurlens.interventions.layouts import layout_of
 from heurlens.interventions.rankings import Ranking
 from heurlens.interventions.scoring import MethodName
-from heurlens.interventions.units import UnitLayout
 from heurlens.models.ungrouped import ungrouped_copy
 from heurlens.protocols import PreparedModel
 from heurlens.runtime.cache import atomic_write_bytes
@@ -140,17 +140,13 @@ def attribution_folder(out: str | Path) -> RunFolder:
 def item_names(model: PreparedModel, level: Level, graph: GraphName) -> list[str]:
     """The names of the units or edges a run's scores are on, in their order (edges on MIB's graph: those of the
     ungrouped copy, a key-value head per query head), without building the copy."""
-    if level == "node":
-        return [str(unit) for unit in UnitLayout(model.n_layers, model.n_heads).units()]
-    layout = edge_layout(model)
-    if graph == "mib":
-        layout = EdgeLayout(layout.n_layers, layout.n_heads, layout.n_heads)
-    return [str(edge) for edge in layout.edges()]
+    layout = layout_of(model, level)
+    return (layout.ungrouped() if isinstance(layout, EdgeLayout) and graph == "mib" else layout).item_names()
 
 
 def scored_model(model: PreparedModel, level: Level, graph: GraphName) -> PreparedModel:
     """The model whose units or edges the scores are on: ``model``, or its ungrouped copy for edges on MIB's graph."""
-    return ungrouped_copy(model) if level == "edge" and graph == "mib" else model
+    return ungrouped_copy(model) if graph_of(layout_of(model, level), graph) == "mib" else model
 
 
 def attribute(model: PreparedModel, data: PromptTaskData, out: str | Path, *, level: Level = "edge",
@@ -160,13 +156,14 @@ def attribute(model: PreparedModel, data: PromptTaskData, out: str | Path, *, le
     ("eap", or "eap-ig" with ``ig_steps``) and keep the scores in the folder ``out`` (read back when it holds them:
     a second call with the same settings computes nothing; other settings are refused)."""
     folder = attribution_folder(out)
+    graph = graph_of(layout_of(model, level), graph)
     settings = {"model_id": model.model_id, "model_fingerprint": model.fingerprint(), "task": data.task,
                 "examples": data.examples, "seed": data.seed, "level": level, "method": method,
                 "ig_steps": ig_steps if method == "eap-ig" else None, "ablation": ablation,
-                "graph": graph if level == "edge" else "heurlens"}
+                "graph": graph}
 
     label = ("EAP" if method == "eap" else f"EAP-IG ({ig_steps} steps)") + (" on MIB's graph" if graph == "mib"
-                                                                            and level == "edge" else "")
+                                                                            else "")
 
     def compute() -> tuple[Ranking, float]:
         start = time.perf_counter()

@@ -26,6 +26,8 @@ from heurlens.data.prompt_tasks import logit_difference
 from heurlens.data.run_data import PromptTaskData
 from heurlens.errors import HeurlensError
 from heurlens.interventions.circuits import Level, axis_of
+from heurlens.interventions.graph import EdgeLayout
+from heurlens.interventions.layouts import layout_of
 from heurlens.interventions.rankings import Ranking, random_ranking, ranking_of
 from heurlens.interventions.scoring import Method, MethodName, as_method
 from heurlens.protocols import PreparedModel
@@ -69,13 +71,14 @@ def compare_runs(model: PreparedModel, runs: Mapping[str, Sequence[Subnetwork]],
     method = comparison_ablation(everything, ablation)
     [prompts] = data.eval_sets(model)
     means = load_run_means(Path(next(iter(runs))), model) if runs else data.means(model)
-    on_edges = source == "targets" and axis_of(everything) == "edge"
+    on_edges = source == "targets" and isinstance(layout_of(model, axis_of(everything)), EdgeLayout)
     levels = {sub.level for sub in everything} | {file.level for file in files} | {run.level for run in attributions}
     edges = on_edges or "edge" in levels
     if edges and means.embeddings is None:  # a run's means saved before 2026-11-29: edges need the embeddings' too
         means = replace(means, embeddings=data.means(model).embeddings)
     score: dict[str, Any] = {"method": method, "means": means, "grid": grid}
-    attributed = {run.settings["ablation"] for run in attributions if run.level == "edge"}
+    attributed = {run.settings["ablation"] for run in attributions
+                  if isinstance(layout_of(model, run.level), EdgeLayout)}
     on: dict[Level, dict[str, Any]] = {"node": score, "edge": {  # every edge curve alike (MIB's patching by default)
         **score, "method": as_method(ablation or (attributed.pop() if len(attributed) == 1 else "corrupt"))}}
     if on_edges:  # every curve on the edge axis

@@ -25,11 +25,19 @@ from heurlens.data.prompt_tasks import PromptSet, logit_difference
 from heurlens.errors import HeurlensError
 from heurlens.interventions.activation_cache import full_model_logits
 from heurlens.interventions.circuits import Level, axis_of
-from heurlens.interventions.graph import edge_layout
+from heurlens.interventions.graph import EdgeLayout
+from heurlens.interventions.layouts import layout_of
 from heurlens.interventions.means import UnitMeans
 from heurlens.interventions.rankings import Ranking, check_rankings
-from heurlens.interventions.scoring import Method, MethodName, as_method, one_chunk_at_a_time, scores_with_masks
-from heurlens.interventions.units import UnitLayout, UnitsLike, as_units
+from heurlens.interventions.scoring import (
+    DEFAULT_ABLATION,
+    Method,
+    MethodName,
+    as_method,
+    one_chunk_at_a_time,
+    scores_with_masks,
+)
+from heurlens.interventions.units import UnitsLike, as_units
 from heurlens.metrics import metric_value
 from heurlens.models.classifier import as_model
 from heurlens.protocols import Metric, ModelLike, PreparedModel, Task
@@ -75,15 +83,12 @@ def faithfulness_curve(model: ModelLike, circuits: Sequence[Subnetwork] | Mappin
     records = {} if isinstance(circuits, Mapping) else {circuit.label: circuit for circuit in circuits}
     level = axis_of(list(records.values()), edges)
     method = _method_on(level, method)
-    if level == "edge":  # a node circuit as the edges between its units (EdgeLayout.edges_between)
-        layout = edge_layout(model)
-        kept: dict[str, list] = {label: records[label].kept_edges(layout) if label in records
-                                 else layout.edges_between(units) for label, units in named.items()}
-        masks, of = [layout.keep_mask(edges) for edges in kept.values()], layout.n_edges
-    else:
-        units_layout = UnitLayout(model.n_layers, model.n_heads)
-        kept = dict(named)
-        masks, of = [units_layout.keep_mask(units) for units in kept.values()], units_layout.n_units
+    layout = layout_of(model, level)
+    kept: dict[str, list] = dict(named)
+    if isinstance(layout, EdgeLayout):  # a node circuit as the edges between its units (EdgeLayout.edges_between)
+        kept = {label: records[label].kept_edges(layout) if label in records else layout.edges_between(units)
+                for label, units in named.items()}
+    masks, of = [layout.keep_mask(items) for items in kept.values()], layout.n_items
     rows = [(curves[label], label, len(kept_here)) for label, kept_here in kept.items()]
     return _scored(model, task, level, masks, rows, of, grid, metric=metric, method=method, means=means, cache=cache,
                    progress=progress)
@@ -144,12 +149,12 @@ def keep_mask_curve(model: ModelLike, level: Level, masks: Mapping[str, torch.Te
 
 def items_on(model: PreparedModel, level: Level) -> int:
     """How many units (``level`` "node": heads and MLPs) or edges ("edge") the model's circuits choose among."""
-    return edge_layout(model).n_edges if level == "edge" else UnitLayout(model.n_layers, model.n_heads).n_units
+    return layout_of(model, level).n_items
 
 
 def _method_on(level: Level, method: MethodName | None) -> Method:
     """The ablation on ``level``: ``method``, by default "corrupt" on edges (MIB's patching) and "mean" on units."""
-    return as_method(method) if method else ("corrupt" if level == "edge" else "mean")
+    return as_method(method) if method else DEFAULT_ABLATION[level]
 
 
 def _scored(model, task: Task, level: Level, masks: list[torch.Tensor], rows: list[tuple], of: int,
@@ -173,7 +178,7 @@ def _scored(model, task: Task, level: Level, masks: list[torch.Tensor], rows: li
         metrics = [metric_value(metric, scores, task, "metric") for _, scores in one_chunk_at_a_time(
             unique, full_scores.numel() * 4, score)]
     *values, empty = [metrics[distinct[key]] for key in keys]
-    what = "edges" if level == "edge" else "units"
+    what = f"{layout_of(model, level).noun}s"
     if full == empty:
         raise HeurlensError(f"the metric is {full:g} for the full model and for the model with every {what[:-1]} "
                             "ablated, so faithfulness (m(circuit) - m(empty)) / (m(full) - m(empty)) is undefined: use "

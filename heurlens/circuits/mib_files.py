@@ -47,6 +47,7 @@ from heurlens.circuits.mib_graph import GraphName, GroupRule, MibGraph, mib_node
 from heurlens.errors import HeurlensError
 from heurlens.interventions.circuits import Level
 from heurlens.interventions.graph import EdgeLayout, edge_layout
+from heurlens.interventions.layouts import layout_of
 from heurlens.interventions.nodes import Node
 from heurlens.interventions.rankings import Ranking
 from heurlens.interventions.units import Unit, UnitLayout
@@ -85,7 +86,7 @@ def _cfg(model: PreparedModel, level: Level, what: str, convention: dict[str, An
     d_model = int(getattr(cfg, "d_model", 0) or 0)
     n_kv = int(getattr(cfg, "n_key_value_heads", None) or model.n_heads)
     own = {"level": level, "content": what, "n_key_value_heads": n_kv, **convention}
-    if level == "edge" and n_kv != model.n_heads:
+    if isinstance(layout_of(model, level), EdgeLayout) and n_kv != model.n_heads:
         own["key_value_edges"] = COPIED
     return {"n_layers": model.n_layers, "n_heads": model.n_heads, "parallel_attn_mlp": False, "d_model": d_model,
             "heurlens": own}

@@ -28,10 +28,16 @@ from torch import Tensor
 
 from heurlens.errors import HeurlensError
 from heurlens.interventions.graph import EdgeLayout
+from heurlens.interventions.layouts import ItemLayout
 from heurlens.interventions.nodes import Edge, Node
 
 GroupRule = Literal["sum", "mean", "any"]
 GraphName = Literal["heurlens", "mib"]  # the graph edges are on: heurlens' (key-value heads grouped) or MIB's
+
+
+def graph_of(layout: ItemLayout, graph: GraphName) -> GraphName:
+    """The graph a run at ``layout``'s level is on: ``graph`` for edges; units are the same on both ("heurlens")."""
+    return graph if isinstance(layout, EdgeLayout) else "heurlens"
 
 
 def mib_node_name(node: Node) -> str:

@@ -8,7 +8,7 @@ Core's subnetworks), an *edge* circuit keeps writer-reader edges (Edge Pruning's
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal, Protocol
+from typing import Protocol
 
 import torch
 from jaxtyping import Float
@@ -16,13 +16,12 @@ from torch import Tensor
 
 from heurlens.errors import HeurlensError
 from heurlens.interventions.edge_masks import EdgeMaskHooks
-from heurlens.interventions.graph import edge_layout
+from heurlens.interventions.graph import EdgeLayout
+from heurlens.interventions.layouts import Level, layout_of
 from heurlens.interventions.means import UnitMeans
 from heurlens.interventions.unit_masks import UnitMaskHooks
-from heurlens.interventions.units import Unit, UnitLayout
+from heurlens.interventions.units import Unit
 from heurlens.protocols import MaskHooks, PreparedModel
-
-Level = Literal["node", "edge"]
 
 
 class Circuit(Protocol):
@@ -53,19 +52,18 @@ def mask_hooks(model: PreparedModel, level: Level, replacement: UnitMeans | None
     corrupt ablation sets it per batch through ``use_corrupted``), or edge masks at the split inputs, pruned edges
     carrying the writers' means (``replacement``: means with the embeddings', or zeros) or, without ``replacement``,
     their outputs on the corrupted batch (``use_corrupted``)."""
-    if level == "edge":
-        layout = edge_layout(model)
+    layout = layout_of(model, level)
+    if isinstance(layout, EdgeLayout):
         return EdgeMaskHooks(layout, torch.ones(layout.n_edges, device=device), replacement)
     if replacement is None:
         raise HeurlensError("unit masks need what a pruned unit is replaced by: means, zeros, or (corrupt ablation) "
                             "its activations on the corrupted batch, set by use_corrupted")
-    return UnitMaskHooks(replacement, *UnitLayout(model.n_layers, model.n_heads).mask([], device))
+    return UnitMaskHooks(replacement, *layout.mask([], device))
 
 
 def check_level(model: PreparedModel, level: Level) -> None:
     """Refuse, before any work, a model that cannot be masked at ``level`` (edges: ``edge_layout``'s refusals)."""
-    if level == "edge":
-        edge_layout(model)
+    layout_of(model, level)
 
 
 def axis_of(circuits: Sequence[Circuit], edges: bool = False) -> Level:

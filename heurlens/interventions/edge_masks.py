@@ -27,7 +27,7 @@ from heurlens.interventions.corruption import captured
 from heurlens.interventions.edge_products import BlockRead, GradientSum, SharedBlock
 from heurlens.interventions.graph import FINAL_HOOK, EdgeLayout, ReaderGroup, edge_layout, reader_inputs
 from heurlens.interventions.means import EMBED_HOOK, UnitMeans
-from heurlens.interventions.units import heads_hook_name, mlp_hook_name
+from heurlens.interventions.writers import head_writes, replacement_activations, writer_blocks, writer_hook_names
 from heurlens.protocols import Batch, HookList, PreparedModel
 
 LAYERS_A_GROUP = 8  # writers' blocks of this many layers are joined into one (each writer kept twice)
@@ -70,24 +70,19 @@ class EdgeMaskHooks:
         if self.means is not None:
             raise HeurlensError("these edge masks replace pruned edges by the writers' means (mean ablation), not by "
                                 "their outputs on a corrupted batch: build them without means for corrupt ablation")
-        writers = [EMBED_HOOK] + [name for layer in range(self.layout.n_layers)
-                                  for name in (heads_hook_name(layer), mlp_hook_name(layer))]
         self._standing_aside = True
         try:
-            seen = captured(model, batch, writers)
+            seen = captured(model, batch, writer_hook_names(self.layout.n_layers))
         finally:
             self._standing_aside = False
-        self.replacement = [_embeddings_output(seen[EMBED_HOOK])] + [
-            output for layer in range(self.layout.n_layers)
-            for output in (self._heads_output(layer, seen[heads_hook_name(layer)]),
-                           _mlp_output(seen[mlp_hook_name(layer)]))]
+        self.replacement = [block.flatten(2) for block in writer_blocks(seen, self._w_o)]
 
     @property
     def hooks(self) -> HookList:
         """``(hook point, function)`` pairs: writers where they write, each reader group where it reads."""
-        writers: HookList = [(EMBED_HOOK, self._embeddings)]
-        for layer in range(self.layout.n_layers):
-            writers += [(heads_hook_name(layer), partial(self._heads, layer)), (mlp_hook_name(layer), self._mlp)]
+        functions = [self._embeddings] + [function for layer in range(self.layout.n_layers)
+                                          for function in (partial(self._heads, layer), self._mlp)]
+        writers: HookList = list(zip(writer_hook_names(self.layout.n_layers), functions))
         return writers + [(group.hook_name, partial(self._read, group)) for group in self.layout.groups]
 
     @property
@@ -122,11 +117,10 @@ class EdgeMaskHooks:
     def _writers_means(self, means: UnitMeans) -> list[Tensor]:
         """Each writer block's mean outputs ``[writers, d_model]``: the embeddings' mean, a head's W_O^h mean(z_h) (the
         mean of its write, W_O^h being linear), an MLP's mean."""
-        blocks = [means.embeddings_mean()[None]]
-        for layer in range(self.layout.n_layers):
-            heads = means.heads[layer].to(self._w_o[layer].device)[None, None]  # one example of one position
-            blocks += [self._heads_output(layer, heads)[0], means.mlps[layer][None]]
-        return blocks
+        activations = replacement_activations(means, self.layout.n_layers) | {EMBED_HOOK: means.embeddings_mean()}
+        device = self._w_o[0].device
+        one = {name: value.to(device)[None, None] for name, value in activations.items()}  # one example, one position
+        return [block[0].flatten(1) for block in writer_blocks(one, self._w_o)]
 
     def _shared(self, blocks: list[Tensor]) -> Tensor:
         """``blocks`` joined into one block of differences that readers read through ``SharedBlock``."""
@@ -166,17 +160,13 @@ class EdgeMaskHooks:
         self._differences, self._gradients, self._pending = [], [], {}  # a new pass
         self._written = self._closed = self._grouped = 0
         self._read_so_far = set()
-        self._write(_embeddings_output(resid))
+        self._write(resid.flatten(1)[:, None])  # one writer's row over positions and dimensions
 
     def _heads(self, layer: int, z: Float[Tensor, "batch pos head d_head"], hook: Any) -> None:
-        self._write(self._heads_output(layer, z))
+        self._write(head_writes(z, self._w_o[layer]).flatten(2))  # a row per head
 
     def _mlp(self, out: Float[Tensor, "batch pos d_model"], hook: Any) -> None:
-        self._write(_mlp_output(out), closes_layer=True)
-
-    def _heads_output(self, layer: int, z: Float[Tensor, "batch pos head d_head"]) -> Float[Tensor, "batch head pos_d"]:
-        """Each head's write W_O^h z_h, one row per head over positions and dimensions."""
-        return torch.einsum("bphd,hdm->bhpm", z, self._w_o[layer].to(z.dtype)).flatten(2)
+        self._write(out.flatten(1)[:, None], closes_layer=True)
 
     def _read(self, group: ReaderGroup, x: Tensor, hook: Any) -> Tensor | None:
         """x_r - sum_w (1 - m_wr) (out_w - out_w~) for each reader r of the group (``x``: ``[batch, pos, reader,
@@ -236,16 +226,6 @@ class EdgeMaskHooks:
             raise HeurlensError(f"a reader fired after {start} writers, not the {last} edge-level pruning expects: this "
                                 "architecture's blocks run in another order")
         return correction
-
-
-def _embeddings_output(resid: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch 1 pos_d"]:
-    """The embeddings' write, as one writer's row over positions and dimensions."""
-    return resid.flatten(1)[:, None]
-
-
-def _mlp_output(out: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch 1 pos_d"]:
-    """An MLP's write, as one writer's row over positions and dimensions."""
-    return out.flatten(1)[:, None]
 
 
 def edge_mask_forward(model: PreparedModel, masks: Float[Tensor, "*example edge"], batch: Batch,

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, cast
+from typing import Any, ClassVar, Literal, cast
 
 import torch
 from jaxtyping import Float
@@ -62,6 +62,8 @@ class EdgeLayout:
     n_layers: int
     n_heads: int
     n_kv_heads: int
+    level: ClassVar[Literal["edge"]] = "edge"  # ``layouts.ItemLayout``: what its items are
+    noun: ClassVar[str] = "edge"
 
     @cached_property
     def writers(self) -> list[Node]:
@@ -98,6 +100,19 @@ class EdgeLayout:
         """Every edge, in the flat vector's order."""
         return [Edge(writer, reader) for group in self.groups for reader in group.readers
                 for writer in self.writers[:group.n_writers]]
+
+    @property
+    def n_items(self) -> int:
+        """``n_edges`` (``layouts.ItemLayout``)."""
+        return self.n_edges
+
+    def item_names(self) -> list[str]:
+        """Every edge's name (``L0.H1->L1.H0.v``), in the flat order."""
+        return [str(edge) for edge in self.edges()]
+
+    def ungrouped(self) -> EdgeLayout:
+        """The layout of the model's ungrouped copy (``models.ungrouped``: a key-value head per query head): MIB's."""
+        return EdgeLayout(self.n_layers, self.n_heads, self.n_heads)
 
     def group_mask(self, group: ReaderGroup, flat: Float[Tensor, "*example edge"]
                    ) -> Float[Tensor, "*example reader writer"]:

@@ -25,6 +25,8 @@ from heurlens.evaluate import accuracy_metric, mean_kl
 from heurlens.interventions.activation_cache import full_model_logits
 from heurlens.interventions.circuits import Level, mask_hooks
 from heurlens.interventions.corruption import corruption_of
+from heurlens.interventions.graph import EdgeLayout
+from heurlens.interventions.layouts import layout_of
 from heurlens.interventions.means import UnitMeans, zero_means
 from heurlens.interventions.resumed_passes import masked_scores
 from heurlens.metrics import metric_value
@@ -34,6 +36,7 @@ from heurlens.runtime.deprecations import DeprecatedMethod, ablation_name
 from heurlens.runtime.progress import progress_bar
 
 Method = Literal["mean", "zero", "corrupt"]  # what an ablated unit takes: its mean, zero, its value on the corrupted input
+DEFAULT_ABLATION: dict[Level, Method] = {"node": "mean", "edge": "corrupt"}  # units: the Heuristic Core's; edges: MIB's
 MethodName = Method | DeprecatedMethod  # what the public doors take: a Method, or "interchange" with a warning
 T = TypeVar("T")
 
@@ -66,12 +69,10 @@ def masking(model: PreparedModel, level: Level, method: Method, means: UnitMeans
             ) -> MaskHooks:
     """The hooks that apply keep masks of ``level`` with ``method`` (checked and moved once for every mask; corrupt
     ablation's replacements, units' and edges' alike, are set before every batch)."""
-    if level == "edge" and method == "corrupt":
-        return mask_hooks(model, "edge", device=device)
+    if method == "corrupt" and isinstance(layout_of(model, level), EdgeLayout):
+        return mask_hooks(model, level, device=device)  # edges: the writers' corrupted outputs, set per batch
     replacement = zero_means(model, device) if method == "corrupt" else unit_replacement(model, method, means, device)
-    if level == "edge":
-        return mask_hooks(model, "edge", replacement, device)
-    return mask_hooks(model, "node", replacement, device)
+    return mask_hooks(model, level, replacement, device)
 
 
 def scores_with_masks(model: PreparedModel, level: Level, masks: Sequence[Float[Tensor, " mask"]], task: Task,

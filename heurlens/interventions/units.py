@@ -11,6 +11,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import total_ordering
+from typing import ClassVar, Literal
 
 import torch
 from jaxtyping import Bool, Float
@@ -67,10 +68,21 @@ class UnitLayout:
 
     n_layers: int
     n_heads: int
+    level: ClassVar[Literal["node"]] = "node"  # ``layouts.ItemLayout``: what its items are
+    noun: ClassVar[str] = "unit"
 
     @property
     def n_units(self) -> int:
         return self.n_layers * (self.n_heads + 1)
+
+    @property
+    def n_items(self) -> int:
+        """``n_units`` (``layouts.ItemLayout``)."""
+        return self.n_units
+
+    def item_names(self) -> list[str]:
+        """Every unit's name (``L0.H1``, ``L0.MLP``), in the flat order."""
+        return [str(unit) for unit in self.units()]
 
     def units(self, include_mlps: bool = True) -> list[Unit]:
         """Every head of every layer (and every MLP), in layer order."""
