@@ -75,7 +75,7 @@ def read_ranking(run_dir: str | Path) -> tuple[Ranking, dict[str, Any], float]:
                             f"{tuple(scores.shape)}); it is damaged: remove it and run heurlens attribute --out "
                             f"{run_dir} again")
     ranking = Ranking(metadata.get("label", Path(run_dir).name), cast(Level, settings["level"]),
-                      -scores.to(torch.float32), signed=True)
+                      -scores.to(torch.float32), signed=True, graph=settings.get("graph", "heurlens"))
     return ranking, settings, float(metadata.get("seconds", "nan"))
 
 
@@ -172,7 +172,7 @@ def attribute(model: PreparedModel, data: PromptTaskData, out: str | Path, *, le
         means = data.means(target) if ablation == "mean" else None
         ranking = attribution_ranking(target, train, logit_difference, level=level, method=ablation, means=means,
                                       ig_steps=ig_steps if method == "eap-ig" else None)
-        return replace(ranking, label=label), time.perf_counter() - start
+        return replace(ranking, label=label, graph=graph), time.perf_counter() - start
 
     def written() -> tuple[Ranking, float]:
         run = load_attribution(out)

@@ -55,8 +55,8 @@ def runs_in_folders(run_dirs: Sequence[str]) -> tuple[dict[str, list[Subnetwork]
 
 def compare_runs(model: PreparedModel, runs: Mapping[str, Sequence[Subnetwork]], data: PromptTaskData,
                  ablation: MethodName | None = None, source: Source = "ranking", grid: Sequence[float] = MIB_GRID,
-                 random_seeds: int = 0, files: Sequence[MibFile] = (), attributions: Sequence[AttributionRun] = ()
-                 ) -> dict[str, FaithfulnessCurve]:
+                 random_seeds: int = 0, files: Sequence[MibFile] = (), attributions: Sequence[AttributionRun] = (),
+                 rankings: Sequence[Ranking] = ()) -> dict[str, FaithfulnessCurve]:
     """The curve of each run (by run folder), of each MIB-format file, of each attribution run (``heurlens
     attribute``: its ranking, edges on the graph it scored), of attribution patching's unit ranking (on ``data``'s
     training prompts) and of ``random_seeds`` random rankings per level and graph the others are on (edges of MIB's
@@ -65,14 +65,16 @@ def compare_runs(model: PreparedModel, runs: Mapping[str, Sequence[Subnetwork]],
     "targets": the circuits the records kept, every curve on the edge axis when a run is an edge run. ``ablation``:
     every curve's; by default on units the node runs' (attribution's ranking of units too; "corrupt" without node
     runs), and on edges, every edge curve alike, the edge attribution runs' when they share one, else "corrupt"
-    (MIB's patching)."""
+    (MIB's patching). ``rankings``: any method's rankings of the model's units or edges (on the graph each names),
+    each a curve named by its label."""
     everything = [sub for subnetworks in runs.values() for sub in subnetworks]
     check_runs_belong(model, data, everything, attributions)
     method = comparison_ablation(everything, ablation)
     [prompts] = data.eval_sets(model)
     means = load_run_means(Path(next(iter(runs))), model) if runs else data.means(model)
     on_edges = source == "targets" and isinstance(layout_of(model, axis_of(everything)), EdgeLayout)
-    levels = {sub.level for sub in everything} | {file.level for file in files} | {run.level for run in attributions}
+    levels = ({sub.level for sub in everything} | {file.level for file in files} | {run.level for run in attributions}
+              | {ranking.level for ranking in rankings})
     edges = on_edges or "edge" in levels
     if edges and means.embeddings is None:  # a run's means saved before 2026-11-29: edges need the embeddings' too
         means = replace(means, embeddings=data.means(model).embeddings)
@@ -101,11 +103,17 @@ def compare_runs(model: PreparedModel, runs: Mapping[str, Sequence[Subnetwork]],
                         keep_mask_curve(target, file.level, {file.path.stem: cast(Tensor, file.keep)}, prompts,
                                         **on[file.level]))
         axes.append((file.level, "mib" if target is not model else "heurlens"))
-    for run in attributions:
-        name = f"{run.ranking.label} ({run.path})" if len(attributions) > 1 else run.ranking.label
-        target = scored(run.level, run.graph)
-        curves[name] = ranking_curve(target, run.ranking, prompts, **on[run.level])
-        axes.append((run.level, "mib" if target is not model else "heurlens"))
+    named = {f"{run.ranking.label} ({run.path})" if len(attributions) > 1 else run.ranking.label: run.ranking
+             for run in attributions} | {ranking.label: ranking for ranking in rankings}
+    twice = [ranking.label for ranking in rankings if ranking.label in curves or
+             sum(other.label == ranking.label for other in rankings) > 1]
+    if twice or len(named) < len(attributions) + len(rankings):
+        raise HeurlensError(f"two curves would be named {(twice or [''])[0]!r}: give each ranking a label of its own "
+                            "(dataclasses.replace(ranking, label=...))")
+    for name, ranking in named.items():  # each on the graph it ranks (MIB's: the ungrouped copy)
+        target = scored(ranking.level, ranking.graph)
+        curves[name] = ranking_curve(target, ranking, prompts, **on[ranking.level])
+        axes.append((ranking.level, "mib" if target is not model else "heurlens"))
     scores = attribution_scores(model, data.train(model), logit_difference, method=method, means=means)
     if not on_edges:
         ranking = Ranking("attribution", "node", -torch.tensor(scores["score"].tolist()), signed=True)

@@ -35,7 +35,7 @@ from __future__ import annotations
 import json
 import math
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, get_args
@@ -194,7 +194,7 @@ def read_mib_file(path: Path, model: PreparedModel, graph: GraphName = "heurlens
     if all(with_score) and not circuit:  # MIB cuts such a file at every size, whatever its in_graph says
         scores = mib.grouped(torch.tensor(_complete([edges[name]["score"] for name in mib.edge_names],
                                                     mib.edge_names, path), dtype=torch.float64), rule)
-        return MibFile(path, "edge", _ranking(path, "edge", scores.tolist(), own), None, graph)
+        return MibFile(path, "edge", replace(_ranking(path, "edge", scores.tolist(), own), graph=graph), None, graph)
     return MibFile(path, "edge", None, mib.grouped(torch.tensor([float(k) for k in kept]), "any").float(), graph)
 
 

@@ -28,11 +28,11 @@ from torch import Tensor
 
 from heurlens.errors import HeurlensError
 from heurlens.interventions.graph import EdgeLayout
+from heurlens.interventions.layouts import GraphName as GraphName  # where it was
 from heurlens.interventions.layouts import ItemLayout
 from heurlens.interventions.nodes import Edge, Node
 
 GroupRule = Literal["sum", "mean", "any"]
-GraphName = Literal["heurlens", "mib"]  # the graph edges are on: heurlens' (key-value heads grouped) or MIB's
 
 
 def graph_of(layout: ItemLayout, graph: GraphName) -> GraphName:

@@ -17,6 +17,7 @@ from heurlens.interventions.units import UnitLayout
 from heurlens.protocols import PreparedModel
 
 Level = Literal["node", "edge"]
+GraphName = Literal["heurlens", "mib"]  # the graph edges are on: heurlens' (key-value heads grouped) or MIB's
 
 
 class ItemLayout(Protocol):

@@ -19,6 +19,7 @@ from torch import Tensor
 
 from heurlens.errors import HeurlensError
 from heurlens.interventions.circuits import Level
+from heurlens.interventions.layouts import GraphName
 from heurlens.interventions.units import UnitLayout
 
 RankedBy = Literal["score", "|score|"]  # the two orders of a ranking (MIB's absolute=False and absolute=True)
@@ -30,13 +31,16 @@ class Ranking:
     """``scores`` of every unit (``level`` "node": ``UnitLayout``'s order) or edge ("edge": ``EdgeLayout``'s order),
     higher kept first (|score| when ``absolute``), named ``label`` in tables. ``signed``: the scores' signs mean
     something (attribution scores, MIB files), so CPR is taken from the order by score and CMD from the order by
-    |score|, as MIB's scripts report them; ``absolute`` then ranks both by |score| (MIB's ``--absolute`` alone)."""
+    |score|, as MIB's scripts report them; ``absolute`` then ranks both by |score| (MIB's ``--absolute`` alone).
+    ``graph``: the graph an edge ranking's items are on, "heurlens" (the model's own edges) or "mib" (its ungrouped
+    copy's, ``models.ungrouped``: a key-value head per query head), so it is scored on the model it ranks."""
 
     label: str
     level: Level
     scores: Float[Tensor, " item"]
     absolute: bool = False
     signed: bool = False
+    graph: GraphName = "heurlens"
 
     def __post_init__(self) -> None:
         if self.scores.dim() != 1 or not len(self.scores):

@@ -383,6 +383,14 @@ def test_an_attribution_run_on_mibs_graph_is_scored_there_and_its_file_reads_bac
     by_size = curve.circuits[curve.circuits["ranked_by"] == "|score|"]
     assert file_curve.circuits["faithfulness"].tolist() == by_size["faithfulness"].tolist()
     assert file_curve.cmd == curve.cmd and file_curve.area_rankings == "|score|"
+    assert run.ranking.graph == on_mib.ranking.graph == "mib" and read_back.graph == "heurlens"
+    mine = replace(run.ranking, label="my method")  # any ranking: scored on the graph it names, as the run's
+    own = compare_runs(model, {}, data, rankings=[mine])["my method"]
+    assert own.n_items == 110 and (own.cpr, own.cmd) == (curve.cpr, curve.cmd)
+    grouped_own = compare_runs(model, {}, data, rankings=[read_back])[read_back.label]
+    assert grouped_own.n_items == 82  # the grouped model's edges: its own graph
+    with pytest.raises(HeurlensError, match="two curves would be named 'my method'"):
+        compare_runs(model, {}, data, rankings=[mine, mine])
 
 
 def test_padded_batches_score_as_one_prompt_at_a_time(tiny_decoder_dirs):
