@@ -66,12 +66,23 @@ _EXAMPLES_A_PRODUCT = 8  # edge scores: readers' gradients times writers' differ
 def attribution_ranking(model: ModelLike, task: TaskLike, metric: Metric, *, level: Level = "node",
                         ig_steps: int | None = None, method: MethodName = "corrupt",
                         means: UnitMeans | None = None, progress: bool = True) -> Ranking:
-    """Every unit's (``level`` "node", ``UnitLayout``'s order) or edge's ("edge", ``EdgeLayout``'s order) estimated
-    drop of ``metric`` when it alone is ablated by ``method`` (-delta_m, the module's formula: EAP-IG's sign), as a
-    ``signed`` ranking labelled "EAP" or "EAP-IG (n steps)". ``ig_steps``: None for EAP, n for EAP-IG on the
-    inputs (needs ``method`` "corrupt"). ``means``: mean ablation's (edges: with the embeddings' mean, as
-    ``compute_means`` takes it). ``metric(scores, task)`` or ``metric(scores)`` must return a one-element tensor with
-    a gradient (e.g. ``prompt_tasks.logit_difference``). ``progress``: a bar on stderr, a batch a step."""
+    """Every unit's or edge's estimated drop of ``metric`` when it alone is ablated (-delta_m, the module's formula:
+    EAP-IG's sign).
+
+    Args:
+        model: a ``HookedModel`` or a bare ``TransformerBridge``.
+        task: the prompts attributed over (a task, texts or tokens).
+        metric: ``metric(scores, task)`` or ``metric(scores)`` to a one-element tensor with a gradient (e.g.
+            ``prompt_tasks.logit_difference``).
+        level: "node" (heads and MLPs, ``UnitLayout``'s order) or "edge" (``EdgeLayout``'s order).
+        ig_steps: None for EAP; n for EAP-IG on the inputs, n points from the corrupted prompt to the clean one
+            (needs ``method`` "corrupt").
+        method: what an ablated item carries: "corrupt" (its output on the corrupted prompt), "mean" or "zero".
+        means: mean ablation's means (edges: with the embeddings' mean, as ``compute_means`` takes it).
+        progress: a bar on stderr, a batch a step.
+
+    Returns:
+        A ``signed`` ``Ranking`` labelled "EAP" or "EAP-IG (n steps)", higher kept first."""
     model = as_model(model)
     task = as_task(model, task)
     method = as_method(method)
@@ -101,9 +112,19 @@ def attribution_ranking(model: ModelLike, task: TaskLike, metric: Metric, *, lev
 
 def attribution_scores(model: ModelLike, task: TaskLike, metric: Metric, *, method: MethodName = "mean",
                        means: UnitMeans | None = None, ig_steps: int | None = None) -> pd.DataFrame:
-    """One row per unit (layer order): ``unit`` and ``score``, the estimated change of ``metric`` when the unit alone
-    is ablated by ``method`` ("mean" with ``means``, "zero", or "corrupt"): ``attribution_ranking`` at node level as a
-    table."""
+    """``attribution_ranking`` at node level as a table.
+
+    Args:
+        model: as ``attribution_ranking``'s.
+        task: as ``attribution_ranking``'s.
+        metric: as ``attribution_ranking``'s.
+        method: "mean" (with ``means``), "zero" or "corrupt".
+        means: the unit means mean ablation puts in place.
+        ig_steps: None for EAP, n for EAP-IG (corrupt ablation).
+
+    Returns:
+        One row per unit (layer order): ``unit`` and ``score``, delta_m, the estimated change of ``metric`` when the
+        unit alone is ablated."""
     model = as_model(model)
     ranking = attribution_ranking(model, task, metric, level="node", ig_steps=ig_steps, method=method, means=means)
     layout = UnitLayout(model.n_layers, model.n_heads)
@@ -112,9 +133,19 @@ def attribution_scores(model: ModelLike, task: TaskLike, metric: Metric, *, meth
 
 def edge_attribution_scores(model: ModelLike, task: TaskLike, metric: Metric, *, ig_steps: int | None = None,
                             method: MethodName = "corrupt", means: UnitMeans | None = None) -> pd.DataFrame:
-    """One row per edge (``EdgeLayout``'s order): ``edge`` (``"L0.H1->L1.H0.v"``) and ``score``, the estimated change
-    of ``metric`` when the edge alone carries its writer's output on the corrupted input (``method`` "corrupt"), its
-    mean (``method`` "mean" with ``means``) or zero: ``attribution_ranking`` at edge level as a table."""
+    """``attribution_ranking`` at edge level as a table.
+
+    Args:
+        model: as ``attribution_ranking``'s.
+        task: as ``attribution_ranking``'s.
+        metric: as ``attribution_ranking``'s.
+        ig_steps: None for EAP, n for EAP-IG (corrupt ablation).
+        method: what the edge alone carries: its writer's output on the corrupted input ("corrupt"), its mean
+            ("mean", with ``means``) or zero.
+        means: the means, with the embeddings' (``compute_means``).
+
+    Returns:
+        One row per edge (``EdgeLayout``'s order): ``edge`` (``"L0.H1->L1.H0.v"``) and ``score`` (delta_m)."""
     model = as_model(model)
     ranking = attribution_ranking(model, task, metric, level="edge", ig_steps=ig_steps, method=method, means=means)
     return pd.DataFrame({"edge": [str(edge) for edge in edge_layout(model).edges()],
@@ -250,8 +281,16 @@ def _edge_products(layout: EdgeLayout, gradients: dict[str, Tensor],
 
 def attribution_circuits(scores: pd.DataFrame, fractions: list[float], n_layers: int, n_heads: int
                          ) -> dict[str, list[Unit]]:
-    """The circuit of each fraction of units kept: the round(k n) units of highest |score| (ties: layer order),
-    labelled ``attribution, k = 0.25``."""
+    """The circuit of each fraction of units kept: the round(k n) units of highest |score| (ties: layer order).
+
+    Args:
+        scores: ``attribution_scores``' table.
+        fractions: the fractions of units kept.
+        n_layers: the model's layers.
+        n_heads: its heads a layer.
+
+    Returns:
+        Each circuit's units, labelled ``attribution, k = 0.25``."""
     order = scores.assign(size=scores["score"].abs()).sort_values("size", ascending=False, kind="stable")["unit"]
     circuits = {}
     for fraction in fractions:

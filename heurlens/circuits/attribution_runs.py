@@ -152,9 +152,23 @@ def scored_model(model: PreparedModel, level: Level, graph: GraphName) -> Prepar
 def attribute(model: PreparedModel, data: PromptTaskData, out: str | Path, *, level: Level = "edge",
               method: AttributionMethod = "eap-ig", ig_steps: int = IG_STEPS, ablation: MethodName = "corrupt",
               graph: GraphName = "heurlens") -> AttributionRun:
-    """Attribute ``data``'s training prompts' logit difference to every unit or edge of ``model`` with ``method``
-    ("eap", or "eap-ig" with ``ig_steps``) and keep the scores in the folder ``out`` (read back when it holds them:
-    a second call with the same settings computes nothing; other settings are refused)."""
+    """Attribute ``data``'s training prompts' logit difference to every unit or edge of ``model`` and keep the scores
+    in the folder ``out`` (read back when it holds them: a second call with the same settings computes nothing;
+    other settings are refused).
+
+    Args:
+        model: the model (``heurlens.load_model``).
+        data: the prompt task and its draw (``PromptTaskData``).
+        out: the run folder.
+        level: "edge" or "node" (heads and MLPs).
+        method: "eap", or "eap-ig" (integrated gradients along the inputs, ``ig_steps`` points).
+        ig_steps: EAP-IG's points on the path (MIB's 5).
+        ablation: what an ablated item carries: "corrupt" (the only one for EAP-IG), "mean" or "zero".
+        graph: the edges scored: "heurlens" (a grouped-query model's key-value inputs once per key-value head) or
+            "mib" (its ungrouped copy's, MIB's graph).
+
+    Returns:
+        The finished ``AttributionRun`` (its ranking: signed, on the graph scored)."""
     folder = attribution_folder(out)
     graph = graph_of(layout_of(model, level), graph)
     settings = {"model_id": model.model_id, "model_fingerprint": model.fingerprint(), "task": data.task,
@@ -185,6 +199,12 @@ def attribute(model: PreparedModel, data: PromptTaskData, out: str | Path, *, le
 
 
 def load_attribution(run_dir: str | Path) -> AttributionRun:
-    """The attribution run in ``run_dir``, refused by name when it holds none."""
+    """The attribution run in ``run_dir``, refused by name when it holds none.
+
+    Args:
+        run_dir: a folder ``attribute`` (or ``heurlens attribute``) wrote.
+
+    Returns:
+        The run: its settings and its ranking (signed: -delta_m, EAP-IG's sign)."""
     ranking, settings, seconds = read_ranking(run_dir)
     return AttributionRun(Path(run_dir), settings, ranking, seconds)

@@ -57,16 +57,27 @@ def compare_runs(model: PreparedModel, runs: Mapping[str, Sequence[Subnetwork]],
                  ablation: MethodName | None = None, source: Source = "ranking", grid: Sequence[float] = MIB_GRID,
                  random_seeds: int = 0, files: Sequence[MibFile] = (), attributions: Sequence[AttributionRun] = (),
                  rankings: Sequence[Ranking] = ()) -> dict[str, FaithfulnessCurve]:
-    """The curve of each run (by run folder), of each MIB-format file, of each attribution run (``heurlens
-    attribute``: its ranking, edges on the graph it scored), of attribution patching's unit ranking (on ``data``'s
-    training prompts) and of ``random_seeds`` random rankings per level and graph the others are on (edges of MIB's
-    graph: the model's ungrouped copy's), on ``data``'s scoring prompts.
-    ``source`` "ranking": each record's log_alpha cut at every size, each run on its own level (units or edges);
-    "targets": the circuits the records kept, every curve on the edge axis when a run is an edge run. ``ablation``:
-    every curve's; by default on units the node runs' (attribution's ranking of units too; "corrupt" without node
-    runs), and on edges, every edge curve alike, the edge attribution runs' when they share one, else "corrupt"
-    (MIB's patching). ``rankings``: any method's rankings of the model's units or edges (on the graph each names),
-    each a curve named by its label."""
+    """Discovery methods side by side, on ``data``'s scoring prompts: every run, file and ranking given, attribution
+    patching's unit ranking (on ``data``'s training prompts) and random rankings.
+
+    Args:
+        model: the model every run and ranking is of (refused by name otherwise: ``check_runs_belong``).
+        runs: each prune run's records, by run folder.
+        data: the prompt task and its draws the runs were made on.
+        ablation: every curve's ablation; by default on units the node runs' (attribution's ranking of units too;
+            "corrupt" without node runs), and on edges, every edge curve alike, the edge attribution runs' when they
+            share one, else "corrupt" (MIB's patching).
+        source: "ranking": each record's log_alpha cut at every size, each run on its own level; "targets": the
+            circuits the records kept, every curve on the edge axis when a run is an edge run.
+        grid: the sizes, fractions kept (MIB's ten).
+        random_seeds: random rankings (this many seeds) per level and graph the other curves are on (edges of MIB's
+            graph: the model's ungrouped copy's).
+        files: MIB-format files (``read_mib_file``): their rankings or circuits.
+        attributions: attribution runs (``load_attribution``): their rankings, on the graph each scored.
+        rankings: any method's rankings of the model's units or edges (on the graph each names).
+
+    Returns:
+        One ``FaithfulnessCurve`` per method, by name (a ranking's: its label)."""
     everything = [sub for subnetworks in runs.values() for sub in subnetworks]
     check_runs_belong(model, data, everything, attributions)
     method = comparison_ablation(everything, ablation)

@@ -41,7 +41,13 @@ def _reader_node(edge: Edge) -> tuple[str, str]:
 
 def circuit_figure(circuit: EdgeCircuit) -> go.Figure:
     """The circuit's kept edges as lines between its nodes, one trace per kind of input (a legend entry each), and
-    the nodes its edges touch as labelled points."""
+    the nodes its edges touch as labelled points.
+
+    Args:
+        circuit: an edge circuit (``prune(config=PruneSettings(level="edge"))``).
+
+    Returns:
+        A plotly figure."""
     positions = node_positions(circuit)
     figure = go.Figure()
     touched: set[str] = set()

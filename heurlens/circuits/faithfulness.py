@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from functools import partial
+from typing import TYPE_CHECKING
 
 import pandas as pd
 import torch
@@ -47,22 +48,37 @@ from heurlens.runtime.call_context import call_context
 from heurlens.runtime.progress import progress_bar
 from heurlens.tasks import TaskLike, as_task
 
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
+
 
 @checked
 def faithfulness_curve(model: ModelLike, circuits: Sequence[Subnetwork] | Mapping[str, UnitsLike], task: TaskLike, *,
                        metric: Metric | None = None, method: MethodName | None = None, means: UnitMeans | None = None,
                        cache: bool | None = None, edges: bool = False,
                        grid: Sequence[float] = MIB_GRID, progress: bool = True) -> FaithfulnessCurve:
-    """f(k) of each circuit on ``task``: ``circuits`` are subnetworks (a pruning sweep: each seed's one curve) or kept
-    units by label (``{"top 10%": "L9.H6,L9.H9,..."}``: one curve); every unit outside a circuit is ablated by
-    ``method`` ("mean" with ``means``, "zero", or "corrupt": its activation on the example's corrupted prompt).
-    ``metric``: a function of (scores, task) or (scores) to one number; default the logit difference of a prompt
-    task with distractors. ``edges``: k is the fraction of edges kept (node circuits as the edges between their
-    units, ``EdgeLayout.edges_between``), every other edge carrying its writer's output on the corrupted prompt (or,
-    ``method`` "mean" or "zero", its mean or zero), as edge circuits (``prune --level edge``) are scored: ``method``
-    None is "corrupt" there (MIB's patching) and "mean" for units. A circuit is a point of its curve at a size of
-    ``grid`` (MIB's by default) when it keeps exactly ``int(size n)`` items; CPR and CMD need every size
-    (``ranking_curve`` cuts a run's ranking at each)."""
+    """f(k) = (m(circuit) - m(empty)) / (m(full) - m(empty)) of each circuit on ``task``. A circuit is a point of
+    its curve at a size of ``grid`` when it keeps exactly ``int(size n)`` items; CPR and CMD need every size
+    (``ranking_curve`` cuts a run's ranking at each).
+
+    Args:
+        model: a ``HookedModel`` or a bare ``TransformerBridge``.
+        circuits: subnetworks or edge circuits (a pruning sweep: each seed's one curve), or kept units by label
+            (``{"top 10%": "L9.H6,L9.H9,..."}``: one curve).
+        task: the prompts scored.
+        metric: ``metric(scores, task)`` or ``metric(scores)`` to one number; default the logit difference of a
+            prompt task with distractors.
+        method: what every item outside a circuit carries: "mean" (with ``means``), "zero", or "corrupt" (its
+            activation on the example's corrupted prompt); None: "corrupt" on edges (MIB's patching), "mean" on units.
+        means: the means mean ablation puts in place.
+        cache: whether the full model's logits are read from and written to heurlens' cache (None: the default).
+        edges: score on the edge axis: k the fraction of edges kept, node circuits as the edges between their units
+            (``EdgeLayout.edges_between``).
+        grid: the sizes, fractions kept (MIB's ten by default).
+        progress: a bar on stderr.
+
+    Returns:
+        A ``FaithfulnessCurve``: each circuit's f, the curve at the grid's sizes, CPR and CMD."""
     grid = check_grid(grid)
     model = as_model(model)
     task = as_task(model, task)
@@ -99,11 +115,25 @@ def ranking_curve(model: ModelLike, rankings: Ranking | Sequence[Ranking], task:
                   metric: Metric | None = None, method: MethodName | None = None, means: UnitMeans | None = None,
                   cache: bool | None = None, grid: Sequence[float] = MIB_GRID, progress: bool = True
                   ) -> FaithfulnessCurve:
-    """f at every size of ``grid`` (MIB's ten by default) of each ranking's top ``int(size n)`` units or edges (as MIB
-    cuts attribution scores): one curve per ranking (e.g. one per seed of a mask run, ``rankings.ranking_of``), their
-    CPR and CMD averaged. A ``signed`` ranking (attribution scores, a MIB file) is cut by score and by |score|, its
-    CPR taken from the first and its CMD from the second, as MIB's scripts report them (``Ranking.area_orders``;
-    a circuit both orders keep is scored once). Ablation as ``faithfulness_curve``'s."""
+    """f at every size of ``grid`` of each ranking's top ``int(size n)`` units or edges, as MIB cuts attribution
+    scores. A ``signed`` ranking (attribution scores, a MIB file) is cut by score and by |score|, its CPR taken from
+    the first and its CMD from the second, as MIB's scripts report them (``Ranking.area_orders``; a circuit both
+    orders keep is scored once).
+
+    Args:
+        model: the model the rankings rank (an edge ranking on MIB's graph: its ungrouped copy).
+        rankings: one ranking, or several of one level (e.g. a mask run's seeds, ``rankings.ranking_of``): one curve
+            each, their CPR and CMD averaged.
+        task: as ``faithfulness_curve``'s.
+        metric: as ``faithfulness_curve``'s.
+        method: as ``faithfulness_curve``'s.
+        means: as ``faithfulness_curve``'s.
+        cache: as ``faithfulness_curve``'s.
+        grid: as ``faithfulness_curve``'s.
+        progress: as ``faithfulness_curve``'s.
+
+    Returns:
+        A ``FaithfulnessCurve`` with a point at every size of ``grid``."""
     grid = check_grid(grid)
     model = as_model(model)
     task = as_task(model, task)
@@ -132,9 +162,23 @@ def keep_mask_curve(model: ModelLike, level: Level, masks: Mapping[str, torch.Te
                     metric: Metric | None = None, method: MethodName | None = None, means: UnitMeans | None = None,
                     cache: bool | None = None, grid: Sequence[float] = MIB_GRID, progress: bool = True
                     ) -> FaithfulnessCurve:
-    """f of circuits given as 0/1 keep masks on the units (``level`` "node", ``UnitLayout``'s order) or edges
-    ("edge", ``EdgeLayout``'s), by label (e.g. the circuit files of another tool): one curve, a point at each size
-    of ``grid`` that a circuit's count matches. Ablation as ``faithfulness_curve``'s."""
+    """f of circuits given as 0/1 keep masks (e.g. the circuit files of another tool): one curve, a point at each
+    size of ``grid`` that a circuit's count matches.
+
+    Args:
+        model: the model the masks are on.
+        level: "node" (``UnitLayout``'s order) or "edge" (``EdgeLayout``'s).
+        masks: each circuit's keep mask (1: kept) by label.
+        task: as ``faithfulness_curve``'s.
+        metric: as ``faithfulness_curve``'s.
+        method: as ``faithfulness_curve``'s.
+        means: as ``faithfulness_curve``'s.
+        cache: as ``faithfulness_curve``'s.
+        grid: as ``faithfulness_curve``'s.
+        progress: as ``faithfulness_curve``'s.
+
+    Returns:
+        A ``FaithfulnessCurve``."""
     grid = check_grid(grid)
     model = as_model(model)
     task = as_task(model, task)
@@ -198,9 +242,16 @@ def _default_metric(task: Task) -> Metric:
     return logit_difference
 
 
-def faithfulness_figure(curves: Mapping[str, FaithfulnessCurve], task_name: str):
-    """The curves (plotly), one per discovery method: mean f against the size k (MIB's grid, a log axis), each
-    circuit a point, CPR and CMD in the legend (n/a where a size is missing)."""
+def faithfulness_figure(curves: Mapping[str, FaithfulnessCurve], task_name: str) -> go.Figure:
+    """The curves, one per discovery method: mean f against the size k (MIB's grid, a log axis), each circuit a
+    point, CPR and CMD in the legend (n/a where a size is missing).
+
+    Args:
+        curves: the curves by method (``compare_runs``' result).
+        task_name: the task, for the title.
+
+    Returns:
+        A plotly figure."""
     import plotly.graph_objects as go
 
     figure = go.Figure()

@@ -130,9 +130,15 @@ def mib_document(model: PreparedModel, ranking: Ranking, keep: Tensor | None = N
 
 def write_mib_file(path: Path, model: PreparedModel, ranking: Ranking | None = None, keep: Tensor | None = None,
                    level: Level | None = None) -> None:
-    """Write ``ranking``'s scores (an importance file) or, with a 0/1 ``keep`` mask, its circuit (a circuit file with
-    the ranking's scores on every item) to ``path``, atomically (the module's conventions). ``level``: only for a
-    ``keep`` mask given without its ranking (deprecated: its file then scores the kept items 2 and the others 1)."""
+    """Write a ranking, or a circuit cut from it, as a file in MIB's format, atomically (the module's conventions).
+
+    Args:
+        path: the file written.
+        model: the model the ranking ranks (an edge ranking on MIB's graph: its ungrouped copy).
+        ranking: its scores are the file's (an importance file).
+        keep: a 0/1 mask of the items kept: a circuit file, with the ranking's scores on every item.
+        level: only for a ``keep`` mask given without its ranking (deprecated: its file then scores the kept items 2
+            and the others 1)."""
     if ranking is None and keep is not None and level is not None:
         warnings.warn("write_mib_file(keep=..., level=...) without the ranking writes 0/1 scores; give the ranking the "
                       f"circuit was cut from, write_mib_file(path, model, ranking, keep) (it {STILL_WORKS})",
@@ -148,11 +154,18 @@ def write_mib_file(path: Path, model: PreparedModel, ranking: Ranking | None = N
 
 
 def read_mib_file(path: Path, model: PreparedModel, graph: GraphName = "heurlens") -> MibFile:
-    """An importance or circuit file in MIB's format as a ranking or keep mask on ``model``'s units, or on the edges
-    of ``graph``: "heurlens" (the model's own, key-value edges combined) or "mib" (each of the file's edges, on the
-    model's ungrouped copy, ``attribution_runs.scored_model``); refused by name when it is not MIB's format or not this
+    """An importance or circuit file in MIB's format, refused by name when it is not MIB's format or not this
     model's graph. heurlens' own files come back as written (a mask run's log_alpha exactly, one order; attribution
-    scores signed); another tool's scores are read as signed (MIB's scripts: CPR by score, CMD by |score|)."""
+    scores signed); another tool's scores are read as signed (MIB's scripts: CPR by score, CMD by |score|).
+
+    Args:
+        path: the file.
+        model: the model it scores (its units, or its edges).
+        graph: where an edge file's edges go: "heurlens" (the model's own, key-value edges combined) or "mib" (each of
+            the file's edges, on the model's ungrouped copy, ``attribution_runs.scored_model``).
+
+    Returns:
+        A ``MibFile``: its level and a ranking (an importance file) or a keep mask (a circuit file)."""
     if graph not in get_args(GraphName):
         raise HeurlensError(f"graph={graph!r}: read the file onto 'mib' (its own edges, MIB's graph) or 'heurlens' "
                             "(the model's grouped graph)")

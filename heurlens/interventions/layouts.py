@@ -48,8 +48,15 @@ class ItemLayout(Protocol):
 
 
 def layout_of(model: PreparedModel, level: Level) -> UnitLayout | EdgeLayout:
-    """``model``'s layout at ``level``: its units, or its edges (``edge_layout``: refused by name on a model that
-    cannot be masked at edges)."""
+    """``model``'s layout at ``level``.
+
+    Args:
+        model: a prepared model (``as_model``).
+        level: "node" (its units) or "edge" (its edges; refused by name on a model that cannot be masked at edges,
+            ``edge_layout``).
+
+    Returns:
+        Its ``UnitLayout`` or ``EdgeLayout``, both ``ItemLayout``s."""
     return edge_layout(model) if level == "edge" else UnitLayout(model.n_layers, model.n_heads)  # the one test
 
 

@@ -22,13 +22,10 @@ from heurlens.protocols import Loss, ModelLike, PreparedModel, Task
 from heurlens.pruning.settings import PruneSettings
 from heurlens.pruning.subnetwork import SPARSITY_TOLERANCE as SPARSITY_TOLERANCE  # where it was before
 from heurlens.pruning.subnetwork import Subnetwork, shortest_decimals
+from heurlens.pruning.targets import SparsityTargetMissed as SparsityTargetMissed  # where it was
 from heurlens.runtime.run_folders import RunFolder
 
 MEANS_FILE = "unit-means.safetensors"
-
-
-class SparsityTargetMissed(UserWarning):
-    """A pruned subnetwork's achieved sparsity is more than ``SPARSITY_TOLERANCE`` away from its target."""
 
 
 def subnetwork_stem(out: Path, sparsity: float, seed: int) -> Path:

@@ -42,9 +42,9 @@ from heurlens.pruning.run_folder import (
     seed_finished,
     subnetwork_stem,
 )
-from heurlens.pruning.schedule import steps_before_pruning
 from heurlens.pruning.settings import PruneSettings, checked_seeds, checked_targets
 from heurlens.pruning.subnetwork import SPARSITY_TOLERANCE, Subnetwork, discretize, grid_threshold, top_k
+from heurlens.pruning.targets import warn_of_too_few_steps
 from heurlens.pruning.train import MaskTrainingResult, train_edge_masks, train_unit_masks
 from heurlens.pruning.warm_start import ranking_of_folder
 from heurlens.runtime.argument_checks import PositiveInt, checked
@@ -63,27 +63,36 @@ def prune(model: ModelLike, data: TaskLike | datasets.Dataset, *, sparsity: floa
           workers: Workers | None = None, loss: Loss | None = None, metric: Metric | None = None,
           stack_seeds: bool | None = None, cache: bool | None = None, warm_start: Ranking | None = None
           ) -> list[Subnetwork]:
-    """Prune ``model`` once per (sparsity, seed) and return the subnetworks, in that order.
+    """Prune ``model`` once per (sparsity, seed) and return the subnetworks, in that order. A subnetwork whose masks
+    miss its target by more than ``SPARSITY_TOLERANCE`` (``Subnetwork.missed_target``) raises a
+    ``SparsityTargetMissed`` warning and says so in its metrics (``missed_target``); so does, before any training, a
+    sparsity whose steps end before a unit can be pruned.
 
-    ``data`` is the pruning (training) data: a task (``EvalSet``, ``PromptSet``, ``TokenSet``: its own batches), a
-    list of texts or a token tensor (``batch_size`` examples a micro-batch, default 32), or a Dataset of premise/
-    hypothesis pairs (batched by length, ``batch_size`` pairs a micro-batch, default 16). Pruned units are replaced
-    by ``means`` (default: their means over ``data``). ``loss(scores, full scores, example ids)`` replaces the KL to
-    the full model (``pruning.objective.kl_loss``), or ``metric`` (a differentiable ``Metric``, as the tables report
-    it) is kept at the full model's value (``heurlens.metrics.metric_loss``); which units may be pruned is
-    ``config.units``. With ``out``, each subnetwork is saved when found and a repeated call
-    resumes; ``out`` is refused if it holds anything but a heurlens prune run of this model, data and settings
-    (and loss), or if another process is writing to it. With ``workers`` the runs go to Ray workers
-    (``heurlens.runtime.distributed``), each writing its subnetwork into ``out`` itself. A subnetwork whose masks miss
-    its target by more than ``SPARSITY_TOLERANCE`` (``Subnetwork.missed_target``) raises a ``SparsityTargetMissed``
-    warning and says so in its metrics (``missed_target``); so does, before any training, a sparsity whose steps
-    end before a unit can be pruned. ``stack_seeds``: train a sparsity's seeds together, one
-    forward pass over every seed's batch (``train_unit_masks``: the same subnetworks to float rounding); None
-    stacks them when the model is on a CUDA GPU, where one small batch leaves it idle, and not on a CPU, where
-    it was measured not to pay. ``cache=False``: the full model's logits are computed here, not read from or
-    written to heurlens' cache folder (``out`` is written all the same). ``warm_start``: a ranking of the items
-    pruned (an attribution run's, ``heurlens.circuits.load_attribution(dir).ranking``) whose scores set the masks'
-    start (``pruning.warm_start``); ``config.init_from`` names it in the records (default: its label).
+    Args:
+        model: a ``HookedModel`` or a bare ``TransformerBridge``.
+        data: the pruning (training) data: a task (``EvalSet``, ``PromptSet``, ``TokenSet``: its own batches), a list
+            of texts or a token tensor, or a Dataset of premise/hypothesis pairs (batched by length).
+        sparsity: the target fraction of units (edges, ``config.level`` "edge") pruned, or several.
+        seeds: the seeds, each a run per sparsity.
+        out: a run folder: each subnetwork saved when found, a repeated call resumes; refused if it holds anything but
+            a heurlens prune run of this model, data and settings (and loss), or if another process is writing to it.
+        config: the recipe (``PruneSettings``; ``config.units``: which units may be pruned).
+        means: what pruned units are replaced by (default: their means over ``data``).
+        batch_size: examples a micro-batch for texts or tokens (default 32) or pairs (default 16).
+        progress: a bar on stderr.
+        workers: Ray workers (``heurlens.runtime.distributed``), each writing its subnetwork into ``out`` itself.
+        loss: ``loss(scores, full scores, example ids)`` in place of the KL to the full model
+            (``pruning.objective.kl_loss``).
+        metric: a differentiable ``Metric`` kept at the full model's value (``heurlens.metrics.metric_loss``).
+        stack_seeds: train a sparsity's seeds together, one forward pass over every seed's batch (the same subnetworks
+            to float rounding); None stacks them on a CUDA GPU and not on a CPU, where it was measured not to pay.
+        cache: False: the full model's logits are computed here, not read from or written to heurlens' cache folder.
+        warm_start: a ranking of the items pruned (an attribution run's, ``heurlens.circuits.load_attribution(dir)
+            .ranking``) whose scores set the masks' start (``pruning.warm_start``); ``config.init_from`` names it in
+            the records (default: its label).
+
+    Returns:
+        The subnetworks (``EdgeCircuit``s at edge level), sparsity by sparsity, seed by seed.
     """
     model = as_model(model)
     if warm_start is None and config.init_from:
@@ -101,7 +110,7 @@ def prune(model: ModelLike, data: TaskLike | datasets.Dataset, *, sparsity: floa
     data = as_task(model, data, batch_size=batch_size or 32)
     loss = pruning_loss(config, data, loss, metric)
     sparsities, seeds = checked_targets(sparsity), checked_seeds(seeds)
-    _warn_of_too_few_steps(config, sparsities, data)
+    warn_of_too_few_steps(config, sparsities, data)
     if config.ablation == "corrupt":
         corruption_of(data)  # refused before any work when the data has no corrupted examples of the same lengths
     check_level(model, config.level)  # refused before any work when the model cannot be masked at that level
@@ -117,20 +126,6 @@ def prune(model: ModelLike, data: TaskLike | datasets.Dataset, *, sparsity: floa
         check_run_folder(folder, model, data, config, means, loss)
         return _prune_each(model, data, sparsities, seeds, folder, config, means, progress, workers, loss,
                            stack_seeds, call_context(model, config.dtype, cache), warm_start)
-
-
-def _warn_of_too_few_steps(config: PruneSettings, sparsities: list[float], data: Task) -> None:
-    """Before any training: a ``SparsityTargetMissed`` warning for each sparsity whose steps end before a unit
-    can be pruned (``steps_before_pruning``), so nothing is spent on a run that cannot reach its target."""
-    needed = steps_before_pruning(config.log_alpha_init, config.lr_log_alpha)
-    for target in sparsities if not config.init_from else ():  # warm-started masks start from 0 up, by the scores
-        total = config.steps_for(target, len(data), data.batches[0]["input_ids"].shape[0])[1]
-        if target > 0 and total < needed:
-            warn_at_caller(f"sparsity {target:.2f} cannot be reached in {total} steps: the masks start at log_alpha "
-                          f"{config.log_alpha_init:g} and Adam moves them by about PruneSettings(lr_log_alpha="
-                          f"{config.lr_log_alpha:g}) a step, so no unit can be pruned before ~{needed} steps. Give "
-                          f"PruneSettings(total_steps={needed * 3}) or more, or start the masks lower "
-                          "(PruneSettings(log_alpha_init=0))", SparsityTargetMissed)
 
 
 @dataclass(frozen=True)
