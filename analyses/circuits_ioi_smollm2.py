@@ -35,6 +35,7 @@ from heurlens.circuits.attribution_runs import GraphName, attribute, scored_mode
 from heurlens.circuits.faithfulness import faithfulness_curve, faithfulness_figure, ranking_curve
 from heurlens.circuits.faithfulness_areas import MIB_GRID, FaithfulnessCurve, grid_count
 from heurlens.circuits.mib_graph import MibGraph
+from heurlens.circuits.settings import AttributionSettings, FaithfulnessSettings
 from heurlens.data.prompt_tasks import logit_difference
 from heurlens.data.run_data import PromptTaskData
 from heurlens.interventions.circuits import Level
@@ -46,6 +47,7 @@ from heurlens.runtime.devices import describe_device, device_of
 from heurlens.runtime.run_folders import RunFolder
 
 TASKS = {"ioi": "IOI", "greater-than": "greater-than"}
+CORRUPT = FaithfulnessSettings(ablation="corrupt")  # every curve: MIB's patching
 EXAMPLES, SEEDS = 200, 3
 TARGETS = {"node": 0.8, "edge": 0.95}  # the ranking runs' targets
 N_UNITS = 30 * 10  # SmolLM2: 30 layers of 9 heads and an MLP
@@ -76,22 +78,22 @@ def run(job: str, out: Path, examples: int = EXAMPLES, steps: int | None = None,
     where = describe_device(device_of(model))
     if name in ("baselines", "attribution"):  # attribution patching of the units (and, baselines, random rankings)
         start = time.time()
-        scores = attribution_scores(model, train, logit_difference, method="corrupt")
+        scores = attribution_scores(model, train, logit_difference, AttributionSettings(ablation="corrupt"))
         seconds = time.time() - start
         ranking = Ranking("attribution", "node", -torch.tensor(scores["score"].tolist()), signed=True)
-        results = {"attribution": (ranking_curve(model, ranking, scoring, method="corrupt"), seconds)}
+        results = {"attribution": (ranking_curve(model, ranking, scoring, CORRUPT), seconds)}
         for level, n_items in ((cast(Level, "node"), N_UNITS), (cast(Level, "edge"), edge_layout(model).n_edges)):
             if name == "attribution":
                 break
             randoms = [random_ranking(level, n_items, seed) for seed in range(RANDOM_SEEDS)]
-            results[f"random-{level}"] = (ranking_curve(model, randoms, scoring, method="corrupt"), 0.0)
+            results[f"random-{level}"] = (ranking_curve(model, randoms, scoring, CORRUPT), 0.0)
         for method, (curve, seconds) in results.items():
             _save(out / "scores" / task / f"{method}.json", curve, seconds, where)
         return
     if name == "random-edge-mib":  # random rankings of the edges of MIB's graph (the ungrouped copy's)
         ungrouped = scored_model(model, "edge", "mib")
         randoms = [random_ranking("edge", edge_layout(ungrouped).n_edges, seed) for seed in range(RANDOM_SEEDS)]
-        _save(out / "scores" / task / f"{name}.json", ranking_curve(ungrouped, randoms, scoring, method="corrupt"),
+        _save(out / "scores" / task / f"{name}.json", ranking_curve(ungrouped, randoms, scoring, CORRUPT),
               0.0, where)
         return
     if name in ATTRIBUTIONS:  # heurlens attribute's run folder, its ranking cut at every size
@@ -99,7 +101,7 @@ def run(job: str, out: Path, examples: int = EXAMPLES, steps: int | None = None,
         attributed = attribute(model, data, out / "runs" / task / name, level=cast(Level, attributed_level),
                                method=cast(AttributionMethod, method), graph=cast(GraphName, graph))
         curve = ranking_curve(scored_model(model, attributed.level, attributed.graph), attributed.ranking, scoring,
-                              method="corrupt")
+                              CORRUPT)
         _save(out / "scores" / task / f"{name}.json", curve, attributed.seconds, where)
         return
     part, _, rest = name.partition("-")
@@ -108,24 +110,24 @@ def run(job: str, out: Path, examples: int = EXAMPLES, steps: int | None = None,
     target = float(rest.rpartition("target-")[2]) if "target-" in rest else TARGETS[level]
     warm = None  # the warm-started job's own EAP-IG run (jobs run side by side: none writes another's folder)
     if rest.endswith("-warm"):
-        warm = str(attribute(model, data, out / "runs" / task / f"{name}-eap-ig", level=level, method="eap-ig").path)
+        warm = attribute(model, data, out / "runs" / task / f"{name}-eap-ig", level=level, method="eap-ig")
     config = heurlens.PruneSettings(level=level, ablation="corrupt", objective=objective, total_steps=steps,
-                                    init_from=warm)
+                                    init_from=None if warm is None else str(warm.path))
     records = heurlens.prune(model, train, sparsity=target, seeds=range(seeds), out=out / "runs" / task / name,
-                             config=config, progress=False)
+                             config=config, progress=False, warm_start=None if warm is None else warm.ranking)
     seconds = sum(record.metrics["train_seconds"] for record in records)
     trained_on = records[0].metrics["trained_on"]
     if "target-" in rest:  # one target of the sweep: its circuits, scored with the rest in the page
-        curve = faithfulness_curve(model, records, scoring, method="corrupt")
+        curve = faithfulness_curve(model, records, scoring, CORRUPT)
     else:
-        curve = ranking_curve(model, [ranking_of(record) for record in records], scoring, method="corrupt")
+        curve = ranking_curve(model, [ranking_of(record) for record in records], scoring, CORRUPT)
     _save(out / "scores" / task / f"{name}.json", curve, seconds, trained_on,
           steps=config.steps_for(target, len(train), train.batches[0]["input_ids"].shape[0])[1])
     if "target-" in rest and target == max(SWEEP):  # the empty and the whole circuit, measured once per seed
         ends = [replace(records[0], kept=kept, target_sparsity=sparsity, seed=seed) for seed in range(seeds)
                 for kept, sparsity in (([], 1.0), (UnitLayout(30, 9).units(), 0.0))]
         _save(out / "scores" / task / "node-kl-target-ends.json", faithfulness_curve(model, ends, scoring,
-                                                                                  method="corrupt"), 0.0, where)
+                                                                                  CORRUPT), 0.0, where)
 
 
 def _save(path: Path, curve: FaithfulnessCurve, seconds: float, where: str, **extra) -> None:
@@ -156,7 +158,7 @@ def cpu_cost(out: Path) -> None:
                                                              total_steps=steps), cache=False)
             cost[f"{level}-{objective}"] = record.metrics["train_seconds"] / steps
     start = time.time()
-    attribution_scores(model, train, logit_difference, method="corrupt")
+    attribution_scores(model, train, logit_difference, AttributionSettings(ablation="corrupt"))
     cost["attribution"] = time.time() - start
     cost["where"] = describe_device(device_of(model))
     atomic_write_json(out / "cpu-cost.json", cost)

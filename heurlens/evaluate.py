@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import datasets
 import torch
@@ -24,6 +25,9 @@ from heurlens.runtime.call_context import CallContext, call_context
 from heurlens.runtime.devices import to_device
 from heurlens.runtime.precision import Precision, autocast
 from heurlens.tasks import TaskLike, as_task, batch_examples
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 
 @dataclass
@@ -54,7 +58,7 @@ class EvalSet:
         return int((predicted == self.labels).sum()) / len(self.labels)  # exact: no float32 rounding
 
 
-def tokenize_pairs(name: str, data: datasets.Dataset, tokenizer, batch_size: int = 64,
+def tokenize_pairs(name: str, data: datasets.Dataset, tokenizer: PreTrainedTokenizerBase, batch_size: int = 64,
                    max_length: int = 128, sort_by_length: bool = False) -> EvalSet:
     """Tokenise premise/hypothesis pairs (as the model's tokenizer pairs them: [SEP], token types).
 
@@ -62,6 +66,17 @@ def tokenize_pairs(name: str, data: datasets.Dataset, tokenizer, batch_size: int
     first, so batches hold pairs of similar length and carry little padding (training data, whose
     batches are drawn in random order anyway, and evaluation sets, whose metrics are means; SNLI
     pairs: 1.6x faster mask-training steps, benchmarks/length_sorted_batches.py).
+
+    Args:
+        name: the set's name in tables.
+        data: a Dataset with premise, hypothesis and label columns.
+        tokenizer: the model's tokenizer.
+        batch_size: pairs a batch.
+        max_length: tokens a pair at most (longer pairs are truncated).
+        sort_by_length: order the pairs by token count before batching.
+
+    Returns:
+        An ``EvalSet``.
     """
     if tokenizer is None:
         raise HeurlensError(f"cannot tokenise {name}: this model has no tokenizer; build an EvalSet from token ids")
@@ -85,7 +100,16 @@ def predict_logits(model: ModelLike, eval_set: TaskLike, *, fwd_hooks: HookList 
     """The model's logits on every example (float32, on the CPU), with optional hooks ([(hook name, fn)])
     active; ``eval_set`` a task, a list of texts or a token tensor. ``dtype`` "bfloat16" or "float16" runs the
     matrix products in that precision (``heurlens.runtime.precision``; bfloat16 on this project's CPU: about 2x faster, and
-    the predicted label of about 0.2% of pairs changes: ``benchmarks/bf16_evaluation.py``)."""
+    the predicted label of about 0.2% of pairs changes: ``benchmarks/bf16_evaluation.py``).
+
+    Args:
+        model: a ``HookedModel`` or a bare ``TransformerBridge``.
+        eval_set: a task, a list of texts or a token tensor.
+        fwd_hooks: ``(hook point, function)`` pairs active during the pass.
+        dtype: the matrix products' precision, "float32", "bfloat16" or "float16" (``heurlens.runtime.precision``).
+
+    Returns:
+        The logits ``[example, label]``, float32, on the CPU."""
     model = as_model(model)
     return logits_in_context(model, as_task(model, eval_set), call_context(model, dtype, cache=False), fwd_hooks)
 
@@ -122,7 +146,15 @@ def label_map(model_labels: tuple[str, ...] | None, data_labels: tuple[str, ...]
 
 def accuracy(logits: Float[Tensor, "example label"], task: Task, model_labels: tuple[str, ...] | None) -> float:
     """The task's accuracy of these logits (``Task.accuracy``): for labelled pairs, the fraction whose top label
-    (mapped to the data's labels) is right; for a prompt task, of prompts whose answer beats its distractors."""
+    (mapped to the data's labels) is right; for a prompt task, of prompts whose answer beats its distractors.
+
+    Args:
+        logits: the model's scores ``[example, label]``.
+        task: the task they are of.
+        model_labels: the model's label names, mapped to the task's (None: in the task's order).
+
+    Returns:
+        The accuracy, a fraction."""
     return task.accuracy(logits, model_labels)
 
 
@@ -138,7 +170,14 @@ def mean_kl(reference_logits: Float[Tensor, "example label"], logits: Float[Tens
     """Mean over examples of KL(p_reference || p), the pruning objective of the Heuristic Core paper (nats). KL is never
     negative; rounding in float32 can make a near-zero sum so, and it is reported as 0. NaN stays NaN (scores holding
     NaN or inf), never shown as a KL of 0. Computed over chunks of rows (``KL_CHUNK_ELEMENTS`` scores each), so a
-    next-token model's rows x vocabulary needs a chunk's temporaries, not three copies of the whole."""
+    next-token model's rows x vocabulary needs a chunk's temporaries, not three copies of the whole.
+
+    Args:
+        reference_logits: the full model's scores ``[example, label]``.
+        logits: the other model's scores, the same shape.
+
+    Returns:
+        The mean KL in nats (NaN when a score is NaN or infinite)."""
     rows = max(1, KL_CHUNK_ELEMENTS // max(1, reference_logits.shape[-1]))
     per_row = []
     for start in range(0, len(reference_logits), rows):

@@ -40,7 +40,16 @@ def metric_output(metric: Metric, scores: Float[Tensor, "row output"], task: Tas
 
 
 def metric_value(metric: Metric, scores: Float[Tensor, "row output"], task: Task, name: str = "metric") -> float:
-    """The metric as a table reports it: a float (a one-element tensor converted; anything else refused)."""
+    """The metric as a table reports it: a float (a one-element tensor converted; anything else refused).
+
+    Args:
+        metric: ``metric(scores, task)`` or ``metric(scores)``.
+        scores: the model's scores ``[row, output]``.
+        task: the task scored.
+        name: the metric's name in the refusal of a value that is not a number.
+
+    Returns:
+        The metric as a float."""
     value = metric_output(metric, scores, task)
     if isinstance(value, Tensor):
         if value.numel() != 1:
@@ -56,7 +65,14 @@ def metric_value(metric: Metric, scores: Float[Tensor, "row output"], task: Task
 
 def metric_loss(metric: Metric, data: Task) -> Loss:
     """Pruning's loss that keeps ``metric`` at the full model's value: on each batch,
-    (metric(masked scores) - metric(full scores))^2, the task seen as that batch alone (``batch_task``)."""
+    (metric(masked scores) - metric(full scores))^2, the task seen as that batch alone (``batch_task``).
+
+    Args:
+        metric: a differentiable ``Metric``.
+        data: the pruning data.
+
+    Returns:
+        A ``Loss`` for ``prune(loss=...)``."""
     first_row = {}
     start = 0
     for index, batch in enumerate(data.batches):

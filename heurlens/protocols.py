@@ -137,7 +137,13 @@ def _has_members(obj: object, protocol: type) -> bool:
 
 
 def is_hooked_model(obj: object) -> TypeIs[HookedModel]:
-    """Whether ``obj`` has every member of ``HookedModel`` (a ``HookedClassifier``, or a user's own class)."""
+    """Whether ``obj`` has every member of ``HookedModel`` (a ``HookedClassifier``, or a user's own class).
+
+    Args:
+        obj: anything.
+
+    Returns:
+        True when it is a ``HookedModel`` (a type guard)."""
     return _has_members(obj, HookedModel)
 
 
@@ -147,7 +153,13 @@ def is_prepared_model(obj: object) -> TypeIs[PreparedModel]:
 
 
 def is_task(obj: object) -> TypeIs[Task]:
-    """Whether ``obj`` has every member of ``Task`` (``EvalSet``, ``PromptSet``, ``TokenSet``, or a user's own)."""
+    """Whether ``obj`` has every member of ``Task`` (``EvalSet``, ``PromptSet``, ``TokenSet``, or a user's own).
+
+    Args:
+        obj: anything.
+
+    Returns:
+        True when it is a ``Task`` (a type guard)."""
     return _has_members(obj, Task)
 
 

@@ -68,7 +68,18 @@ def tokenize_texts(model: ModelLike, texts: Sequence[str], *, name: str = "texts
     """``texts`` in right-padded batches, each text tokenised as TransformerLens' ``bridge.to_tokens`` does
     (``bridge_tokens``; ``prepend_bos`` as there: None follows the bridge's ``cfg.default_prepend_bos``, False
     leaves the BOS out, and a BERT-style tokenizer's [CLS]). ``positions``: the scored positions, "last" or "all"
-    (the module's docstring)."""
+    (the module's docstring).
+
+    Args:
+        model: a ``HookedModel`` or a bare ``TransformerBridge`` (its tokenizer).
+        texts: the texts.
+        name: the task's name in tables.
+        batch_size: texts a batch.
+        prepend_bos: as ``to_tokens``' (None: the bridge's ``cfg.default_prepend_bos``).
+        positions: the scored positions: "last" (each text's last real token) or "all".
+
+    Returns:
+        A ``TokenSet``."""
     model = as_model(model)
     if isinstance(texts, str):
         raise HeurlensError("give a list of texts, not one string (e.g. [\"When Mary and John went...\"])")
@@ -98,7 +109,17 @@ def token_batches(tokens: Int[Tensor, "example pos"], *, name: str = "tokens", b
                   attention_mask: Int[Tensor, "example pos"] | None = None, positions: Positions = "last") -> TokenSet:
     """A token tensor in batches: every row a real sequence, or padded on the right where ``attention_mask`` (1
     real, 0 padding) says so. ``positions``: the scored positions, "last", "all", or a 0/1 tensor ``[example,
-    pos]`` marking real tokens (the module's docstring)."""
+    pos]`` marking real tokens (the module's docstring).
+
+    Args:
+        tokens: the token ids ``[example, pos]``.
+        name: the task's name in tables.
+        batch_size: rows a batch.
+        attention_mask: 1 at real tokens, 0 at right padding (None: every token real).
+        positions: the scored positions: "last", "all", or a 0/1 tensor ``[example, pos]``.
+
+    Returns:
+        A ``TokenSet``."""
     if tokens.dim() != 2 or tokens.dtype not in (torch.int64, torch.int32) or not len(tokens):
         raise HeurlensError(f"token ids must be a non-empty integer tensor [example, pos]; got {tuple(tokens.shape)} "
                             f"of {tokens.dtype}")

@@ -96,7 +96,26 @@ def single_unit_scan(model: ModelLike, units: UnitsLike, eval_sets: Sequence[Tas
     """Ablate each unit alone (one after another, or on Ray ``workers``; matrix products in ``dtype`` and
     ``cache`` as for ``ablate``); long table with columns ablated, eval_set, full_accuracy, accuracy, delta
     (ablated - full, as ``ablate``'s), kl (with ``metrics``, ``full_{name}`` and ``{name}`` per metric, ``delta`` of
-    the first)."""
+    the first).
+
+    Args:
+        model: a ``HookedModel`` or a bare ``TransformerBridge``.
+        units: the units scanned, ``"L4.H0,L2.*"``, a ``Unit``, or a list of either.
+        eval_sets: tasks, lists of texts or token tensors.
+        means: the unit means (``compute_means``) mean ablation puts in place.
+        method: "mean" (by ``means``), "zero", or "corrupt" (each unit's activation on the example's corrupted input; the
+            tasks carry their corruption); "interchange", its name before, until 0.3.0.
+        full_logits: the full model's logits by set name, from an earlier run (None: from the activation cache).
+        progress: a bar on stderr.
+        workers: Ray workers (``heurlens.runtime.distributed``) to spread the ablations over (None: one after another
+            here).
+        dtype: the matrix products' precision, "float32", "bfloat16" or "float16" (``heurlens.runtime.precision``).
+        metrics: column name -> ``metric(scores, task)`` (default: the task's accuracy; ``{}``: KL only).
+        cache: False: nothing read from or written to heurlens' cache folder; None: as a surrounding ``disk_cache`` block
+            says.
+
+    Returns:
+        The long table, one row per (unit, eval set)."""
     job = _job(model, eval_sets, method, means, full_logits, dtype, metrics, cache)
     units = as_units(units, job.model.n_layers, job.model.n_heads)
     if not units:
@@ -110,7 +129,17 @@ def head_grid(scan: pd.DataFrame, n_layers: int, n_heads: int, value: str = "del
     """A scan's ``value`` (a column: ``delta``, ``accuracy``, ``kl``...) of each head as a ``[layer, head]`` tensor,
     as TransformerLens' activation patching returns its results; NaN for heads not scanned (MLP rows are left
     out). ``eval_set``: which set's rows, needed when the scan has several. ``pd.DataFrame(grid.numpy())`` is the
-    pivot table (layers as rows, heads as columns)."""
+    pivot table (layers as rows, heads as columns).
+
+    Args:
+        scan: ``single_unit_scan``'s table.
+        n_layers: the model's layers.
+        n_heads: its heads a layer.
+        value: the column to put in the grid.
+        eval_set: the set whose rows to take (needed when the scan has several).
+
+    Returns:
+        A ``[layer, head]`` tensor, NaN where a head was not scanned."""
     sets = list(dict.fromkeys(scan["eval_set"]))
     if eval_set is None and len(sets) > 1:
         raise HeurlensError(f"the scan covers {len(sets)} evaluation sets ({', '.join(sets)}): name one, eval_set=...")
@@ -159,6 +188,26 @@ def group_superadditivity(model: ModelLike, group: UnitsLike, eval_sets: Sequenc
     super-additive. interactions: per pair and eval set, drop(pair) - drop(i) - drop(j). The single and pair
     ablations may run on Ray ``workers``; ``dtype``, ``metrics`` and ``cache`` as for ``ablate`` (drops are of the
     first metric).
+
+    Args:
+        model: a ``HookedModel`` or a bare ``TransformerBridge``.
+        group: the group, ``"L4.H0,L2.*"``, a ``Unit``, or a list of either.
+        eval_sets: tasks, lists of texts or token tensors.
+        means: the unit means (``compute_means``) mean ablation puts in place.
+        method: "mean" (by ``means``), "zero", or "corrupt" (each unit's activation on the example's corrupted input; the
+            tasks carry their corruption); "interchange", its name before, until 0.3.0.
+        pairs: also ablate each pair of members.
+        full_logits: the full model's logits by set name, from an earlier run (None: from the activation cache).
+        progress: a bar on stderr.
+        workers: Ray workers (``heurlens.runtime.distributed``) to spread the ablations over (None: one after another
+            here).
+        dtype: the matrix products' precision, "float32", "bfloat16" or "float16" (``heurlens.runtime.precision``).
+        metrics: column name -> ``metric(scores, task)`` (default: the task's accuracy; ``{}``: KL only).
+        cache: False: nothing read from or written to heurlens' cache folder; None: as a surrounding ``disk_cache`` block
+            says.
+
+    Returns:
+        (summary, interactions): the two tables above.
     """
     job = _job(model, eval_sets, method, means, full_logits, dtype, metrics, cache)
     group = as_units(group, job.model.n_layers, job.model.n_heads)

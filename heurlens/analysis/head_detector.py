@@ -51,7 +51,17 @@ def head_detector_scores(model: ModelLike, prompts: TaskLike, *, heads: UnitsLik
                          min_score: float = 0.3, exclude_bos: bool = True) -> pd.DataFrame:
     """One row per head (or per head of ``heads``): the mean score of each detection pattern over the prompts,
     and a label. ``prompts``: any task, a list of texts or a token tensor (tokens are all it reads). The model
-    must expose ``hook_pattern`` (load HF models with ``attn_implementation="eager"``)."""
+    must expose ``hook_pattern`` (load HF models with ``attn_implementation="eager"``).
+
+    Args:
+        model: a ``HookedModel`` or a bare ``TransformerBridge``.
+        prompts: a task, a list of texts or a token tensor (tokens are all it reads).
+        heads: the heads scored (None: every head).
+        min_score: a head is labelled with a pattern it scores at least this on.
+        exclude_bos: leave attention to the first token out of the scores (TransformerLens' ``exclude_bos``).
+
+    Returns:
+        One row per head: its score on each pattern and its label."""
     model = as_model(model)
     prompts = as_task(model, prompts)
     heads = as_units(heads, model.n_layers, model.n_heads) if heads is not None else None

@@ -73,7 +73,17 @@ def ioi_head_scores(model: ModelLike, prompts: TaskLike, *, heads: UnitsLike | N
                     min_score: float = 0.3, exclude_bos: bool = True) -> pd.DataFrame:
     """One row per head (or per head of ``heads``): its mean signature scores over the IOI ``prompts`` whose
     answer (IO) and distractor (S) are single tokens named once and twice, a label, and how many prompts counted.
-    The model must expose ``hook_pattern`` (load HF models with ``attn_implementation="eager"``)."""
+    The model must expose ``hook_pattern`` (load HF models with ``attn_implementation="eager"``).
+
+    Args:
+        model: a ``HookedModel`` or a bare ``TransformerBridge``.
+        prompts: IOI prompts (a prompt task with the IO as answer and S as distractor).
+        heads: the heads scored (None: every head).
+        min_score: a head is labelled with a signature it scores at least this on.
+        exclude_bos: leave attention to the first token out of the scores.
+
+    Returns:
+        One row per head: its signature scores, its label and the prompts counted."""
     model = as_model(model)
     prompts = as_task(model, prompts)
     if not isinstance(prompts, PromptSet) or not len(prompts) or prompts.distractors.shape[-1] == 0:

@@ -12,9 +12,10 @@ _EXPORTS = {"attribution_ranking": ".attribution", "attribution_scores": ".attri
             "attribute": ".attribution_runs", "load_attribution": ".attribution_runs",
             "AttributionRun": ".attribution_runs", "compare_runs": ".comparison", "circuit_figure": ".drawing",
             "faithfulness_curve": ".faithfulness", "ranking_curve": ".faithfulness", "keep_mask_curve": ".faithfulness",
-            "faithfulness_figure": ".faithfulness", "FaithfulnessCurve": ".faithfulness_areas",
+            "faithfulness_figure": ".drawing", "FaithfulnessCurve": ".faithfulness_areas",
             "MIB_GRID": ".faithfulness_areas", "MibGraph": ".mib_graph", "MibFile": ".mib_files",
-            "read_mib_file": ".mib_files", "write_mib_file": ".mib_files"}
+            "read_mib_file": ".mib_files", "write_mib_file": ".mib_files", "AttributionSettings": ".settings",
+            "FaithfulnessSettings": ".settings"}
 __all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
@@ -28,8 +29,8 @@ if TYPE_CHECKING:  # the lazy names' real types, for type checkers and editors (
     from heurlens.circuits.attribution_runs import load_attribution as load_attribution
     from heurlens.circuits.comparison import compare_runs as compare_runs
     from heurlens.circuits.drawing import circuit_figure as circuit_figure
+    from heurlens.circuits.drawing import faithfulness_figure as faithfulness_figure
     from heurlens.circuits.faithfulness import faithfulness_curve as faithfulness_curve
-    from heurlens.circuits.faithfulness import faithfulness_figure as faithfulness_figure
     from heurlens.circuits.faithfulness import keep_mask_curve as keep_mask_curve
     from heurlens.circuits.faithfulness import ranking_curve as ranking_curve
     from heurlens.circuits.faithfulness_areas import MIB_GRID as MIB_GRID
@@ -38,3 +39,5 @@ if TYPE_CHECKING:  # the lazy names' real types, for type checkers and editors (
     from heurlens.circuits.mib_files import read_mib_file as read_mib_file
     from heurlens.circuits.mib_files import write_mib_file as write_mib_file
     from heurlens.circuits.mib_graph import MibGraph as MibGraph
+    from heurlens.circuits.settings import AttributionSettings as AttributionSettings
+    from heurlens.circuits.settings import FaithfulnessSettings as FaithfulnessSettings

@@ -24,8 +24,9 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save
 
-from heurlens.circuits.attribution import IG_STEPS, AttributionMethod, attribution_ranking
+from heurlens.circuits.attribution import AttributionMethod, ranking_of_attribution
 from heurlens.circuits.mib_graph import GraphName, graph_of
+from heurlens.circuits.settings import IG_STEPS, AttributionSettings
 from heurlens.data.prompt_tasks import logit_difference
 from heurlens.data.run_data import PromptTaskData
 from heurlens.errors import HeurlensError
@@ -184,8 +185,8 @@ def attribute(model: PreparedModel, data: PromptTaskData, out: str | Path, *, le
         target = scored_model(model, level, graph)
         train = data.train(target)
         means = data.means(target) if ablation == "mean" else None
-        ranking = attribution_ranking(target, train, logit_difference, level=level, method=ablation, means=means,
-                                      ig_steps=ig_steps if method == "eap-ig" else None)
+        ranking = ranking_of_attribution(target, train, logit_difference, AttributionSettings(
+            level, ig_steps if method == "eap-ig" else None, ablation), means)
         return replace(ranking, label=label, graph=graph), time.perf_counter() - start
 
     def written() -> tuple[Ranking, float]:

@@ -22,6 +22,7 @@ from heurlens.circuits.faithfulness import faithfulness_curve, items_on, keep_ma
 from heurlens.circuits.faithfulness_areas import MIB_GRID, FaithfulnessCurve, grid_count
 from heurlens.circuits.mib_files import MibFile
 from heurlens.circuits.mib_graph import GraphName
+from heurlens.circuits.settings import AttributionSettings, FaithfulnessSettings
 from heurlens.data.prompt_tasks import logit_difference
 from heurlens.data.run_data import PromptTaskData
 from heurlens.errors import HeurlensError
@@ -89,11 +90,12 @@ def compare_runs(model: PreparedModel, runs: Mapping[str, Sequence[Subnetwork]],
     edges = on_edges or "edge" in levels
     if edges and means.embeddings is None:  # a run's means saved before 2026-11-29: edges need the embeddings' too
         means = replace(means, embeddings=data.means(model).embeddings)
-    score: dict[str, Any] = {"method": method, "means": means, "grid": grid}
+    score: dict[str, Any] = {"settings": FaithfulnessSettings(ablation=method, grid=tuple(grid)), "means": means}
     attributed = {run.settings["ablation"] for run in attributions
                   if isinstance(layout_of(model, run.level), EdgeLayout)}
+    edge_ablation = as_method(ablation or (attributed.pop() if len(attributed) == 1 else "corrupt"))
     on: dict[Level, dict[str, Any]] = {"node": score, "edge": {  # every edge curve alike (MIB's patching by default)
-        **score, "method": as_method(ablation or (attributed.pop() if len(attributed) == 1 else "corrupt"))}}
+        **score, "settings": replace(score["settings"], ablation=edge_ablation)}}
     if on_edges:  # every curve on the edge axis
         score = on["edge"]
     curves: dict[str, FaithfulnessCurve] = {}
@@ -125,7 +127,8 @@ def compare_runs(model: PreparedModel, runs: Mapping[str, Sequence[Subnetwork]],
         target = scored(ranking.level, ranking.graph)
         curves[name] = ranking_curve(target, ranking, prompts, **on[ranking.level])
         axes.append((ranking.level, "mib" if target is not model else "heurlens"))
-    scores = attribution_scores(model, data.train(model), logit_difference, method=method, means=means)
+    scores = attribution_scores(model, data.train(model), logit_difference, AttributionSettings(ablation=method),
+                                means=means)
     if not on_edges:
         ranking = Ranking("attribution", "node", -torch.tensor(scores["score"].tolist()), signed=True)
         curves["attribution"] = ranking_curve(model, ranking, prompts, **score)

@@ -1,11 +1,15 @@
 """An edge circuit drawn as a graph (plotly): the embeddings at the bottom, each layer's heads and then its MLP on a
 row above the last, the logits on top, and each kept edge a line from its writer to the component it reads into,
-coloured by the input it enters (query, key, value, MLP, logits), as Edge Pruning's figures draw circuits."""
+coloured by the input it enters (query, key, value, MLP, logits), as Edge Pruning's figures draw circuits; and the
+faithfulness curves of discovery methods side by side (``faithfulness_figure``)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import plotly.graph_objects as go
 
+from heurlens.circuits.faithfulness_areas import FaithfulnessCurve, areas_text
 from heurlens.interventions.nodes import EMBED, LOGITS, Edge
 from heurlens.pruning.circuit import EdgeCircuit
 
@@ -71,4 +75,28 @@ def circuit_figure(circuit: EdgeCircuit) -> go.Figure:
                                 marker={"size": 9, "color": "#333"}))
     figure.update_layout(title=f"{circuit.label}: {len(circuit.edges)} edges", showlegend=True,
                          xaxis={"visible": False}, yaxis={"visible": False})
+    return figure
+
+
+def faithfulness_figure(curves: Mapping[str, FaithfulnessCurve], task_name: str) -> go.Figure:
+    """The curves, one per discovery method: mean f against the size k (MIB's grid, a log axis), each circuit a
+    point, CPR and CMD in the legend (n/a where a size is missing).
+
+    Args:
+        curves: the curves by method (``compare_runs``' result).
+        task_name: the task, for the title.
+
+    Returns:
+        A plotly figure."""
+    figure = go.Figure()
+    for name, curve in curves.items():
+        means = curve.curve.dropna()
+        figure.add_trace(go.Scatter(x=means["kept_fraction"], y=means["faithfulness"], mode="lines+markers",
+                                    name=f"{name} ({areas_text(curve)})"))
+        figure.add_trace(go.Scatter(x=curve.circuits["kept_fraction"], y=curve.circuits["faithfulness"],
+                                    mode="markers", text=curve.circuits["circuit"], name=f"{name}: circuits",
+                                    marker={"symbol": "x"}))
+    figure.add_hline(y=1.0, line_dash="dot")
+    figure.update_layout(title=f"Faithfulness on {task_name}", xaxis_title="fraction of units or edges kept (k)",
+                         yaxis_title="f(k)", xaxis_type="log")
     return figure

@@ -16,12 +16,14 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import Any
 
 import pandas as pd
 import torch
 
-from heurlens.circuits.faithfulness_areas import MIB_GRID, FaithfulnessCurve, check_grid, grid_count
+from heurlens.circuits.drawing import faithfulness_figure as faithfulness_figure  # where it was
+from heurlens.circuits.faithfulness_areas import FaithfulnessCurve, grid_count
+from heurlens.circuits.settings import UNSET, FaithfulnessSettings, from_keywords
 from heurlens.data.prompt_tasks import PromptSet, logit_difference
 from heurlens.errors import HeurlensError
 from heurlens.interventions.activation_cache import full_model_logits
@@ -48,15 +50,12 @@ from heurlens.runtime.call_context import call_context
 from heurlens.runtime.progress import progress_bar
 from heurlens.tasks import TaskLike, as_task
 
-if TYPE_CHECKING:
-    import plotly.graph_objects as go
-
 
 @checked
-def faithfulness_curve(model: ModelLike, circuits: Sequence[Subnetwork] | Mapping[str, UnitsLike], task: TaskLike, *,
-                       metric: Metric | None = None, method: MethodName | None = None, means: UnitMeans | None = None,
-                       cache: bool | None = None, edges: bool = False,
-                       grid: Sequence[float] = MIB_GRID, progress: bool = True) -> FaithfulnessCurve:
+def faithfulness_curve(model: ModelLike, circuits: Sequence[Subnetwork] | Mapping[str, UnitsLike], task: TaskLike,
+                       settings: FaithfulnessSettings | None = None, *, means: UnitMeans | None = None,
+                       edges: bool = False, progress: bool = True, metric: Any = UNSET, method: Any = UNSET,
+                       cache: Any = UNSET, grid: Any = UNSET) -> FaithfulnessCurve:
     """f(k) = (m(circuit) - m(empty)) / (m(full) - m(empty)) of each circuit on ``task``. A circuit is a point of
     its curve at a size of ``grid`` when it keeps exactly ``int(size n)`` items; CPR and CMD need every size
     (``ranking_curve`` cuts a run's ranking at each).
@@ -66,20 +65,21 @@ def faithfulness_curve(model: ModelLike, circuits: Sequence[Subnetwork] | Mappin
         circuits: subnetworks or edge circuits (a pruning sweep: each seed's one curve), or kept units by label
             (``{"top 10%": "L9.H6,L9.H9,..."}``: one curve).
         task: the prompts scored.
-        metric: ``metric(scores, task)`` or ``metric(scores)`` to one number; default the logit difference of a
-            prompt task with distractors.
-        method: what every item outside a circuit carries: "mean" (with ``means``), "zero", or "corrupt" (its
-            activation on the example's corrupted prompt); None: "corrupt" on edges (MIB's patching), "mean" on units.
+        settings: the metric, the ablation outside a circuit (None: "corrupt" on edges, MIB's patching, "mean" on
+            units), the grid of sizes and the cache (``FaithfulnessSettings``; default: MIB's).
         means: the means mean ablation puts in place.
-        cache: whether the full model's logits are read from and written to heurlens' cache (None: the default).
         edges: score on the edge axis: k the fraction of edges kept, node circuits as the edges between their units
             (``EdgeLayout.edges_between``).
-        grid: the sizes, fractions kept (MIB's ten by default).
         progress: a bar on stderr.
+        metric: deprecated: ``settings.metric``.
+        method: deprecated: ``settings.ablation``.
+        cache: deprecated: ``settings.cache``.
+        grid: deprecated: ``settings.grid``.
 
     Returns:
         A ``FaithfulnessCurve``: each circuit's f, the curve at the grid's sizes, CPR and CMD."""
-    grid = check_grid(grid)
+    settings = from_keywords(settings, FaithfulnessSettings(), {"metric": metric, "ablation": method, "cache": cache,
+                                                               "grid": grid}, "faithfulness_curve")
     model = as_model(model)
     task = as_task(model, task)
     if isinstance(circuits, Mapping):
@@ -98,7 +98,6 @@ def faithfulness_curve(model: ModelLike, circuits: Sequence[Subnetwork] | Mappin
         raise HeurlensError("give at least one circuit: subnetworks of a pruning run, or {label: units}")
     records = {} if isinstance(circuits, Mapping) else {circuit.label: circuit for circuit in circuits}
     level = axis_of(list(records.values()), edges)
-    method = _method_on(level, method)
     layout = layout_of(model, level)
     kept: dict[str, list] = dict(named)
     if isinstance(layout, EdgeLayout):  # a node circuit as the edges between its units (EdgeLayout.edges_between)
@@ -106,15 +105,14 @@ def faithfulness_curve(model: ModelLike, circuits: Sequence[Subnetwork] | Mappin
                 for label, units in named.items()}
     masks, of = [layout.keep_mask(items) for items in kept.values()], layout.n_items
     rows = [(curves[label], label, len(kept_here)) for label, kept_here in kept.items()]
-    return _scored(model, task, level, masks, rows, of, grid, metric=metric, method=method, means=means, cache=cache,
-                   progress=progress)
+    return _scored(model, task, level, masks, rows, of, settings, means=means, progress=progress)
 
 
 @checked
-def ranking_curve(model: ModelLike, rankings: Ranking | Sequence[Ranking], task: TaskLike, *,
-                  metric: Metric | None = None, method: MethodName | None = None, means: UnitMeans | None = None,
-                  cache: bool | None = None, grid: Sequence[float] = MIB_GRID, progress: bool = True
-                  ) -> FaithfulnessCurve:
+def ranking_curve(model: ModelLike, rankings: Ranking | Sequence[Ranking], task: TaskLike,
+                  settings: FaithfulnessSettings | None = None, *, means: UnitMeans | None = None,
+                  progress: bool = True, metric: Any = UNSET, method: Any = UNSET, cache: Any = UNSET,
+                  grid: Any = UNSET) -> FaithfulnessCurve:
     """f at every size of ``grid`` of each ranking's top ``int(size n)`` units or edges, as MIB cuts attribution
     scores. A ``signed`` ranking (attribution scores, a MIB file) is cut by score and by |score|, its CPR taken from
     the first and its CMD from the second, as MIB's scripts report them (``Ranking.area_orders``; a circuit both
@@ -125,16 +123,18 @@ def ranking_curve(model: ModelLike, rankings: Ranking | Sequence[Ranking], task:
         rankings: one ranking, or several of one level (e.g. a mask run's seeds, ``rankings.ranking_of``): one curve
             each, their CPR and CMD averaged.
         task: as ``faithfulness_curve``'s.
-        metric: as ``faithfulness_curve``'s.
-        method: as ``faithfulness_curve``'s.
+        settings: as ``faithfulness_curve``'s.
         means: as ``faithfulness_curve``'s.
-        cache: as ``faithfulness_curve``'s.
-        grid: as ``faithfulness_curve``'s.
         progress: as ``faithfulness_curve``'s.
+        metric: deprecated: ``settings.metric``.
+        method: deprecated: ``settings.ablation``.
+        cache: deprecated: ``settings.cache``.
+        grid: deprecated: ``settings.grid``.
 
     Returns:
-        A ``FaithfulnessCurve`` with a point at every size of ``grid``."""
-    grid = check_grid(grid)
+        A ``FaithfulnessCurve`` with a point at every size of the grid."""
+    settings = from_keywords(settings, FaithfulnessSettings(), {"metric": metric, "ablation": method, "cache": cache,
+                                                               "grid": grid}, "ranking_curve")
     model = as_model(model)
     task = as_task(model, task)
     rankings = [rankings] if isinstance(rankings, Ranking) else list(rankings)
@@ -144,8 +144,7 @@ def ranking_curve(model: ModelLike, rankings: Ranking | Sequence[Ranking], task:
     if rankings[0].n_items != of:
         raise HeurlensError(f"the rankings rank {rankings[0].n_items} {level}s and this model has {of}: rank this "
                             "model's (a run of another model, or of the other level?)")
-    method = _method_on(level, method)
-    counts = sorted({grid_count(size, of) for size in grid})
+    counts = sorted({grid_count(size, of) for size in settings.grid})
     orders = rankings[0].area_orders()
     two = len(orders) > 1
     masks = [ranking.top(count, by) for ranking in rankings for by in orders for count in counts]
@@ -153,15 +152,15 @@ def ranking_curve(model: ModelLike, rankings: Ranking | Sequence[Ranking], task:
             for ranking in rankings for by in orders for count in counts]
     [cpr_from] = [by for by, areas in orders.items() if "cpr" in areas]
     [cmd_from] = [by for by, areas in orders.items() if "cmd" in areas]
-    return _scored(model, task, level, masks, rows, of, grid, metric=metric, method=method, means=means, cache=cache,
-                   progress=progress, areas_from=(cpr_from, cmd_from))
+    return _scored(model, task, level, masks, rows, of, settings, means=means, progress=progress,
+                   areas_from=(cpr_from, cmd_from))
 
 
 @checked
-def keep_mask_curve(model: ModelLike, level: Level, masks: Mapping[str, torch.Tensor], task: TaskLike, *,
-                    metric: Metric | None = None, method: MethodName | None = None, means: UnitMeans | None = None,
-                    cache: bool | None = None, grid: Sequence[float] = MIB_GRID, progress: bool = True
-                    ) -> FaithfulnessCurve:
+def keep_mask_curve(model: ModelLike, level: Level, masks: Mapping[str, torch.Tensor], task: TaskLike,
+                    settings: FaithfulnessSettings | None = None, *, means: UnitMeans | None = None,
+                    progress: bool = True, metric: Any = UNSET, method: Any = UNSET, cache: Any = UNSET,
+                    grid: Any = UNSET) -> FaithfulnessCurve:
     """f of circuits given as 0/1 keep masks (e.g. the circuit files of another tool): one curve, a point at each
     size of ``grid`` that a circuit's count matches.
 
@@ -170,16 +169,18 @@ def keep_mask_curve(model: ModelLike, level: Level, masks: Mapping[str, torch.Te
         level: "node" (``UnitLayout``'s order) or "edge" (``EdgeLayout``'s).
         masks: each circuit's keep mask (1: kept) by label.
         task: as ``faithfulness_curve``'s.
-        metric: as ``faithfulness_curve``'s.
-        method: as ``faithfulness_curve``'s.
+        settings: as ``faithfulness_curve``'s.
         means: as ``faithfulness_curve``'s.
-        cache: as ``faithfulness_curve``'s.
-        grid: as ``faithfulness_curve``'s.
         progress: as ``faithfulness_curve``'s.
+        metric: deprecated: ``settings.metric``.
+        method: deprecated: ``settings.ablation``.
+        cache: deprecated: ``settings.cache``.
+        grid: deprecated: ``settings.grid``.
 
     Returns:
         A ``FaithfulnessCurve``."""
-    grid = check_grid(grid)
+    settings = from_keywords(settings, FaithfulnessSettings(), {"metric": metric, "ablation": method, "cache": cache,
+                                                               "grid": grid}, "keep_mask_curve")
     model = as_model(model)
     task = as_task(model, task)
     of = items_on(model, level)
@@ -187,8 +188,8 @@ def keep_mask_curve(model: ModelLike, level: Level, masks: Mapping[str, torch.Te
         if mask.shape != (of,):
             raise HeurlensError(f"circuit {label!r} has {mask.numel()} entries and this model has {of} {level}s")
     rows = [("circuits", label, int(mask.sum())) for label, mask in masks.items()]
-    return _scored(model, task, level, [mask.float() for mask in masks.values()], rows, of, grid, metric=metric,
-                   method=_method_on(level, method), means=means, cache=cache, progress=progress)
+    return _scored(model, task, level, [mask.float() for mask in masks.values()], rows, of, settings, means=means,
+                   progress=progress)
 
 
 def items_on(model: PreparedModel, level: Level) -> int:
@@ -202,14 +203,15 @@ def _method_on(level: Level, method: MethodName | None) -> Method:
 
 
 def _scored(model, task: Task, level: Level, masks: list[torch.Tensor], rows: list[tuple], of: int,
-            grid: Sequence[float], *, metric: Metric | None, method: Method, means: UnitMeans | None,
-            cache: bool | None, progress: bool = True,
+            settings: FaithfulnessSettings, *, means: UnitMeans | None, progress: bool = True,
             areas_from: tuple[str | None, str | None] = (None, None)) -> FaithfulnessCurve:
     """The curve of the circuits ``masks`` (rows: curve, label, items kept and, for a ranking's circuits, the order
     they were cut by; out of ``of``): each distinct circuit scored once with the others ablated, beside the full
-    model and the empty circuit; ``areas_from``: the orders CPR and CMD are taken from (``FaithfulnessCurve``)."""
-    metric = metric or _default_metric(task)
-    context = call_context(model, cache=cache)
+    model and the empty circuit, with ``settings``' ablation on ``level`` (``DEFAULT_ABLATION`` when None);
+    ``areas_from``: the orders CPR and CMD are taken from (``FaithfulnessCurve``)."""
+    metric = settings.metric or _default_metric(task)
+    method = _method_on(level, settings.ablation)
+    context = call_context(model, cache=settings.cache)
     full_scores = full_model_logits(model, task, context)
     full = metric_value(metric, full_scores, task, "metric")
     keys = [mask.detach().float().cpu().numpy().tobytes() for mask in [*masks, torch.zeros(of)]]
@@ -231,7 +233,7 @@ def _scored(model, task: Task, level: Level, masks: list[torch.Tensor], rows: li
                            **({"ranked_by": row[3]} if len(row) > 3 else {}),
                            "metric": value, "faithfulness": (value - empty) / (full - empty)}
                           for row, value in zip(rows, values)])
-    return FaithfulnessCurve(table, full, empty, of, tuple(grid), *areas_from, ablation=method)
+    return FaithfulnessCurve(table, full, empty, of, settings.grid, *areas_from, ablation=method)
 
 
 def _default_metric(task: Task) -> Metric:
@@ -240,39 +242,3 @@ def _default_metric(task: Task) -> Metric:
         raise HeurlensError(f"the task {task.name!r} has no distractors, so there is no default logit difference: give "
                             "metric=function(scores, task) (e.g. a logit difference of your answers)")
     return logit_difference
-
-
-def faithfulness_figure(curves: Mapping[str, FaithfulnessCurve], task_name: str) -> go.Figure:
-    """The curves, one per discovery method: mean f against the size k (MIB's grid, a log axis), each circuit a
-    point, CPR and CMD in the legend (n/a where a size is missing).
-
-    Args:
-        curves: the curves by method (``compare_runs``' result).
-        task_name: the task, for the title.
-
-    Returns:
-        A plotly figure."""
-    import plotly.graph_objects as go
-
-    figure = go.Figure()
-    for name, curve in curves.items():
-        means = curve.curve.dropna()
-        figure.add_trace(go.Scatter(x=means["kept_fraction"], y=means["faithfulness"], mode="lines+markers",
-                                    name=f"{name} ({areas_text(curve)})"))
-        figure.add_trace(go.Scatter(x=curve.circuits["kept_fraction"], y=curve.circuits["faithfulness"],
-                                    mode="markers", text=curve.circuits["circuit"], name=f"{name}: circuits",
-                                    marker={"symbol": "x"}))
-    figure.add_hline(y=1.0, line_dash="dot")
-    figure.update_layout(title=f"Faithfulness on {task_name}", xaxis_title="fraction of units or edges kept (k)",
-                         yaxis_title="f(k)", xaxis_type="log")
-    return figure
-
-
-def areas_text(curve: FaithfulnessCurve) -> str:
-    """"CPR 0.812, CMD 0.204" (with the orders they came from for signed scores: "CPR 0.812 (by score), CMD 0.204
-    (by |score|)"), or what is missing for them ("CPR, CMD n/a: no circuit at 0.1%, 0.2%")."""
-    if curve.missing:
-        return f"CPR, CMD n/a: no circuit at {', '.join(f'{size:.3g}' for size in [100 * m for m in curve.missing])}%"
-    if curve.cpr_from != curve.cmd_from:
-        return f"CPR {curve.cpr:.3f} (by {curve.cpr_from}), CMD {curve.cmd:.3f} (by {curve.cmd_from})"
-    return f"CPR {curve.cpr:.3f}, CMD {curve.cmd:.3f}"

@@ -159,3 +159,13 @@ class FaithfulnessCurve:
     def _mean_area(self, column: str) -> float:
         values = self.areas[column]
         return float(values.mean(skipna=False)) if len(values) else math.nan
+
+
+def areas_text(curve: FaithfulnessCurve) -> str:
+    """"CPR 0.812, CMD 0.204" (with the orders they came from for signed scores: "CPR 0.812 (by score), CMD 0.204
+    (by |score|)"), or what is missing for them ("CPR, CMD n/a: no circuit at 0.1%, 0.2%")."""
+    if curve.missing:
+        return f"CPR, CMD n/a: no circuit at {', '.join(f'{size:.3g}' for size in [100 * m for m in curve.missing])}%"
+    if curve.cpr_from != curve.cmd_from:
+        return f"CPR {curve.cpr:.3f} (by {curve.cpr_from}), CMD {curve.cmd:.3f} (by {curve.cmd_from})"
+    return f"CPR {curve.cpr:.3f}, CMD {curve.cmd:.3f}"

@@ -67,12 +67,12 @@ def attribute(task: str, task_examples: int, seed: int, level: str, method: str,
     import pandas as pd
 
     import heurlens
-    from heurlens.circuits.attribution import check_attribution
     from heurlens.circuits.attribution_runs import attribute as attribute_run
     from heurlens.circuits.attribution_runs import attribution_folder, item_names
+    from heurlens.circuits.settings import AttributionSettings
     from heurlens.data.run_data import PromptTaskData
 
-    check_attribution(cast("Level", level), ig_steps if method == "eap-ig" else None, cast("MethodName", ablation))
+    AttributionSettings(cast("Level", level), ig_steps if method == "eap-ig" else None, cast("MethodName", ablation))
     attribution_folder(out)  # both refused before the model loads
     hooked = heurlens.load_model(model, device=device, dtype=weights_dtype)
     run = attribute_run(hooked, PromptTaskData(task, task_examples, seed), out, level=cast("Level", level),
@@ -192,7 +192,7 @@ def parse_grid(grid: str | None) -> tuple[float, ...]:
 
 def _pretty(curves: dict[str, FaithfulnessCurve], task_name: str, run_dirs: tuple[str, ...], table) -> str:
     """The table as text: each method's circuits at each size, then the methods' CPR and CMD (n/a where missing)."""
-    from heurlens.circuits.faithfulness import areas_text
+    from heurlens.circuits.faithfulness_areas import areas_text
 
     axes = "; ".join(dict.fromkeys(
         f"{'edges' if 'edges_kept' in curve.circuits else 'units'}: k of {curve.n_items} "

@@ -57,7 +57,14 @@ def _check_rows(path: Path) -> None:
 
 
 def load_pair_file(path: str | Path, label_names: tuple[str, ...] = NLI_LABELS) -> datasets.Dataset:
-    """Read pairs with columns premise, hypothesis, label (a label name or its index in ``label_names``)."""
+    """Read pairs with columns premise, hypothesis, label (a label name or its index in ``label_names``).
+
+    Args:
+        path: a .jsonl, .json, .csv or .tsv file.
+        label_names: the labels in order (a label may be given by name or by index).
+
+    Returns:
+        A Dataset of premise, hypothesis and label."""
     path = Path(path)
     if path.is_dir():
         raise HeurlensError(f"data file {path} is a folder; give a .jsonl/.csv/.tsv file with premise, hypothesis, label")

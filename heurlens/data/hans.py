@@ -159,6 +159,14 @@ def generate_hans(n_per_subcase: int = 1000, subcases: list[str] | None = None, 
     """Distinct templated pairs per subcase (1,000 by default, as HANS and the paper), same seed => same data.
 
     Columns: premise, hypothesis, label (ClassLabel entailment/non-entailment), heuristic, subcase.
+
+    Args:
+        n_per_subcase: pairs per subcase.
+        subcases: which subcases (None: all 30).
+        seed: the templates' fillers' seed.
+
+    Returns:
+        A Dataset (premise, hypothesis, label, heuristic, subcase).
     """
     if isinstance(n_per_subcase, bool) or not isinstance(n_per_subcase, int) or n_per_subcase < 1:
         raise HeurlensError(f"n_per_subcase = {n_per_subcase!r}: give a whole number of pairs, at least 1")

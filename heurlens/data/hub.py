@@ -40,6 +40,14 @@ def load_pair_task(task: str, split: str, data_files: str | list[str] | None = N
     """MNLI / HANS / QQP / PAWS pairs from the hub or from local ``data_files``.
 
     Local files need the task's own column names (e.g. premise, hypothesis, label for MNLI).
+
+    Args:
+        task: "mnli", "hans", "qqp" or "paws".
+        split: the split.
+        data_files: local files in the task's format instead of the hub.
+
+    Returns:
+        A Dataset of the task's pairs.
     """
     if task not in HUB_TASKS:
         raise HeurlensError(f"unknown task {task!r}; use one of {', '.join(HUB_TASKS)}")

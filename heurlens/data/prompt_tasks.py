@@ -179,7 +179,14 @@ def _masked(values: Float[Tensor, "example vocab"], ids: Int[Tensor, "example k"
 
 def logit_difference(logits: Float[Tensor, "example vocab"], prompts: PromptSet) -> Float[Tensor, ""]:
     """Wang et al.'s IOI metric, differentiable: the mean over examples of the mean correct-answer logit minus the
-    mean distractor logit (the prompts must have distractors)."""
+    mean distractor logit (the prompts must have distractors).
+
+    Args:
+        logits: the scores at the answer position ``[example, vocab]``.
+        prompts: the prompt task (with distractors).
+
+    Returns:
+        A zero-dimensional tensor, with a gradient."""
     is_answer, is_distractor = prompts.answers >= 0, prompts.distractors >= 0
     mean_answer = _masked(logits, prompts.answers, 0.0).sum(1) / is_answer.sum(1).to(logits.device)
     mean_distractor = _masked(logits, prompts.distractors, 0.0).sum(1) / is_distractor.sum(1).to(logits.device)

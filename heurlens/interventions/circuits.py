@@ -51,7 +51,16 @@ def mask_hooks(model: PreparedModel, level: Level, replacement: UnitMeans | None
     layer's ``hook_z`` and ``hook_mlp_out`` replacing pruned units by ``replacement`` (means or zeros, on ``device``;
     corrupt ablation sets it per batch through ``use_corrupted``), or edge masks at the split inputs, pruned edges
     carrying the writers' means (``replacement``: means with the embeddings', or zeros) or, without ``replacement``,
-    their outputs on the corrupted batch (``use_corrupted``)."""
+    their outputs on the corrupted batch (``use_corrupted``).
+
+    Args:
+        model: a prepared model (``as_model``).
+        level: "node" or "edge".
+        replacement: what pruned items carry: means or zeros (None at edge level: the writers' corrupted outputs).
+        device: where the masks and replacement live.
+
+    Returns:
+        The level's ``MaskHooks`` (every item kept until ``set_masks``)."""
     layout = layout_of(model, level)
     if isinstance(layout, EdgeLayout):
         return EdgeMaskHooks(layout, torch.ones(layout.n_edges, device=device), replacement)

@@ -28,7 +28,13 @@ from heurlens.tasks import batch_examples
 
 def corruption_of(task: Task) -> Task:
     """``task.corrupted``, checked to pair with ``task`` batch for batch and token for token; refused by name when
-    the task has none or when a corrupted example is not as long as its clean one."""
+    the task has none or when a corrupted example is not as long as its clean one.
+
+    Args:
+        task: a task with corrupted examples (a prompt task's ``corrupted_prompt``).
+
+    Returns:
+        Its corrupted task, batch for batch."""
     corrupted = getattr(task, "corrupted", None)
     if corrupted is None:
         raise HeurlensError(f"corrupt ablation needs each example's corrupted input, and the task {task.name!r} "
@@ -79,7 +85,14 @@ def corrupted_activations(model: PreparedModel, batch: Batch) -> UnitMeans:
     """Every unit's activation on ``batch`` (a corrupted batch, on the model's device): ``hook_z`` of each layer
     ``[batch, pos, head, d_head]`` and ``hook_mlp_out`` ``[batch, pos, d_model]``, held as the replacement a unit
     mask reads (``UnitMaskHooks``; ``MaskSite.masked`` takes a replacement shaped like the whole batch's
-    activation example by example)."""
+    activation example by example).
+
+    Args:
+        model: a prepared model (``as_model``).
+        batch: a corrupted batch, on the model's device.
+
+    Returns:
+        Every unit's activations, held as ``UnitMeans`` (the replacement a unit mask reads)."""
     sites = [site for layer in range(model.n_layers) for site in (head_site(layer, model.n_heads), mlp_site(layer))]
     seen = captured(model, batch, [site.name for site in sites])
     return UnitMeans({layer: seen[head_site(layer, model.n_heads).name] for layer in range(model.n_layers)},

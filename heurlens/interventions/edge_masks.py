@@ -231,7 +231,17 @@ class EdgeMaskHooks:
 def edge_mask_forward(model: PreparedModel, masks: Float[Tensor, "*example edge"], batch: Batch,
                       corrupted: Batch | None = None, means: UnitMeans | None = None) -> Tensor:
     """The model's scores on ``batch`` with the edges masked by ``masks``, pruned edges carrying the writers' outputs
-    on ``corrupted`` (both batches on the model's device), or with ``means`` instead their means."""
+    on ``corrupted`` (both batches on the model's device), or with ``means`` instead their means.
+
+    Args:
+        model: a prepared model (``as_model``).
+        masks: edge masks, one flat vector over ``EdgeLayout``'s edges or one row per example.
+        batch: the batch, on the model's device.
+        corrupted: its corrupted batch (corrupt ablation).
+        means: the means, with the embeddings' (mean ablation).
+
+    Returns:
+        The model's scores."""
     if (corrupted is None) == (means is None):
         raise HeurlensError("give what pruned edges carry: a corrupted batch (corrupt ablation) or means, one of them")
     hooks = EdgeMaskHooks(edge_layout(model), masks, means)

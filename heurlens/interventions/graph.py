@@ -160,7 +160,13 @@ class EdgeLayout:
 def edge_layout(model: PreparedModel) -> EdgeLayout:
     """The model's edges, or a refusal that says why it has none heurlens can mask: its attention has no hook point
     before the query/key/value projections (TransformerLens splits them for GPT-2- and Llama-style attention, not for
-    BERT's), or its attention and MLP run in parallel."""
+    BERT's), or its attention and MLP run in parallel.
+
+    Args:
+        model: a prepared model (``as_model``).
+
+    Returns:
+        Its ``EdgeLayout``."""
     bridge = edge_bridge(model)
     cfg = bridge.cfg
     if getattr(cfg, "parallel_attn_mlp", False):
@@ -236,7 +242,14 @@ def edge_bridge(model: PreparedModel) -> Any:
 
 
 def parse_edges(spec: str, layout: EdgeLayout) -> list[Edge]:
-    """``"L0.H1->L1.H0.v, L1.H0->logits"`` as edges of ``layout`` (refused by name when one is not)."""
+    """``"L0.H1->L1.H0.v, L1.H0->logits"`` as edges of ``layout`` (refused by name when one is not).
+
+    Args:
+        spec: edges such as ``"L0.H1->L1.H0.v, L1.H0->logits"``.
+        layout: the model's ``EdgeLayout``.
+
+    Returns:
+        The edges."""
     edges = [Edge.parse(item) for item in spec.split(",") if item.strip()]
     layout.keep_mask(edges)  # refuses an edge the layout does not have
     return edges

@@ -125,7 +125,15 @@ def compute_means(model: ModelLike, reference: TaskLike, *, prepend_bos: bool | 
     tokens. Only tokens
     are needed: ``reference`` is any task, a list of texts (tokenised as TransformerLens' ``to_tokens`` does,
     ``prepend_bos`` as there: None follows the bridge's ``cfg.default_prepend_bos``), or a token tensor
-    ``[example, pos]``."""
+    ``[example, pos]``.
+
+    Args:
+        model: a ``HookedModel`` or a bare ``TransformerBridge``.
+        reference: a task, a list of texts or a token tensor ``[example, pos]``.
+        prepend_bos: for texts, as ``to_tokens``' (None: the bridge's ``cfg.default_prepend_bos``).
+
+    Returns:
+        The ``UnitMeans``: each head's mean ``hook_z``, each MLP's mean output and the embeddings' mean."""
     model = as_model(model)
     reference = as_task(model, reference, prepend_bos)
     sites = [site for layer in range(model.n_layers) for site in (head_site(layer, model.n_heads), mlp_site(layer))]

@@ -84,7 +84,13 @@ class Ranking:
 
 def ranking_of(circuit: Any) -> Ranking:
     """The ranking a mask run's record holds: its trained log_alpha (a unit subnetwork's heads and MLPs joined in
-    ``UnitLayout``'s order, an edge circuit's edges), labelled by its seed (and target)."""
+    ``UnitLayout``'s order, an edge circuit's edges), labelled by its seed (and target).
+
+    Args:
+        circuit: a mask run's record (``Subnetwork`` or ``EdgeCircuit``).
+
+    Returns:
+        Its ``Ranking`` (log_alpha, higher kept first)."""
     label = str(circuit.label)
     edges = getattr(circuit, "log_alpha_edges", None)
     if edges is not None:
@@ -99,7 +105,15 @@ def ranking_of(circuit: Any) -> Ranking:
 
 def random_ranking(level: Level, n_items: int, seed: int) -> Ranking:
     """A ranking of ``n_items`` in a random order drawn with ``seed``: MIB's baseline (its random circuits sit near
-    CPR 0.25), labelled ``random seed N``."""
+    CPR 0.25), labelled ``random seed N``.
+
+    Args:
+        level: "node" or "edge".
+        n_items: how many items it ranks.
+        seed: the order's seed.
+
+    Returns:
+        A ``Ranking`` in a random order."""
     return Ranking(f"random seed {seed}", level, torch.rand(n_items, generator=torch.Generator().manual_seed(seed)))
 
 

@@ -57,7 +57,19 @@ def masked_scores(model: PreparedModel, hooks: MaskHooks, masks: Sequence[Float[
     residual stream there (the activation cache; ``context``: the call's, as for ``full_model_logits``). Per batch,
     the batch is moved once and, with ``corruption`` (corrupt ablation: the task's corrupted examples, batch for
     batch), the hooks take their replacements from its corrupted batch once for every mask. ``bar`` (a progress
-    bar) advances by one per masked pass over a batch."""
+    bar) advances by one per masked pass over a batch.
+
+    Args:
+        model: a prepared model (``as_model``).
+        hooks: the level's ``MaskHooks``.
+        masks: keep masks (flat, 1: kept).
+        task: the task scored.
+        context: the call's context (``runtime.call_context``: device, precision, cache use).
+        bar: a progress bar to advance (a masked pass over a batch a step).
+        corruption: the task's corrupted examples (corrupt ablation).
+
+    Returns:
+        The scores of each masked model."""
     device, dtype = context.device, context.dtype
     masks = [mask.to(device) for mask in masks]
     starts = []

@@ -79,7 +79,20 @@ def scores_with_masks(model: PreparedModel, level: Level, masks: Sequence[Float[
                       method: Method, means: UnitMeans | None, context: CallContext, bar: tqdm | None = None
                       ) -> list[Float[Tensor, "row output"]]:
     """The scores on ``task`` (CPU, float32) of the model with each keep mask of ``level`` (flat, 1: kept), the
-    pruned components replaced by ``method``: one ``masked_scores`` loop for units and edges."""
+    pruned components replaced by ``method``: one ``masked_scores`` loop for units and edges.
+
+    Args:
+        model: a prepared model (``as_model``).
+        level: "node" or "edge".
+        masks: keep masks (flat, 1: kept).
+        task: the task scored.
+        method: "mean", "zero" or "corrupt".
+        means: the means (mean ablation).
+        context: the call's context (``runtime.call_context``: device, precision, cache use).
+        bar: a progress bar to advance (a pass a step).
+
+    Returns:
+        The scores of each masked model ``[row, output]``."""
     hooks = masking(model, level, method, means, context.device)
     corruption = corruption_of(task) if method == "corrupt" else None
     return masked_scores(model, hooks, masks, task, context, bar, corruption)
@@ -92,7 +105,24 @@ def masked_table(model: PreparedModel, level: Level, masks: Sequence[Float[Tenso
     """Each metric of the full and each masked model on each task, the change and the KL, for unit groups,
     subnetworks and edge circuits alike: columns ``ablated`` (the mask's label), eval_set, examples, per metric
     ``full_{name}`` and ``ablated_{name}``, ``delta`` (``delta_{name}`` for the metrics after the first), kl (mean
-    KL(full || masked), nats); rows mask by mask. Metrics default to the task's accuracy."""
+    KL(full || masked), nats); rows mask by mask. Metrics default to the task's accuracy.
+
+    Args:
+        model: a prepared model (``as_model``).
+        level: "node" or "edge".
+        masks: keep masks (flat, 1: kept).
+        labels: each mask's label (the ``ablated`` column).
+        tasks: the evaluation sets.
+        method: "mean", "zero" or "corrupt".
+        means: the means (mean ablation).
+        full_logits: the full model's logits by set name (None: computed).
+        context: the call's context (``runtime.call_context``: device, precision, cache use).
+        progress: a bar on stderr.
+        desc: the bar's label.
+        metrics: column name -> ``metric(scores, task)``.
+
+    Returns:
+        The table, rows mask by mask."""
     if not tasks:
         raise HeurlensError("give at least one evaluation set (eval_sets)")
     metrics = {"accuracy": accuracy_metric(model)} if metrics is None else dict(metrics)

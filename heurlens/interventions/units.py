@@ -125,7 +125,15 @@ class UnitLayout:
 
 
 def all_units(n_layers: int, n_heads: int, include_mlps: bool = True) -> list[Unit]:
-    """Every head of every layer (and every MLP), in layer order."""
+    """Every head of every layer (and every MLP), in layer order.
+
+    Args:
+        n_layers: the model's layers.
+        n_heads: its heads a layer.
+        include_mlps: the MLPs too.
+
+    Returns:
+        The units in layer order (per layer its heads, then its MLP)."""
     return UnitLayout(n_layers, n_heads).units(include_mlps)
 
 
@@ -133,6 +141,14 @@ def parse_units(spec: str, n_layers: int, n_heads: int) -> list[Unit]:
     """Parse a spec such as ``"L4.H0,L2.*,L3.MLP"`` into units, in the order given, without repeats.
 
     Raises HeurlensError naming the model's valid range for a malformed or out-of-range item.
+
+    Args:
+        spec: units such as ``"L4.H0,L2.*,L3.MLP"``.
+        n_layers: the model's layers.
+        n_heads: its heads a layer.
+
+    Returns:
+        The units, in the order given, once each.
     """
     if n_layers < 1 or n_heads < 1:
         raise HeurlensError(f"a model with {n_layers} layers of {n_heads} heads has no units to name")
@@ -166,7 +182,15 @@ UnitsLike = str | Unit | Iterable[str | Unit]  # "L4.H0,L2.*", Unit(4, 0), or a 
 
 def as_units(units: UnitsLike, n_layers: int, n_heads: int) -> list[Unit]:
     """Units given as a spec string (``"L4.H0,L2.*"``), a ``Unit``, or a list of strings and ``Unit``s, checked
-    against a model of ``n_layers`` layers of ``n_heads`` heads, in the order given, without repeats."""
+    against a model of ``n_layers`` layers of ``n_heads`` heads, in the order given, without repeats.
+
+    Args:
+        units: a spec string, a ``Unit``, or a list of strings and ``Unit``s.
+        n_layers: the model's layers.
+        n_heads: its heads a layer.
+
+    Returns:
+        The units, in the order given, once each."""
     if isinstance(units, str):
         return parse_units(units, n_layers, n_heads)
     items = [units] if isinstance(units, Unit) else list(units)
@@ -186,7 +210,14 @@ def as_units(units: UnitsLike, n_layers: int, n_heads: int) -> list[Unit]:
 
 
 def format_units(units: Iterable[Unit], n_heads: int | None = None) -> str:
-    """The inverse of ``parse_units``; with ``n_heads`` a layer with all its heads prints as ``L4.*``."""
+    """The inverse of ``parse_units``; with ``n_heads`` a layer with all its heads prints as ``L4.*``.
+
+    Args:
+        units: the units.
+        n_heads: the model's heads a layer, to print a whole layer's heads as ``L4.*`` (None: each head).
+
+    Returns:
+        The spec, e.g. ``"L4.H0,L2.*"``."""
     units = list(units)
     parts: list[str] = []
     done: set[Unit] = set()

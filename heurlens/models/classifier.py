@@ -7,10 +7,9 @@ last non-padding token for GPT-2-style decoders. Every hook point of the bridge
 (``blocks.{L}.attn.hook_z``, ``blocks.{L}.hook_mlp_out``, ``hook_pattern``...) stays live, and the
 output equals the plain HF classifier's on the same weights.
 
-A next-token model (no head) is scored on the last non-padding position of its vocabulary logits, or on the
-positions a task marks; its unembedding runs on those positions only where the HF model takes ``logits_to_keep``
-(most decoders): a vocabulary of 49k-256k makes the unembedding a fifth or more of a small decoder's forward pass.
-"""
+A next-token model (no head) is scored on the last real position of its logits, or on the positions a task marks;
+its unembedding runs there only where the HF model takes ``logits_to_keep`` (most decoders: a 49k-256k vocabulary
+makes it a fifth or more of a small decoder's forward pass)."""
 
 from __future__ import annotations
 
@@ -37,11 +36,9 @@ Pooling = Literal["first", "last"]
 
 def _stop_before(module: nn.Module, args: tuple[Any, ...]) -> None:
     """Forward pre-hook on the module that reads the classifier's hidden states: ends the bridge's forward pass and
-    hands back its input. Every hook at the hook point before it (a user's, an ablation's) has fired by then.
-
-    TransformerLens' own ``stop_at_layer`` uses the same exception, which the bridge catches and turns into its
-    return value. Used to skip the masked-LM head of a bridged BERT and a decoder's unembedding.
-    """
+    hands back its input, every hook at the hook point before it (a user's, an ablation's) fired. TransformerLens'
+    own ``stop_at_layer`` uses the same exception, which the bridge turns into its return value. It skips the
+    masked-LM head of a bridged BERT and a decoder's unembedding."""
     raise StopAtLayerException(args[0])
 
 
@@ -214,12 +211,15 @@ def padded_right(tokenizer):
 
 
 def wrap_bridge(bridge: TransformerBridge, model_id: str | None = None) -> HookedClassifier:
-    """A researcher's own ``TransformerBridge`` (a next-token model: ``TransformerBridge.boot_transformers(...)``,
-    ``boot_native(...)``, any architecture TransformerLens bridges) as a heurlens model, scored on the last real
-    token of each prompt; heurlens tokenises with a copy of its tokenizer that pads on the right (the caller's own
-    is left as it was). Every hook point stays the bridge's own. The wrapper is kept with the bridge and returned
-    again (same ``model_id``), so every library call on the bridge shares one model identity, hashed once per state
-    of the weights (``heurlens.runtime.model_identity``)."""
+    """A researcher's own bridge as a heurlens model, scored on the last real token of each prompt, tokenised with a
+    copy of its tokenizer that pads on the right; every hook point stays the bridge's own.
+
+    Args:
+        bridge: a next-token ``TransformerBridge`` (``boot_transformers``, ``boot_native``: any architecture).
+        model_id: its name in records (None: the bridge's).
+
+    Returns:
+        The wrapper, kept with the bridge and returned again (one model identity for every call on it)."""
     if not isinstance(bridge, TransformerBridge):
         raise HeurlensError(f"wrap_bridge takes a TransformerLens TransformerBridge, not a {type(bridge).__name__}")
     kept = bridge.__dict__.get(_WRAPPER)  # in __dict__, not as a submodule: the bridge's state_dict is unchanged

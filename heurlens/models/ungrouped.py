@@ -25,7 +25,13 @@ def ungrouped_copy(model: ModelLike) -> PreparedModel:
     """A copy of the next-token ``model`` (a TransformerLens 4 bridge over a Hugging Face grouped-query decoder:
     Llama, Qwen2, Mistral, SmolLM2, ...) with as many key-value heads as query heads, each a copy of the one it
     shared; ``model`` itself when it has no grouped heads. Refused by name for a classifier or a model whose key and
-    value projections are not ``k_proj``/``v_proj``."""
+    value projections are not ``k_proj``/``v_proj``.
+
+    Args:
+        model: a next-token model (``HookedModel`` or bridge).
+
+    Returns:
+        The ungrouped copy (MIB's graph), or ``model`` itself without grouped heads."""
     model = as_model(model)
     bridge = getattr(model, "bridge", None)
     original = getattr(bridge, "original_model", None)

@@ -37,6 +37,19 @@ def evaluate_subnetworks(model: ModelLike, subnetworks: list[Subnetwork], eval_s
     ``cache=False``: nothing read from or written to heurlens' cache folder (``heurlens.runtime.cache.disk_cache``).
     ``method``: how pruned units are replaced ("mean" by ``means``, "zero", "corrupt"); None: as the subnetworks
     were pruned (``PruneSettings.ablation``, the same for all).
+
+    Args:
+        model: a ``HookedModel`` or a bare ``TransformerBridge``.
+        subnetworks: the records to evaluate (``prune``'s, or ``Subnetwork.load``).
+        eval_sets: tasks, lists of texts or token tensors.
+        means: what pruned units are replaced by (the run's means).
+        metrics: column name -> ``metric(scores, task)`` (default: accuracy).
+        dtype: the matrix products' precision (``heurlens.runtime.precision``).
+        cache: False: nothing read from or written to heurlens' cache folder.
+        method: "mean", "zero" or "corrupt"; None: as the subnetworks were pruned.
+
+    Returns:
+        The long table, the full model's rows first.
     """
     model = as_model(model)
     return _evaluate_subnetworks(model, subnetworks, [as_task(model, data) for data in eval_sets], means, metrics,
@@ -79,7 +92,13 @@ def _evaluate_subnetworks(model: PreparedModel, subnetworks: list[Subnetwork], t
 
 
 def accuracy_table(evaluation: pd.DataFrame) -> pd.DataFrame:
-    """Wide view of ``evaluate_subnetworks``: one row per subnetwork, accuracy (%) per eval set."""
+    """Wide view of ``evaluate_subnetworks``: one row per subnetwork, accuracy (%) per eval set.
+
+    Args:
+        evaluation: ``evaluate_subnetworks``' table.
+
+    Returns:
+        One row per subnetwork, accuracy (%) per eval set."""
     wide = evaluation.pivot_table(index=["subnetwork", "achieved_sparsity"], columns="eval_set", values="accuracy",
                                   sort=False)
     return (100 * wide[list(dict.fromkeys(evaluation["eval_set"]))]).round(1).reset_index()

@@ -33,7 +33,13 @@ def kind_of(record: dict[str, Any]) -> str:
 def load_record(path: Path) -> Any:
     """The circuit stored at ``stem.json`` (+ ``stem.safetensors``), read by the class of its kind (a ``Subnetwork``
     or a subclass); a file that
-    cannot be read whole is refused with a HeurlensError naming it and how to train that seed again."""
+    cannot be read whole is refused with a HeurlensError naming it and how to train that seed again.
+
+    Args:
+        path: the record's ``.json`` file.
+
+    Returns:
+        The record, by its kind."""
     path = Path(path)
     stem = path.with_suffix("") if path.suffix in (".json", ".safetensors") else path
     repair = (f"delete {stem}.json and {stem}.safetensors, then run the heurlens prune command that made it "

@@ -102,7 +102,22 @@ def train_edge_masks(model: PreparedModel, data: Task, full_logits: Float[Tensor
     """``train_unit_masks`` on the model's edges (Edge Pruning, Bhaskar et al. 2024): one hard-concrete mask per edge
     (``heurlens.interventions.graph``), a pruned edge carrying its writer's output on the example's corrupted input,
     the sparsity the fraction of edges pruned; every other part of the recipe (objective, Lagrangian, schedule,
-    stacked seeds, ``context``) as for units."""
+    stacked seeds, ``context``) as for units.
+
+    Args:
+        model: a prepared model (``as_model``).
+        data: the pruning task (with corrupted examples for corrupt ablation).
+        full_logits: the full model's logits on ``data``.
+        sparsity: the target fraction of edges pruned.
+        seeds: the seeds, trained together (one forward pass over every seed's batch).
+        config: the recipe (``PruneSettings``).
+        progress: a bar on stderr.
+        loss: in place of the KL to the full model.
+        context: the call's context (``runtime.call_context``: device, precision, cache use).
+        warm_start: a ranking of the edges whose scores set every seed's start.
+
+    Returns:
+        One result per seed."""
     context = context or call_context(model, config.dtype, cache=False)
     layout = edge_layout(model)
     hooks = mask_hooks(model, "edge", device=context.device)

@@ -29,7 +29,14 @@ from heurlens.runtime.deprecations import STILL_WORKS
 
 
 def warm_start_log_alpha(scores: Float[Tensor, " item"], log_alpha_init: float) -> Float[Tensor, " item"]:
-    """The initial log_alpha of each item, from its score (the module's formula); all 0 when every score is."""
+    """The initial log_alpha of each item, from its score (the module's formula); all 0 when every score is.
+
+    Args:
+        scores: one score per item.
+        log_alpha_init: where the item of largest |score| starts (``PruneSettings.log_alpha_init``).
+
+    Returns:
+        Each item's initial log_alpha."""
     size = scores.detach().float().abs()
     top = size.max()
     return size * (log_alpha_init / top) if top > 0 else torch.zeros_like(size)

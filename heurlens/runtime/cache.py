@@ -31,7 +31,13 @@ def disk_cache(enabled: bool | None = True) -> Iterator[None]:
     """Inside the block heurlens reads and writes its computed cache entries (the full model's logits and residual
     streams, the NLI reference means) when ``enabled``, and neither when not: everything is computed in memory and
     nothing is written under the cache folder. None leaves the surrounding setting as it is. The library's
-    ``cache=`` arguments set it for one call (their default None: as around the call, True unless set)."""
+    ``cache=`` arguments set it for one call (their default None: as around the call, True unless set).
+
+    Args:
+        enabled: True: read and write the cache; False: neither; None: as around the block.
+
+    Returns:
+        A context manager."""
     if enabled is None:
         yield
         return

@@ -75,7 +75,19 @@ def run_one_change(source: str | Path, out: str | Path, *, seeds: int = 3, disam
                    device: str | torch.device | None = None) -> pd.DataFrame:
     """Train the pending runs of the chosen ``rows`` of ``CHANGES`` (default all), ``seeds`` seeds of each
     condition, on ``device`` (``heurlens.runtime.devices.resolve_device``), and return ``one_change_table``. A folder keeps
-    the sweep and sample count it was started with (refused otherwise); more seeds or rows may be added later."""
+    the sweep and sample count it was started with (refused otherwise); more seeds or rows may be added later.
+
+    Args:
+        source: the sweep's run folder the changes start from.
+        out: this study's folder.
+        seeds: seeds of each condition.
+        disambiguation: the T2 samples every condition trains on (one of the sweep's counts).
+        rows: which rows of ``CHANGES`` (None: all).
+        progress: bars on stderr.
+        device: where the models train (None: ``resolve_device``'s choice).
+
+    Returns:
+        ``one_change_table``'s table."""
     source, target = Path(source), resolve_device(device)
     sweep = recorded_settings(source)
     if sweep.architecture != "released":

@@ -56,7 +56,17 @@ def run_sweep(out: Path, settings: SweepSettings = SweepSettings(), progress: bo
     """Run (or resume) the experiment in ``out``; return one row per finished transfer run. With Ray
     ``workers`` the sample counts train at once, each count's runs together in one task. The models train on
     ``device`` (``heurlens.runtime.devices.resolve_device``: default a GPU when there is one); data, subnetworks and
-    every file of the run folder stay on the CPU, so a folder started on one device is resumed on another."""
+    every file of the run folder stay on the CPU, so a folder started on one device is resumed on another.
+
+    Args:
+        out: the run folder (resumed when it holds the same sweep).
+        settings: the sweep (``SweepSettings``).
+        progress: bars on stderr.
+        workers: Ray workers.
+        device: where the models train (None: ``resolve_device``'s choice).
+
+    Returns:
+        One row per finished transfer run."""
     out = Path(out)
     t1 = ArithmeticTask(settings.t1, settings.max_value, settings.modulus)  # each refuses a bad expression
     subtask = ArithmeticTask(settings.subtask, settings.max_value, settings.modulus)
