@@ -26,6 +26,7 @@ from heurlens.runtime.argument_checks import checked
 from heurlens.runtime.cache import atomic_save_tensors
 from heurlens.runtime.devices import device_of
 from heurlens.runtime.model_identity import embedding_sample, same_embeddings
+from heurlens.runtime.progress import progress_bar, progress_delay
 from heurlens.tasks import TaskLike, as_task
 
 EMBED_HOOK = "blocks.0.hook_resid_pre"  # the embeddings' write into the residual stream (edges' first writer)
@@ -120,7 +121,8 @@ class UnitMeans:
 
 @torch.no_grad()
 @checked
-def compute_means(model: ModelLike, reference: TaskLike, *, prepend_bos: bool | None = None) -> UnitMeans:
+def compute_means(model: ModelLike, reference: TaskLike, *, prepend_bos: bool | None = None,
+                  progress: bool = True) -> UnitMeans:
     """Average ``hook_z`` and ``hook_mlp_out`` of every layer, and the embeddings, over the reference data's real
     tokens. Only tokens
     are needed: ``reference`` is any task, a list of texts (tokenised as TransformerLens' ``to_tokens`` does,
@@ -131,6 +133,7 @@ def compute_means(model: ModelLike, reference: TaskLike, *, prepend_bos: bool | 
         model: a ``HookedModel`` or a bare ``TransformerBridge``.
         reference: a task, a list of texts or a token tensor ``[example, pos]``.
         prepend_bos: for texts, as ``to_tokens``' (None: the bridge's ``cfg.default_prepend_bos``).
+        progress: a bar on stderr, a batch a step, once the pass has taken a couple of seconds.
 
     Returns:
         The ``UnitMeans``: each head's mean ``hook_z``, each MLP's mean output and the embeddings' mean."""
@@ -146,7 +149,8 @@ def compute_means(model: ModelLike, reference: TaskLike, *, prepend_bos: bool | 
 
     # the bridge may report an alias as hook.name (hook_z is attn.o.hook_in), so each hook binds its site's name
     with model.hooks([site.hook(partial(accumulate, site.name)) for site in sites]):
-        for batch in reference.batches:
+        for batch in progress_bar(reference.batches, desc=f"means over {reference.name}", unit="batch",
+                                  disable=not progress, delay=progress_delay()):
             current["attention_mask"] = batch.get("attention_mask", torch.ones_like(batch["input_ids"]))
             model(**batch)
     means = {name: mean.cpu() for name, mean in running.means().items()}  # kept on the CPU, moved where used

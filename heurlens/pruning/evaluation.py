@@ -27,7 +27,8 @@ from heurlens.tasks import TaskLike, as_task
 @checked
 def evaluate_subnetworks(model: ModelLike, subnetworks: list[Subnetwork], eval_sets: Sequence[TaskLike], *,
                          means: UnitMeans, metrics: Metrics | None = None, dtype: Precision = "float32",
-                         cache: bool | None = None, method: MethodName | None = None) -> pd.DataFrame:
+                         cache: bool | None = None, method: MethodName | None = None, progress: bool = True
+                         ) -> pd.DataFrame:
     """Each metric (default: accuracy) and the KL to the full model of the full model and each subnetwork on
     each set.
 
@@ -47,6 +48,7 @@ def evaluate_subnetworks(model: ModelLike, subnetworks: list[Subnetwork], eval_s
         dtype: the matrix products' precision (``heurlens.runtime.precision``).
         cache: False: nothing read from or written to heurlens' cache folder.
         method: "mean", "zero" or "corrupt"; None: as the subnetworks were pruned.
+        progress: a bar on stderr (a subnetwork's pass over a batch a step), once it has taken a couple of seconds.
 
     Returns:
         The long table, the full model's rows first.
@@ -54,7 +56,7 @@ def evaluate_subnetworks(model: ModelLike, subnetworks: list[Subnetwork], eval_s
     model = as_model(model)
     return _evaluate_subnetworks(model, subnetworks, [as_task(model, data) for data in eval_sets], means, metrics,
                                  call_context(model, dtype, cache),
-                                 as_method(method) if method else ablation_of(subnetworks))
+                                 as_method(method) if method else ablation_of(subnetworks), progress)
 
 
 def ablation_of(subnetworks: Sequence[Subnetwork]) -> Method:
@@ -69,8 +71,8 @@ def ablation_of(subnetworks: Sequence[Subnetwork]) -> Method:
 
 
 def _evaluate_subnetworks(model: PreparedModel, subnetworks: list[Subnetwork], tasks: list[Task],
-                          means: UnitMeans, metrics: Metrics | None, context: CallContext, method: Method = "mean"
-                          ) -> pd.DataFrame:
+                          means: UnitMeans, metrics: Metrics | None, context: CallContext, method: Method = "mean",
+                          progress: bool = False) -> pd.DataFrame:
     full_logits = {s.name: full_model_logits(model, s, context) for s in tasks}
     chosen = {"accuracy": accuracy_metric(model)} if metrics is None else dict(metrics)
     rows = [{"subnetwork": "full model", "target_sparsity": 0.0, "achieved_sparsity": 0.0, "seed": None,
@@ -81,7 +83,8 @@ def _evaluate_subnetworks(model: PreparedModel, subnetworks: list[Subnetwork], t
     for sub in subnetworks:
         sub.check_model(model, known)
     table = masked_table(model, level_of(subnetworks), [sub.keep_mask() for sub in subnetworks],
-                         [sub.label for sub in subnetworks], tasks, method, means, full_logits, context, metrics=chosen)
+                         [sub.label for sub in subnetworks], tasks, method, means, full_logits, context, metrics=chosen,
+                         progress=progress, desc=f"evaluating {len(subnetworks)} subnetworks")
     for sub, (_, row) in zip([sub for sub in subnetworks for _ in tasks], table.iterrows()):
         rows.append({"subnetwork": sub.label + (" (missed its target)" if sub.missed_target else ""),
                      "target_sparsity": sub.target_sparsity,

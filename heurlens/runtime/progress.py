@@ -9,6 +9,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 _QUIET = {"on": False}
+SHORT_STEP_DELAY_S = 2.0  # a bar of a step that is often short (means over a few prompts) appears past this only
 
 
 def set_quiet(quiet: bool = True) -> None:
@@ -19,3 +20,8 @@ def set_quiet(quiet: bool = True) -> None:
 def progress_bar(*args: Any, disable: bool = False, **kwargs: Any) -> tqdm:
     """``tqdm(*args, **kwargs)``, disabled when ``disable`` or when heurlens is quiet."""
     return tqdm(*args, disable=disable or _QUIET["on"], **kwargs)
+
+
+def progress_delay() -> float:
+    """How long a short step's bar waits before it shows (``SHORT_STEP_DELAY_S``; a test may set it to 0)."""
+    return SHORT_STEP_DELAY_S

@@ -23,3 +23,30 @@ def test_attribute_and_faithfulness_show_progress_and_quiet_turns_it_off(tmp_pat
     status, _, err = heurlens_in_process(capsys, "faithfulness", str(tmp_path / "run"), "--task", task,
                                          "--task-examples", "16", "--json")
     assert status == 0 and "scoring" in err  # --quiet lasts for its own command only
+
+
+def test_means_and_evaluation_show_a_bar_once_they_take_a_while(tiny_decoder_dirs, tmp_path, capsys, monkeypatch):
+    """compute_means and evaluate_subnetworks (the default model's set-up, prune's and evaluate's tables) show a
+    bar on stderr once they have run ``SHORT_STEP_DELAY_S`` (set to 0 here: the tiny model is done in
+    milliseconds, when nothing is shown); ``progress=False`` shows none."""
+    import heurlens
+    from heurlens.pruning import PruneSettings, evaluate_subnetworks
+    from heurlens.runtime import progress
+
+    model = heurlens.load_model(tiny_decoder_dirs["llama"])
+    texts = ["the man sees", "a cat sleeps", "the dog runs"]
+    capsys.readouterr()
+    heurlens.compute_means(model, texts)
+    assert "means over" not in capsys.readouterr().err  # done before the delay
+    monkeypatch.setattr(progress, "SHORT_STEP_DELAY_S", 0.0)
+    means = heurlens.compute_means(model, texts)
+    assert "means over texts" in capsys.readouterr().err
+    heurlens.compute_means(model, texts, progress=False)
+    assert "means over" not in capsys.readouterr().err
+    [record] = heurlens.prune(model, texts, sparsity=0.5, seeds=[0], means=means, progress=False, cache=False,
+                              config=PruneSettings(total_steps=2))
+    capsys.readouterr()
+    evaluate_subnetworks(model, [record], [texts], means=means, cache=False, metrics={})
+    assert "evaluating 1 subnetworks" in capsys.readouterr().err
+    evaluate_subnetworks(model, [record], [texts], means=means, cache=False, metrics={}, progress=False)
+    assert "evaluating" not in capsys.readouterr().err
