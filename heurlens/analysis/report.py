@@ -25,6 +25,7 @@ table { border-collapse: collapse; margin: 1em 0; font-size: 0.9em; }
 th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; }
 th { background: #f3f3f3; }
 .note { color: #555; }
+.banner { background: #fff3cd; border: 1px solid #e0c36a; padding: 0.6em 0.9em; }
 """
 
 
@@ -40,6 +41,10 @@ class Report:
 
     def text(self, text: str) -> None:
         self.parts.append(("text", text))
+
+    def banner(self, text: str) -> None:
+        """A warning the reader must see before the numbers (runs that missed their target)."""
+        self.parts.append(("banner", text))
 
     def table(self, table: pd.DataFrame) -> None:
         self.parts.append(("table", table))
@@ -64,6 +69,8 @@ class Report:
                 lines += ["", content, "-" * len(content)]
             elif kind == "text":
                 lines.append(content)
+            elif kind == "banner":
+                lines += ["", f"!! {content}", ""]
             elif kind == "table":
                 lines += [content.to_string(index=False), ""]
         return "\n".join(lines).rstrip() + "\n"
@@ -76,6 +83,8 @@ class Report:
                 lines += [f"{'#' * (level + 1)} {content}", ""]
             elif kind == "text":
                 lines += [content, ""]
+            elif kind == "banner":
+                lines += [f"> **Note.** {content}", ""]
             elif kind == "table":
                 lines += [content.to_markdown(index=False), ""]
         return "\n".join(lines)
@@ -87,6 +96,8 @@ class Report:
                 body.append(f"<h2>{html.escape(content)}</h2>")
             elif kind == "text":
                 body.append(f'<p class="note">{html.escape(content)}</p>')
+            elif kind == "banner":
+                body.append(f'<p class="banner">{html.escape(content)}</p>')
             elif kind == "table":
                 body.append(content.to_html(index=False, border=0, float_format=lambda x: f"{x:.3g}"))
             elif kind == "figure":

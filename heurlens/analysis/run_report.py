@@ -97,13 +97,23 @@ def build_run_report(run_dir: Path, model: PreparedModel, eager_model: PreparedM
     """Every table and figure for one run directory (``eager_model``: the same weights with
     ``hook_pattern`` live, for the attention patterns; a ``PromptSet`` for a decoder on a prompt task)."""
     run_dir = Path(run_dir)
-    groups = subnetworks_by_sparsity([run_dir], pooled=True)
-    everything = [s for group in groups.values() for s in group]
-    names = {sparsity: f"{sparsity:.0%}" for sparsity in groups}
+    every = subnetworks_by_sparsity([run_dir])  # those that missed their target too: shown, never refused
+    everything = [s for group in every.values() for s in group]
+    groups = {sparsity: kept for sparsity, group in every.items()
+              if (kept := [s for s in group if not s.missed_target])}  # what the core and the overlap pool
+    names = {sparsity: f"{sparsity:.0%}" for sparsity in every}
     report = Report(f"heurlens run {run_dir.name}")
     report.text(f"model {everything[0].model_id} (fingerprint {everything[0].model_fingerprint}); "
                 f"{len(everything)} subnetworks at sparsities {', '.join(names.values())}; "
                 f"pruning data {everything[0].data_id}")
+    missed = [s.label for s in everything if s.missed_target]
+    if missed:
+        report.banner(f"{len(missed)} of {len(everything)} subnetworks missed their target sparsity "
+                      f"({', '.join(missed[:6])}{', ...' if len(missed) > 6 else ''}): the tables show them as "
+                      "trained, marked '(missed its target)'; "
+                      + ("the overlap and the core below leave them out." if groups else
+                         "with none on target there is no overlap or core to show. Prune again with more steps "
+                         "(--steps) or masks that start lower (--log-alpha-init 2)."))
 
     report.heading("Accuracy of the full model and each subnetwork (%)")
     evaluation = cached_evaluation(run_dir, model, eval_sets)
@@ -116,14 +126,17 @@ def build_run_report(run_dir: Path, model: PreparedModel, eager_model: PreparedM
     circuits = [s for s in everything if isinstance(s, EdgeCircuit)]
     if circuits:
         report.heading("Edge circuits")
-        report.text("Each circuit's edges (prune --level edge); the overlap and core below are of the heads and MLPs "
-                    "their edges touch.")
+        report.text("Each circuit's edges (prune --level edge) and the heads and MLPs they touch; an edge run has no "
+                    "node core (heurlens core pools node runs).")
         report.table(pd.DataFrame([{"circuit": c.label, "edges": len(c.edges), "of": c.layout.n_edges,
                                     "components": ",".join(map(str, c.kept))} for c in circuits]))
         for circuit in circuits:
             report.figure(circuit_figure(circuit))
-    report.extend(overlap_report(groups))
-    core, what = analysed_core(groups)
+    if circuits or not groups:  # an edge run's circuits are its edges, not a core of the heads they touch
+        core: list = []
+    else:
+        report.extend(overlap_report(groups))
+        core, what = analysed_core(groups)
 
     if core:
         report.heading("Attention patterns of the core heads")

@@ -160,6 +160,11 @@ def faithfulness(run_dirs: tuple[str, ...], mib_files: tuple[str, ...], file_gra
     if not run_dirs and not (mib_files and model):
         raise click.UsageError("give RUN_DIRS (heurlens prune or attribute runs), or --mib-file FILE with --model")
     runs, attributions = runs_in_folders(run_dirs)
+    missed = [f"{run_dir}: {sub.label}" for run_dir, subs in runs.items() for sub in subs if sub.missed_target]
+    if missed:  # scored as trained, never silently: the rule report follows too
+        click.echo(f"note: {len(missed)} of {sum(map(len, runs.values()))} records missed their target sparsity "
+                   f"({'; '.join(missed[:4])}{'; ...' if len(missed) > 4 else ''}): their rankings are scored as "
+                   "trained", err=True)
     comparison_ablation([sub for subs in runs.values() for sub in subs], cast("MethodName | None", ablation))
     model_id = model or (next(iter(runs.values()))[0].model_id if runs else attributions[0].model_id)
     hooked = heurlens.load_model(model_id, device=device, dtype=weights_dtype)

@@ -92,3 +92,24 @@ def test_notebook_runs_on_a_run_directory(run_dir, tiny_bert_dir, monkeypatch):
     assert set(namespace["groups"]) == {0.3, 0.6}
     assert len(namespace["scan"]) == len(namespace["core"]) * 5  # every core head on 1 + 4 eval sets
     assert len(shown) == 3  # two frequency heatmaps and the co-occurrence heatmap
+
+
+def test_a_run_whose_subnetworks_missed_their_target_is_reported_with_a_banner(tiny_bert_dir, tmp_path):
+    """Two steps from log_alpha 10 prune nothing, so both seeds miss 60%: the report was refused ("every
+    subnetwork ... missed its target"); it now shows the evaluation with the subnetworks marked and a banner that
+    says so and why there is no core, in every rendering."""
+    import warnings
+
+    model = load_model(tiny_bert_dir)
+    train = tokenize_pairs("hans-train", heurlens.generate_hans(8, ["ln_preposition"], seed=1), model.tokenizer, 8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the missed targets, warned as they are pruned
+        records = prune(model, train, sparsity=0.6, seeds=range(2), out=tmp_path, progress=False,
+                        config=PruneSettings(total_steps=2))
+    assert all(record.missed_target for record in records)
+    eval_sets = [tokenize_pairs("hans/ln_passive", heurlens.generate_hans(10, ["ln_passive"]), model.tokenizer)]
+    report = build_run_report(tmp_path, model, model, eval_sets, eval_sets[0])
+    page, text = report.to_html(), report.to_text()
+    assert 'class="banner">2 of 2 subnetworks missed their target sparsity' in page
+    assert "no overlap or core to show" in text and text.count("!! ") == 1
+    assert "(missed its target)" in page and "the core" not in page

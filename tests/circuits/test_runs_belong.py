@@ -286,3 +286,23 @@ def test_the_clis_grid_is_the_librarys_rule_on_its_sizes_sorted_once_each():
     for grid in ("0.5", "0,1", "0.5,2", "a,b", "nan,1"):
         with pytest.raises(click.BadParameter, match="give two or more fractions kept in"):
             parse_grid(grid)
+
+
+def test_faithfulness_says_which_records_missed_their_target(twins, tmp_path, capsys):
+    """A run whose record missed its target is scored as trained, with a note on stderr naming it (before: scored
+    without a word, where report refused the same run); stdout keeps the table alone."""
+    import warnings
+
+    from cli_run import heurlens_in_process
+
+    model, _, task, _ = twins
+    data = PromptTaskData(str(task), 4, 0, batch_size=4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        [record] = heurlens.prune(model, data.train(model), sparsity=0.5, seeds=[0], out=tmp_path / "run",
+                                  cache=False, progress=False, config=PruneSettings(total_steps=2, ablation="corrupt"))
+    assert record.missed_target
+    status, out, err = heurlens_in_process(capsys, "--quiet", "faithfulness", str(tmp_path / "run"), "--task",
+                                           str(task), "--task-examples", "4", "--model", str(model.model_id), "--json")
+    assert status == 0 and "note: 1 of 1 records missed their target sparsity" in err and record.label in err
+    assert json.loads(out)  # the table, untouched by the note

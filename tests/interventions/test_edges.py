@@ -252,6 +252,7 @@ def test_the_cli_prunes_edges_and_scores_them_beside_a_node_run(planted, tmp_pat
     assert status == 0, err
     page = (tmp_path / "edges" / "report.html").read_text()
     assert "Edge circuits" in page and f"{circuit.label}: 3 edges" in page
+    assert "the core" not in page and "Attention patterns" not in page  # no node core of one edge circuit
 
 
 def test_the_circuit_graph_draws_each_kept_edge_from_its_writer_to_the_input_it_enters(planted):
