@@ -7,7 +7,6 @@ heurlens 0.3.0, with a warning (``from_keywords``)."""
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, get_args
 
@@ -16,6 +15,7 @@ from heurlens.errors import HeurlensError
 from heurlens.interventions.layouts import Level
 from heurlens.interventions.scoring import Method, MethodName, as_method
 from heurlens.protocols import Metric
+from heurlens.runtime.caller_warnings import warn_at_caller
 from heurlens.runtime.deprecations import STILL_WORKS, DeprecatedMethod
 
 IG_STEPS = 5  # MIB's EAP-IG-inputs
@@ -108,7 +108,6 @@ def from_keywords(settings: S | None, default: S, old: dict[str, Any], function:
     if settings is not None:
         raise HeurlensError(f"{function}(): give settings= or the keywords {', '.join(given)}, not both")
     kind = type(default).__name__
-    warnings.warn(f"{function}(..., {', '.join(f'{name}=' for name in given)}): pass settings={kind}("
-                  f"{', '.join(f'{name}=...' for name in given)}) (the keywords {STILL_WORKS})", DeprecationWarning,
-                  stacklevel=3)
+    warn_at_caller(f"{function}(..., {', '.join(f'{name}=' for name in given)}): pass settings={kind}("
+                   f"{', '.join(f'{name}=...' for name in given)}) (the keywords {STILL_WORKS})", DeprecationWarning)
     return type(default)(**{**default.__dict__, **given})

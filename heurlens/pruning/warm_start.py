@@ -15,7 +15,6 @@ The ranking comes from the caller (``prune(warm_start=)``: an attribution run's,
 
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
 
 import torch
@@ -25,6 +24,7 @@ from torch import Tensor
 from heurlens.errors import HeurlensError
 from heurlens.interventions.rankings import Ranking
 from heurlens.protocols import PreparedModel
+from heurlens.runtime.caller_warnings import warn_at_caller
 from heurlens.runtime.deprecations import STILL_WORKS
 
 
@@ -58,9 +58,9 @@ def ranking_of_folder(run_dir: str | Path, model: PreparedModel) -> Ranking:
     scored another model."""
     from heurlens.circuits.attribution_runs import load_attribution  # the deprecated path: one release more
 
-    warnings.warn(f"PruneSettings(init_from={str(run_dir)!r}) alone: pass the ranking, prune(..., warm_start="
-                  f"heurlens.circuits.load_attribution({str(run_dir)!r}).ranking), and keep init_from as its name "
-                  f"(init_from alone {STILL_WORKS})", DeprecationWarning, stacklevel=4)
+    warn_at_caller(f"PruneSettings(init_from={str(run_dir)!r}) alone: pass the ranking, prune(..., warm_start="
+                   f"heurlens.circuits.load_attribution({str(run_dir)!r}).ranking), and keep init_from as its name "
+                   f"(init_from alone {STILL_WORKS})", DeprecationWarning)
     run = load_attribution(run_dir)
     run.check_model(model)
     return run.ranking

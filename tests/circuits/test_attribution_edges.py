@@ -331,7 +331,8 @@ def test_masks_warm_started_from_an_attribution_run_keep_its_ranking_when_they_c
         warnings.simplefilter("always")
         [by_folder] = heurlens.prune(model, data.train(model), sparsity=0.9, seeds=[0], cache=False, progress=False,
                                      config=replace(settings, init_from=str(tmp_path / "eap")))
-    assert any(w.category is DeprecationWarning and "warm_start=" in str(w.message) for w in caught)
+    assert [w.filename for w in caught if w.category is DeprecationWarning and "warm_start=" in str(w.message)] == [
+        __file__]  # pointing at the caller's line, through prune's argument checks
     torch.testing.assert_close(by_folder.log_alpha_edges.float(), expected, atol=1e-5, rtol=0)
     with pytest.raises(HeurlensError, match="ranks 46 edges .* this prune trains 6 masks"):
         heurlens.prune(model, data.train(model), sparsity=0.5, seeds=[0], cache=False, progress=False,

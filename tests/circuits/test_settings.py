@@ -69,6 +69,7 @@ def test_the_old_keywords_give_the_settings_result_with_a_warning(prompts):
         warnings.simplefilter("always")
         old_curve = ranking_curve(model, ranking, train, grid=[0.1, 0.5, 1.0], progress=False)
     assert [str(w.message).split("(")[0] for w in caught if w.category is DeprecationWarning] == ["ranking_curve"]
+    assert [w.filename for w in caught if w.category is DeprecationWarning] == [__file__]  # the caller's line
     assert (curve.cpr, curve.cmd) == (old_curve.cpr, old_curve.cmd) and curve.grid == (0.1, 0.5, 1.0)
     masks = {"top": ranking.top(8)}
     zero = keep_mask_curve(model, "edge", masks, train, FaithfulnessSettings(ablation="zero"), progress=False)
