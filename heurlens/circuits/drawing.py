@@ -32,7 +32,7 @@ def node_positions(circuit: EdgeCircuit) -> dict[str, tuple[float, float]]:
     return positions
 
 
-def _reader_node(edge: Edge) -> tuple[str, str]:
+def reader_node(edge: Edge) -> tuple[str, str]:
     """(the node an edge enters, which input): ``L1.H0.v`` -> (``L1.H0``, ``v``), ``L1.MLP`` -> (``L1.MLP``, ``MLP``)."""
     reader = edge.reader
     if reader.kind == "logits":
@@ -59,7 +59,7 @@ def circuit_figure(circuit: EdgeCircuit) -> go.Figure:
         xs: list[float | None] = []
         ys: list[float | None] = []
         for edge in circuit.edges:
-            node, entered = _reader_node(edge)
+            node, entered = reader_node(edge)
             if entered != kind:
                 continue
             (x0, y0), (x1, y1) = positions[str(edge.writer)], positions[node]

@@ -17,6 +17,7 @@ from heurlens.cli import (  # noqa: F401  (registers the commands)
     commands_analysis,
     commands_cache,
     commands_circuits,
+    commands_drawing,
     commands_nli,
     commands_subtask,
 )

@@ -246,3 +246,4 @@ def export_mib(run_dir: str, out: str, with_circuits: bool, model: str | None, w
     files, rankings = export_run(Path(run_dir), Path(out), with_circuits, lambda model_id: heurlens.load_model(
         model or model_id, device=device, dtype=weights_dtype))
     click.echo(f"wrote {files} MIB circuit files for {rankings} rankings under {out}")
+
