@@ -24,7 +24,7 @@ from heurlens.runtime.argument_checks import checked
 from heurlens.runtime.call_context import CallContext, call_context
 from heurlens.runtime.devices import to_device
 from heurlens.runtime.precision import Precision, autocast
-from heurlens.runtime.progress import progress_bar, progress_delay
+from heurlens.runtime.progress import progress_bar
 from heurlens.tasks import TaskLike, as_task, batch_examples
 
 if TYPE_CHECKING:
@@ -122,7 +122,7 @@ def logits_in_context(model: PreparedModel, task: Task, context: CallContext, fw
     precision the call's ``context`` says (each batch moved to ``context.device`` as it runs)."""
     outputs = []
     with model.hooks(fwd_hooks or []), autocast(context.dtype, context.device):
-        for batch in progress_bar(task.batches, desc=f"the model on {task.name}", unit="batch", delay=progress_delay()):
+        for batch in progress_bar(task.batches, desc=f"the model on {task.name}", unit="batch", short=True):
             outputs.append(model(**to_device(batch, context.device)).float().cpu())
     return torch.cat(outputs)
 

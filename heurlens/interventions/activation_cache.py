@@ -36,7 +36,7 @@ from heurlens.runtime.cache_contents import mark_used
 from heurlens.runtime.call_context import CallContext
 from heurlens.runtime.devices import to_device
 from heurlens.runtime.precision import CACHE_SUFFIX, Precision, autocast, check_precision
-from heurlens.runtime.progress import progress_bar, progress_delay
+from heurlens.runtime.progress import progress_bar
 from heurlens.tasks import scored_rows
 
 BlockInput = Float[Tensor, "batch pos d_model"]
@@ -182,7 +182,7 @@ def _compute(model: PreparedModel, data: Task, layers: list[int], context: CallC
     as_tuple = False
     with torch.no_grad(), autocast(context.dtype, context.device):
         for batch in progress_bar(data.batches, desc=f"the full model on {data.name}", unit="batch",
-                                  delay=progress_delay()):  # shown once it takes a while (a first ablation)
+                                  short=True):  # shown once it takes a while (a first ablation)
             outputs, scores = full_block_outputs(model, to_device(batch, context.device),
                                                  {layer - 1 for layer in layers}, stop=not with_logits)
             if with_logits:

@@ -26,7 +26,7 @@ from heurlens.runtime.argument_checks import checked
 from heurlens.runtime.cache import atomic_save_tensors
 from heurlens.runtime.devices import device_of
 from heurlens.runtime.model_identity import embedding_sample, same_embeddings
-from heurlens.runtime.progress import progress_bar, progress_delay
+from heurlens.runtime.progress import progress_bar
 from heurlens.tasks import TaskLike, as_task
 
 EMBED_HOOK = "blocks.0.hook_resid_pre"  # the embeddings' write into the residual stream (edges' first writer)
@@ -150,7 +150,7 @@ def compute_means(model: ModelLike, reference: TaskLike, *, prepend_bos: bool | 
     # the bridge may report an alias as hook.name (hook_z is attn.o.hook_in), so each hook binds its site's name
     with model.hooks([site.hook(partial(accumulate, site.name)) for site in sites]):
         for batch in progress_bar(reference.batches, desc=f"means over {reference.name}", unit="batch",
-                                  disable=not progress, delay=progress_delay()):
+                                  disable=not progress, short=True):
             current["attention_mask"] = batch.get("attention_mask", torch.ones_like(batch["input_ids"]))
             model(**batch)
     means = {name: mean.cpu() for name, mean in running.means().items()}  # kept on the CPU, moved where used

@@ -33,7 +33,7 @@ from heurlens.metrics import metric_value
 from heurlens.protocols import MaskHooks, Metrics, PreparedModel, Task
 from heurlens.runtime.call_context import CallContext
 from heurlens.runtime.deprecations import DeprecatedMethod, ablation_name
-from heurlens.runtime.progress import progress_bar, progress_delay
+from heurlens.runtime.progress import progress_bar
 
 Method = Literal["mean", "zero", "corrupt"]  # what an ablated unit takes: its mean, zero, its value on the corrupted input
 DEFAULT_ABLATION: dict[Level, Method] = {"node": "mean", "edge": "corrupt"}  # units: the Heuristic Core's; edges: MIB's
@@ -128,7 +128,7 @@ def masked_table(model: PreparedModel, level: Level, masks: Sequence[Float[Tenso
     metrics = {"accuracy": accuracy_metric(model)} if metrics is None else dict(metrics)
     rows: list[list[dict]] = [[] for _ in masks]
     bar = progress_bar(total=len(masks) * sum(len(s.batches) for s in tasks), desc=desc, unit="pass", disable=not progress,
-                       delay=progress_delay())
+                       short=True)
     hooks = masking(model, level, method, means, context.device)
     starts = set()
     for mask in masks:

@@ -17,11 +17,9 @@ def set_quiet(quiet: bool = True) -> None:
     _QUIET["on"] = quiet
 
 
-def progress_bar(*args: Any, disable: bool = False, **kwargs: Any) -> tqdm:
-    """``tqdm(*args, **kwargs)``, disabled when ``disable`` or when heurlens is quiet."""
+def progress_bar(*args: Any, disable: bool = False, short: bool = False, **kwargs: Any) -> tqdm:
+    """``tqdm(*args, **kwargs)``, disabled when ``disable`` or when heurlens is quiet; ``short``: a step that is often
+    over in a moment, whose bar shows only once it has run ``SHORT_STEP_DELAY_S``."""
+    if short:
+        kwargs.setdefault("delay", SHORT_STEP_DELAY_S)
     return tqdm(*args, disable=disable or _QUIET["on"], **kwargs)
-
-
-def progress_delay() -> float:
-    """How long a short step's bar waits before it shows (``SHORT_STEP_DELAY_S``; a test may set it to 0)."""
-    return SHORT_STEP_DELAY_S
