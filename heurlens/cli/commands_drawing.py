@@ -32,7 +32,8 @@ def draw(run_dir: str, out: str, top: int, record: str | None, model: str | None
     from heurlens.circuits.attribution_runs import holds_scores, load_attribution, scored_model
     from heurlens.circuits.circuit_files import circuit_drawing, strongest_edges, write_drawing
     from heurlens.errors import HeurlensError
-    from heurlens.interventions.graph import edge_layout
+    from heurlens.interventions.graph import EdgeLayout
+    from heurlens.interventions.layouts import layout_of
     from heurlens.interventions.rankings import ranking_of
     from heurlens.pruning.circuit import EdgeCircuit
     from heurlens.pruning.records import load_record
@@ -45,7 +46,8 @@ def draw(run_dir: str, out: str, top: int, record: str | None, model: str | None
         loaded = heurlens.load_model(model or run.model_id, device=device, dtype=weights_dtype)
         run.check_model(loaded)
         ranking, what = run.ranking, f"{run.ranking.label} of {run.model_id}"
-        layout = edge_layout(scored_model(loaded, run.level, run.graph)) if run.level == "edge" else None
+        scored = layout_of(scored_model(loaded, run.level, run.graph), run.level)
+        layout = scored if isinstance(scored, EdgeLayout) else None
     else:
         paths = find_subnetworks(Path(run_dir))
         chosen = [path for path in paths if record is None or path.with_suffix("") == Path(run_dir) / record]
