@@ -44,6 +44,7 @@ from heurlens.interventions.rankings import Ranking, random_ranking, ranking_of
 from heurlens.interventions.units import UnitLayout
 from heurlens.runtime.cache import atomic_write_bytes, atomic_write_json
 from heurlens.runtime.devices import describe_device, device_of
+from heurlens.runtime.figure_files import figure_markdown, write_figure_files
 from heurlens.runtime.run_folders import RunFolder
 
 TASKS = {"ioi": "IOI", "greater-than": "greater-than"}
@@ -251,8 +252,8 @@ def page(out: Path, docs: Path) -> None:
                   "f at each size (mean over the curves):\n", _points(curves), ""]
         figure = faithfulness_figure({METHODS[name]: curve for name, curve in curves.items()},
                                      f"{title} (SmolLM2-135M)")
-        atomic_write_bytes(docs.with_name(f"{docs.stem}-{task}.html"), figure.to_html(include_plotlyjs="cdn").encode())
-        lines.append(f"Curves: [{docs.stem}-{task}.html]({docs.stem}-{task}.html).\n")
+        figure_path, _ = write_figure_files(figure, docs.with_name(f"{docs.stem}-{task}.html"))
+        lines += [f"Curves: [{figure_path.name}]({figure_path.name}).\n", figure_markdown(figure_path, f"f(k) on {title}")]
         if matched is not None:
             lines += ["### One run's ranking against one run per size (node masks, KL)\n",
                       "f of the circuit of each size that a per-target run measured (seeds as measured), beside the "

@@ -22,6 +22,7 @@ from heurlens.data.hans import FOCUS_SUBCASES
 from heurlens.data.nli_setup import nli_eval_sets, snli_pruning_data, snli_reference_means
 from heurlens.pruning import PruneSettings, evaluate_subnetworks
 from heurlens.pruning.run_folder import prune_folder, subnetworks_by_sparsity
+from heurlens.runtime.figure_files import figure_markdown, write_figure_files
 
 SPARSITIES = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7)
 
@@ -58,7 +59,7 @@ def main() -> None:
     highest = highest_faithful_sparsity(evaluation, args.margin)
 
     figure_path = args.docs.with_suffix(".html")
-    accuracy_curve_figure(evaluation).write_html(figure_path, include_plotlyjs="cdn")
+    write_figure_files(accuracy_curve_figure(evaluation), figure_path)
     lines = ["# Accuracy against sparsity on the default model (Figure 2)\n",
              f"Produced by `analyses/heuristic_core_figure2_accuracy_sparsity.py` "
              f"in {(time.time() - start) / 60:.1f} min on this project's "
@@ -66,7 +67,8 @@ def main() -> None:
              "the defaults of `heurlens prune` (8,000 SNLI training pairs, batch 16, log_alpha ~ N(10, 0.01), "
              f"docs/pruning.md); {args.seeds} seeds per sparsity. In-domain: 2,000 SNLI test pairs; out-of-domain: "
              "the mean over the four focus HANS-style subcases (SO-Swap, Prep, Embed-If, Embed-Verb; 200 pairs "
-             f"each). Figure: [{figure_path.name}]({figure_path.name}) (plotly, loads plotly.js from its CDN).\n",
+             f"each). Figure: [{figure_path.name}]({figure_path.name}) (plotly, with plotly.js from the folder).\n",
+             figure_markdown(figure_path, "accuracy against target sparsity"),
              "## Accuracy (%) by target sparsity (0 = the full model): mean, min and max over seeds\n",
              points.to_markdown(index=False), "",
              "## In-domain drop (points) of each seed against the full model\n",

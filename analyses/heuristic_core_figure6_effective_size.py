@@ -33,6 +33,7 @@ from heurlens.analysis.overlap import heuristic_core
 from heurlens.interventions.units import format_units, parse_units
 from heurlens.pruning.run_folder import subnetworks_by_sparsity
 from heurlens.pruning.settings import PruneSettings
+from heurlens.runtime.figure_files import figure_markdown, write_figure_files
 
 
 def settings_line(settings: dict | None) -> str:
@@ -85,7 +86,7 @@ def main() -> None:
     settings = folder.settings() if folder.has_settings() else None  # folders written before it: none
     args.docs.parent.mkdir(parents=True, exist_ok=True)
     figure_path = args.docs.with_suffix(".html")
-    effective_size_figure(table).write_html(figure_path, include_plotlyjs="cdn")
+    write_figure_files(effective_size_figure(table), figure_path)
     shown = table[["step"] + [f"acc_{k}" for k in DATA_KINDS]
                   + [c for k in DATA_KINDS for c in (f"size_{k}", f"size_{k}_std")]]
     shown = shown.assign(**{f"acc_{k}": (100 * shown[f"acc_{k}"]).round(1) for k in DATA_KINDS}).round(1)
@@ -101,7 +102,8 @@ def main() -> None:
         core = parse_units(args.core, first.n_layers, first.n_heads)
         core_text = f"heads given{f' ({args.core_source})' if args.core_source else ''}"
     presence = core_presence(core, runs)
-    core_presence_figure(presence).write_html(args.docs.with_name(args.docs.stem + "-core.html"), include_plotlyjs="cdn")
+    core_path = args.docs.with_name(args.docs.stem + "-core.html")
+    write_figure_files(core_presence_figure(presence), core_path)
     wide = presence.pivot_table(index="unit", columns="step", values="frequency", sort=False).round(2)
     any_head = {step: sum(len(s.kept_heads) for s in subs) / (len(subs) * subs[0].n_layers * subs[0].n_heads)
                 for step, subs in runs.items()}
@@ -114,6 +116,7 @@ def main() -> None:
              f"effective size: {int(table['n_units'].iloc[0])} units x (1 - the highest target sparsity at which a seed's "
              "subnetwork is faithful, i.e. above the full model's accuracy minus 3 points), mean and standard deviation "
              f"over seeds. Figure: [{figure_path.name}]({figure_path.name}).\n",
+             figure_markdown(figure_path, "accuracy and effective size over training"),
              settings_line(settings),
              missing_line(args.effective_size, settings, table, args.planned, args.checkpoints_dir),
              shown.to_markdown(index=False), "",
@@ -121,7 +124,8 @@ def main() -> None:
              f"Core: {core_text}: **{format_units(core)}**. Fraction of each checkpoint's {args.sparsity:.0%} "
              f"subnetworks keeping each head (figure: [{args.docs.stem}-core.html]({args.docs.stem}-core.html)); the "
              "last row, the fraction of all heads they keep, is what a head kept at random would show:\n",
-             wide.reset_index().to_markdown(index=False), ""]
+             wide.reset_index().to_markdown(index=False), "",
+             figure_markdown(core_path, "core heads in each checkpoint's subnetworks")]
     folder.write_results_page(args.docs, "\n".join(lines))
     print("\n".join(lines))
 

@@ -21,6 +21,7 @@ import plotly.graph_objects as go
 from heurlens.models.default import finetuned_model_dir
 from heurlens.models.nli_finetune import CURVE, FINETUNE_RECORD, work_dir
 from heurlens.models.settings import FinetuneSettings
+from heurlens.runtime.figure_files import figure_markdown, write_figure_files
 from heurlens.runtime.results_page import write_results_page
 
 HEURISTICS = {"ln": "lexical overlap", "sn": "subsequence", "cn": "constituent"}
@@ -84,7 +85,7 @@ def main() -> None:
     risers = gains[gains["gain (last three - at saturation)"] >= RISE].index.tolist()
 
     args.docs.parent.mkdir(parents=True, exist_ok=True)
-    figure(wide, saturated).write_html(args.docs.with_suffix(".html"), include_plotlyjs="cdn")
+    write_figure_files(figure(wide, saturated), args.docs.with_suffix(".html"))
     record = json.loads((run / FINETUNE_RECORD).read_text()) if (run / FINETUNE_RECORD).exists() else None
     shown_steps = [s for s in wide.index if s % 1000 == 0 or s == wide.index.max()]
     table = (100 * wide.loc[shown_steps]).round(1).T
@@ -105,6 +106,7 @@ def main() -> None:
         f"Run {status}; this page is written by `analyses/heuristic_core_figure6_training_curve.py`. Figure: "
         f"[{args.docs.with_suffix('.html').name}]({args.docs.with_suffix('.html').name}) (in-domain accuracy and, "
         "per heuristic, the mean of its non-entailed and entailed subcases).\n",
+        figure_markdown(args.docs.with_suffix(".html"), "accuracy over fine-tuning"),
         "## Where it does and does not reproduce\n",
         f"- In-domain accuracy saturates early: within 1 point of its best ({100 * wide['snli-test'].max():.1f}%) "
         f"from step {saturated} of {wide.index.max()} on.",

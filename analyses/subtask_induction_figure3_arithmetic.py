@@ -31,6 +31,7 @@ from pathlib import Path
 import pandas as pd
 
 from heurlens.runtime.distributed import Workers
+from heurlens.runtime.figure_files import figure_markdown, write_figure_files
 from heurlens.runtime.results_page import write_results_page
 from heurlens.runtime.run_folders import RunFolder
 from heurlens.subtask.settings import FIGURE3_CONDITIONS, FILLINGS, Filling
@@ -200,8 +201,9 @@ def main() -> None:
             figure = figure3(results).update_layout(title=f"Figure 3, {layers} layers")
             figure.write_html(out / "figure3.html")  # plotly.js embedded: works offline
             figure_doc = args.docs.with_name(f"{args.docs.stem}-{layers}-layers.html")
-            figure.write_html(figure_doc, include_plotlyjs="cdn")  # small enough to commit; loads plotly.js online
-            section.append(f"Figure: [{figure_doc.name}]({figure_doc.name}) (offline copy `{out}/figure3.html`).\n")
+            write_figure_files(figure, figure_doc)  # small enough to commit; plotly.js from the folder's one copy
+            section += [f"Figure: [{figure_doc.name}]({figure_doc.name}) (offline copy `{out}/figure3.html`).\n",
+                        figure_markdown(figure_doc, f"Figure 3, {layers} layers")]
         sections += section
     scale = "paper-scale" if args.preset == "paper" else "small CPU version"
     lines = [f"# Subtask Induction on modular arithmetic, Figure 3 ({scale})\n",
