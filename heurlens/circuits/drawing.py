@@ -1,7 +1,7 @@
-"""An edge circuit drawn as a graph (plotly): the embeddings at the bottom, each layer's heads and then its MLP on a
-row above the last, the logits on top, and each kept edge a line from its writer to the component it reads into,
-coloured by the input it enters (query, key, value, MLP, logits), as Edge Pruning's figures draw circuits; and the
-faithfulness curves of discovery methods side by side (``faithfulness_figure``)."""
+"""A circuit drawn as an interactive graph (plotly), for notebooks and report pages: its strongest edges, each a line
+from its writer to the component it reads into, coloured by the input it enters (query, key, value, MLP, logits) as
+Edge Pruning's figures draw circuits, placed as ``circuits.drawn_edges`` places them; and the faithfulness curves of
+discovery methods side by side (``faithfulness_figure``)."""
 
 from __future__ import annotations
 
@@ -9,73 +9,90 @@ from collections.abc import Mapping
 
 import plotly.graph_objects as go
 
+from heurlens.circuits.drawn_edges import DrawnCircuit, circuit_to_draw, node_places, reader_node, uniform_ranking
 from heurlens.circuits.faithfulness_areas import FaithfulnessCurve, areas_text
-from heurlens.interventions.nodes import EMBED, LOGITS, Edge
+from heurlens.interventions.nodes import EMBED, LOGITS
+from heurlens.interventions.rankings import ranking_of
 from heurlens.pruning.circuit import EdgeCircuit
+from heurlens.runtime.caller_warnings import warn_at_caller
+from heurlens.runtime.deprecations import STILL_WORKS
+
+__all__ = ["circuit_figure", "edges_figure", "faithfulness_figure", "reader_node"]
 
 INPUT_COLOURS = {"q": "#1f77b4", "k": "#2ca02c", "v": "#d62728", "MLP": "#9467bd", LOGITS: "#7f7f7f"}
+INPUT_DASHES = {"q": "solid", "k": "dash", "v": "dot", "MLP": "dashdot", LOGITS: "solid"}
+DRAWN_BY_DEFAULT = 50  # edges: legible in a notebook cell or a page; the rest are counted in the title
+
+
+def edges_figure(circuit: DrawnCircuit, n_heads: int, n_kv_heads: int) -> go.Figure:
+    """The drawn edges of ``circuit`` as lines from writer to reader, placed as ``circuits.drawn_edges`` places them
+    (the file ``heurlens draw`` writes, the same places): width |score| / max |score|, colour the input entered
+    (legend), dash the input too, the score on hover; the title counts the edges not drawn.
+
+    Args:
+        circuit: the edges to draw (``circuit_to_draw``).
+        n_heads: the model's query heads a layer.
+        n_kv_heads: its key-value heads a layer.
+
+    Returns:
+        A plotly figure."""
+    places = node_places(circuit.edges, n_heads, n_kv_heads)
+    largest = max((abs(d.score) for d in circuit.edges), default=1.0) or 1.0
+    figure = go.Figure()
+    legend: set[str] = set()
+    for d in sorted(circuit.edges, key=lambda d: abs(d.score)):  # the strongest on top
+        reader, kind = reader_node(d.edge)
+        (x0, y0), (x1, y1) = places[str(d.edge.writer)], places[reader]
+        name = f"into {kind}" if kind != LOGITS else "into the logits"
+        figure.add_trace(go.Scatter(x=[x0, x1], y=[y0, y1], mode="lines", name=name, legendgroup=kind,
+                                    showlegend=kind not in legend, hovertext=f"{d.edge}: score {d.score:.4g}",
+                                    hoverinfo="text", opacity=0.85,
+                                    line={"color": INPUT_COLOURS[kind], "dash": INPUT_DASHES[kind],
+                                          "width": 0.8 + 4.2 * abs(d.score) / largest}))
+        legend.add(kind)
+    nodes = sorted(places, key=lambda name: places[name][::-1])
+    figure.add_trace(go.Scatter(x=[places[n][0] for n in nodes], y=[places[n][1] for n in nodes],
+                                mode="markers+text", text=nodes, textposition="top center", name="components",
+                                marker={"size": 9, "color": "#333"}, hoverinfo="text"))
+    rows = max((y for _, y in places.values()), default=0.0) + 1
+    figure.update_layout(title=circuit.title, showlegend=True, height=max(320, 70 * rows),
+                         xaxis={"visible": False}, yaxis={"visible": False})
+    return figure
+
+
+def circuit_figure(circuit: EdgeCircuit, top: int = DRAWN_BY_DEFAULT) -> go.Figure:
+    """An edge circuit's ``top`` strongest kept edges (by log_alpha; a record without it in the layout's order), the
+    rest counted in the title (``edges_figure``).
+
+    Args:
+        circuit: an edge circuit (``prune(config=PruneSettings(level="edge"))``).
+        top: how many of its edges to draw at most.
+
+    Returns:
+        A plotly figure."""
+    layout = circuit.layout
+    ranking = (ranking_of(circuit) if circuit.log_alpha_edges is not None
+               else uniform_ranking(layout, str(circuit.label)))
+    drawn = circuit_to_draw(ranking, layout, top, keep=circuit.keep_mask())
+    return edges_figure(drawn, layout.n_heads, layout.n_kv_heads)
 
 
 def node_positions(circuit: EdgeCircuit) -> dict[str, tuple[float, float]]:
-    """(x, y) of every node an edge of the circuit may touch: heads spread over a row per layer, a grouped key-value
-    head between the query heads sharing it, MLPs and the embeddings and logits in the middle of their rows."""
+    """Deprecated (0.2.0's layout of every node the circuit's model has): ``drawn_edges.node_places`` places the
+    nodes a drawing uses."""
+    warn_at_caller("node_positions(circuit) is replaced by heurlens.circuits.drawn_edges.node_places(drawn.edges, "
+                   f"n_heads, n_kv_heads), the places circuit_figure and heurlens draw use; it {STILL_WORKS}",
+                   DeprecationWarning)
     middle = (circuit.n_heads - 1) / 2
     positions = {EMBED: (middle, 0.0), LOGITS: (middle, 2.0 * circuit.n_layers + 1)}
     per_kv = circuit.n_heads // circuit.n_kv_heads
     for layer in range(circuit.n_layers):
-        heads_row, mlp_row = 2.0 * layer + 1, 2.0 * layer + 2
-        positions |= {f"L{layer}.H{h}": (float(h), heads_row) for h in range(circuit.n_heads)}
+        positions |= {f"L{layer}.H{h}": (float(h), 2.0 * layer + 1) for h in range(circuit.n_heads)}
         if per_kv > 1:
-            positions |= {f"L{layer}.KV{g}": (g * per_kv + (per_kv - 1) / 2, heads_row - 0.3)
+            positions |= {f"L{layer}.KV{g}": (g * per_kv + (per_kv - 1) / 2, 2.0 * layer + 0.7)
                           for g in range(circuit.n_kv_heads)}
-        positions[f"L{layer}.MLP"] = (middle, mlp_row)
+        positions[f"L{layer}.MLP"] = (middle, 2.0 * layer + 2)
     return positions
-
-
-def reader_node(edge: Edge) -> tuple[str, str]:
-    """(the node an edge enters, which input): ``L1.H0.v`` -> (``L1.H0``, ``v``), ``L1.MLP`` -> (``L1.MLP``, ``MLP``)."""
-    reader = edge.reader
-    if reader.kind == "logits":
-        return LOGITS, LOGITS
-    if reader.kind == "mlp_in":
-        return str(reader), "MLP"
-    node, _, kind = str(reader).rpartition(".")
-    return node, kind
-
-
-def circuit_figure(circuit: EdgeCircuit) -> go.Figure:
-    """The circuit's kept edges as lines between its nodes, one trace per kind of input (a legend entry each), and
-    the nodes its edges touch as labelled points.
-
-    Args:
-        circuit: an edge circuit (``prune(config=PruneSettings(level="edge"))``).
-
-    Returns:
-        A plotly figure."""
-    positions = node_positions(circuit)
-    figure = go.Figure()
-    touched: set[str] = set()
-    for kind, colour in INPUT_COLOURS.items():
-        xs: list[float | None] = []
-        ys: list[float | None] = []
-        for edge in circuit.edges:
-            node, entered = reader_node(edge)
-            if entered != kind:
-                continue
-            (x0, y0), (x1, y1) = positions[str(edge.writer)], positions[node]
-            xs += [x0, x1, None]
-            ys += [y0, y1, None]
-            touched |= {str(edge.writer), node}
-        if xs:
-            figure.add_trace(go.Scatter(x=xs, y=ys, mode="lines", line={"color": colour, "width": 1},
-                                        name=f"into {kind}" if kind != LOGITS else "into the logits"))
-    nodes = sorted(touched, key=lambda name: positions[name][::-1])
-    figure.add_trace(go.Scatter(x=[positions[n][0] for n in nodes], y=[positions[n][1] for n in nodes],
-                                mode="markers+text", text=nodes, textposition="top center", name="components",
-                                marker={"size": 9, "color": "#333"}))
-    figure.update_layout(title=f"{circuit.label}: {len(circuit.edges)} edges", showlegend=True,
-                         xaxis={"visible": False}, yaxis={"visible": False})
-    return figure
 
 
 def faithfulness_figure(curves: Mapping[str, FaithfulnessCurve], task_name: str) -> go.Figure:

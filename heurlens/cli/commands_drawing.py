@@ -3,34 +3,64 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from heurlens.cli.group import cli
 from heurlens.cli.options import device_option, weights_dtype_option
 
+if TYPE_CHECKING:
+    from torch import Tensor
+
+    from heurlens.interventions.graph import EdgeLayout
+    from heurlens.interventions.rankings import Ranking
+
 
 @cli.command()
-@click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
+@click.argument("source", type=click.Path(exists=True))
 @click.option("--out", required=True, type=click.Path(dir_okay=False),
               help="The drawing: a .svg, .png or .pdf file (written atomically).")
 @click.option("--top", type=click.IntRange(min=1), default=50, show_default=True,
-              help="Edges drawn, the strongest: by |score| for attribution scores, by log_alpha for a mask run.")
+              help="Edges drawn, the circuit's strongest: by |score| for attribution scores, by log_alpha for a mask "
+                   "run; the rest are counted under the title.")
+@click.option("--size", type=float, default=None,
+              help="The circuit as the ranking's top share of edges (0.05: 5%, MIB's cut). Default: a prune "
+                   "record's kept edges, a MIB circuit file's in_graph edges, or the whole ranking.")
 @click.option("--record", default=None,
-              help="Of a prune run: the record drawn, its path under RUN_DIR (e.g. sparsity-0.95/seed-00); default "
+              help="Of a prune run: the record drawn, its path under SOURCE (e.g. sparsity-0.95/seed-00); default "
                    "the first.")
-@click.option("--model", default=None, help="Model (attribution runs: default the one the run scored).")
+@click.option("--model", default=None,
+              help="Model (attribution runs: default the one the run scored; a MIB file names none: required).")
 @weights_dtype_option
 @device_option
-def draw(run_dir: str, out: str, top: int, record: str | None, model: str | None, weights_dtype: str | None,
-         device: str | None) -> None:
-    """Draw the --top strongest edges of RUN_DIR (an attribution run's scores, or an edge prune run's record) as a
-    file for a paper: only the nodes they touch, a row per layer they use (key-value heads, query heads, the MLP in a
-    column of its own), the embeddings at the bottom and the logits on top; width |score|, colour the sign, line
-    the input entered (heurlens.circuits.circuit_files)."""
+def draw(source: str, out: str, top: int, size: float | None, record: str | None, model: str | None,
+         weights_dtype: str | None, device: str | None) -> None:
+    """Draw a circuit's --top strongest edges as a file for a paper. SOURCE is an attribution run (its scores), an
+    edge prune run (a record's circuit) or a circuit or importance file in MIB's format (.json, with --model). Only
+    the nodes the edges touch, a row per layer they use (key-value heads, query heads, the MLP in a column of its
+    own), the embeddings at the bottom and the logits on top; width |score|, colour the sign, line the input entered
+    (heurlens.circuits.circuit_files)."""
+    from heurlens.circuits.circuit_files import circuit_drawing, write_drawing
+    from heurlens.circuits.drawn_edges import circuit_to_draw
+    from heurlens.runtime.run_folders import check_writable_file
+
+    check_writable_file(Path(out), "--out")
+    ranking, keep, layout, what = _circuit_source(Path(source), record, model, weights_dtype, device)
+    drawn = circuit_to_draw(ranking, layout, top, size=size, keep=None if size is not None else keep, label=what)
+    write_drawing(circuit_drawing(drawn, layout.n_heads, layout.n_kv_heads), Path(out))
+    rest = f" ({drawn.not_drawn:,} more in the circuit, not drawn)" if drawn.not_drawn else ""
+    click.echo(f"drew {len(drawn.edges)} edges of {what} into {out}{rest}")
+
+
+def _circuit_source(source: Path, record: str | None, model: str | None, weights_dtype: str | None,
+                    device: str | None) -> tuple[Ranking, Tensor | None, EdgeLayout, str]:
+    """(ranking, keep mask or None, the model's EdgeLayout, a name) of what SOURCE holds, refused by name when it
+    holds no edges."""
     import heurlens
     from heurlens.circuits.attribution_runs import holds_scores, load_attribution, scored_model
-    from heurlens.circuits.circuit_files import circuit_drawing, strongest_edges, write_drawing
+    from heurlens.circuits.drawn_edges import uniform_ranking
+    from heurlens.circuits.mib_files import read_mib_file
     from heurlens.errors import HeurlensError
     from heurlens.interventions.graph import EdgeLayout
     from heurlens.interventions.layouts import layout_of
@@ -38,30 +68,37 @@ def draw(run_dir: str, out: str, top: int, record: str | None, model: str | None
     from heurlens.pruning.circuit import EdgeCircuit
     from heurlens.pruning.records import load_record
     from heurlens.pruning.run_folder import find_subnetworks
-    from heurlens.runtime.run_folders import check_writable_file
 
-    check_writable_file(Path(out), "--out")
-    if holds_scores(run_dir):
-        run = load_attribution(run_dir)
+    not_edges = (f"{source} ranks heads and MLPs, not edges: heurlens report shows a node run's subnetworks; draw "
+                 "takes edge runs (attribute or prune with --level edge) and edge files")
+    if source.is_file():
+        if source.suffix != ".json":
+            raise HeurlensError(f"{source}: draw takes a run folder or a circuit file in MIB's format (.json)")
+        if model is None:
+            raise HeurlensError(f"{source} is a MIB file, which names no model: give the one it scores with --model")
+        loaded = heurlens.load_model(model, device=device, dtype=weights_dtype)
+        mib = read_mib_file(source, loaded)
+        scored = layout_of(loaded, mib.level)
+        if not isinstance(scored, EdgeLayout):
+            raise HeurlensError(not_edges)
+        return mib.ranking or uniform_ranking(scored, source.stem), mib.keep, scored, source.stem
+    if holds_scores(source):
+        run = load_attribution(source)
         loaded = heurlens.load_model(model or run.model_id, device=device, dtype=weights_dtype)
         run.check_model(loaded)
-        ranking, what = run.ranking, f"{run.ranking.label} of {run.model_id}"
         scored = layout_of(scored_model(loaded, run.level, run.graph), run.level)
-        layout = scored if isinstance(scored, EdgeLayout) else None
-    else:
-        paths = find_subnetworks(Path(run_dir))
-        chosen = [path for path in paths if record is None or path.with_suffix("") == Path(run_dir) / record]
-        if not chosen:
-            raise HeurlensError(f"{run_dir} holds no record {record or '(sparsity-*/seed-*.json)'}; give --record as "
-                                f"one of {', '.join(str(p.relative_to(run_dir).with_suffix('')) for p in paths[:4])}"
-                                if paths else f"{run_dir} holds no prune records and no attribution scores")
-        circuit = load_record(chosen[0])
-        ranking, what = ranking_of(circuit), f"{circuit.label} of {circuit.model_id}"
-        layout = circuit.layout if isinstance(circuit, EdgeCircuit) else None
-    if layout is None:
-        raise HeurlensError(f"{run_dir} ranks heads and MLPs, not edges: heurlens report shows a node run's "
-                            "subnetworks; draw takes edge runs (attribute or prune with --level edge)")
-    drawn = strongest_edges(ranking, layout, min(top, ranking.n_items))
-    title = f"{what}: the {len(drawn)} strongest of {ranking.n_items} edges"
-    write_drawing(circuit_drawing(drawn, layout.n_heads, layout.n_kv_heads, title), Path(out))
-    click.echo(f"drew {len(drawn)} edges of {what} into {out}")
+        if not isinstance(scored, EdgeLayout):
+            raise HeurlensError(not_edges)
+        return run.ranking, None, scored, f"{run.ranking.label} of {run.model_id}"
+    paths = find_subnetworks(source)
+    chosen = [path for path in paths if record is None or path.with_suffix("") == source / record]
+    if not chosen:
+        raise HeurlensError(f"{source} holds no record {record or '(sparsity-*/seed-*.json)'}; give --record as "
+                            f"one of {', '.join(str(p.relative_to(source).with_suffix('')) for p in paths[:4])}"
+                            if paths else f"{source} holds no prune records and no attribution scores")
+    circuit = load_record(chosen[0])
+    if not isinstance(circuit, EdgeCircuit):
+        raise HeurlensError(not_edges)
+    what = f"{circuit.label} of {circuit.model_id}"
+    ranking = ranking_of(circuit) if circuit.log_alpha_edges is not None else uniform_ranking(circuit.layout, what)
+    return ranking, circuit.keep_mask(), circuit.layout, what

@@ -251,24 +251,30 @@ def test_the_cli_prunes_edges_and_scores_them_beside_a_node_run(planted, tmp_pat
                                            "--task-examples", "16")
     assert status == 0, err
     page = (tmp_path / "edges" / "report.html").read_text()
-    assert "Edge circuits" in page and f"{circuit.label}: 3 edges" in page
+    assert "Edge circuits" in page and f"{circuit.label} of " not in page and f"{circuit.label}: its 3 edges (of 46)" in page
     assert "the core" not in page and "Attention patterns" not in page  # no node core of one edge circuit
 
 
 def test_the_circuit_graph_draws_each_kept_edge_from_its_writer_to_the_input_it_enters(planted):
-    from heurlens.circuits.drawing import circuit_figure, node_positions
+    from heurlens.circuits.drawing import circuit_figure
+    from heurlens.circuits.drawn_edges import circuit_to_draw, node_places, uniform_ranking
 
     layout = edge_layout(planted)
     circuit = EdgeCircuit(kept=[], n_layers=2, n_heads=2, target_sparsity=0.9, achieved_sparsity=0.9, threshold=0.5,
                           seed=0, model_id="planted", model_fingerprint="", data_id="", n_kv_heads=2,
                           edges=parse_edges(",".join(PATH + ["embed->L1.MLP"]), layout))
     figure = circuit_figure(circuit)
-    lines = {trace.name: list(zip(trace.x, trace.y)) for trace in figure.data if trace.mode == "lines"}
-    at = node_positions(circuit)
-    assert lines["into v"] == [at["embed"], at["L0.H1"], (None, None), at["L0.H1"], at["L1.H0"], (None, None)]
-    assert lines["into the logits"] == [at["L1.H0"], at["logits"], (None, None)]
-    assert lines["into MLP"] == [at["embed"], at["L1.MLP"], (None, None)]
+    lines = {trace.hovertext.split(":")[0]: (trace.name, list(zip(trace.x, trace.y)))
+             for trace in figure.data if trace.mode == "lines"}
+    at = node_places(circuit_to_draw(uniform_ranking(layout, ""), layout, 50, keep=circuit.keep_mask()).edges, 2, 2)
+    assert lines == {"embed->L0.H1.v": ("into v", [at["embed"], at["L0.H1"]]),
+                     "L0.H1->L1.H0.v": ("into v", [at["L0.H1"], at["L1.H0"]]),
+                     "L1.H0->logits": ("into the logits", [at["L1.H0"], at["logits"]]),
+                     "embed->L1.MLP": ("into MLP", [at["embed"], at["L1.MLP"]])}
     assert at["embed"][1] < at["L0.H1"][1] < at["L1.H0"][1] < at["L1.MLP"][1] < at["logits"][1]
+    assert figure.layout.title.text.endswith(": its 4 edges (of 46)")
+    assert circuit_figure(circuit, top=2).layout.title.text.endswith(": the 2 strongest of its 4 edges (of 46), 2 "
+                                                                      "more not drawn")
 
 
 def test_stacked_seeds_train_the_edge_masks_each_seed_trains_alone(planted):
