@@ -13,6 +13,7 @@ Run (one job a process, resumable run folders; a GPU's work, about 5 min on an H
     OMP_NUM_THREADS=1 python analyses/circuits_ioi_smollm2.py cpu-cost --out runs/mib   # a step's time on this CPU
     python analyses/circuits_ioi_smollm2.py keep --out runs/mib                 # the scores into the page's record
     python analyses/circuits_ioi_smollm2.py page --out runs/mib                 # keep, then the page from the record
+    OMP_NUM_THREADS=1 python analyses/circuits_ioi_smollm2.py draw --out runs/mib      # EAP-IG's circuit drawn, per task
 Jobs: ``jobs()``.
 """
 
@@ -32,6 +33,8 @@ import torch
 import heurlens
 from heurlens.circuits.attribution import AttributionMethod, attribution_scores
 from heurlens.circuits.attribution_runs import GraphName, attribute, scored_model
+from heurlens.circuits.circuit_files import circuit_drawing, write_drawing
+from heurlens.circuits.drawn_edges import circuit_to_draw
 from heurlens.circuits.faithfulness import faithfulness_curve, faithfulness_figure, ranking_curve
 from heurlens.circuits.faithfulness_areas import MIB_GRID, FaithfulnessCurve, grid_count
 from heurlens.circuits.mib_graph import MibGraph
@@ -54,6 +57,7 @@ TARGETS = {"node": 0.8, "edge": 0.95}  # the ranking runs' targets
 N_UNITS = 30 * 10  # SmolLM2: 30 layers of 9 heads and an MLP
 SWEEP = [round(1 - grid_count(size, N_UNITS) / N_UNITS, 6) for size in MIB_GRID if 0 < grid_count(size, N_UNITS) < N_UNITS]
 RANDOM_SEEDS = 3
+DRAWN = 50  # edges in the page's drawing of EAP-IG's circuit
 ATTRIBUTIONS = {"eap-ig-edge": ("edge", "eap-ig", "heurlens"), "eap-edge": ("edge", "eap", "heurlens"),
                 "eap-ig-node": ("node", "eap-ig", "heurlens"), "eap-ig-edge-mib": ("edge", "eap-ig", "mib")}
 
@@ -129,6 +133,24 @@ def run(job: str, out: Path, examples: int = EXAMPLES, steps: int | None = None,
                 for kept, sparsity in (([], 1.0), (UnitLayout(30, 9).units(), 0.0))]
         _save(out / "scores" / task / "node-kl-target-ends.json", faithfulness_curve(model, ends, scoring,
                                                                                   CORRUPT), 0.0, where)
+
+
+def drawing_path(docs: Path, task: str) -> Path:
+    """The SVG of a task's EAP-IG circuit, beside the page."""
+    return docs.with_name(f"{docs.stem}-{task}-eap-ig-edges.svg")
+
+
+def draw(out: Path, docs: Path, top: int = DRAWN) -> None:
+    """Each task's EAP-IG edge ranking (the ``eap-ig-edge`` job's run folder, attributed when it has none) drawn as
+    its ``top`` strongest edges (``heurlens draw``'s drawing) beside the page."""
+    model = heurlens.load_model("smollm2")
+    layout = edge_layout(model)
+    for task, title in TASKS.items():
+        attributed = attribute(model, PromptTaskData(task, EXAMPLES, seed=0), out / "runs" / task / "eap-ig-edge",
+                               level="edge", method="eap-ig")
+        drawn = circuit_to_draw(attributed.ranking, layout, top, label=f"EAP-IG on {title}, SmolLM2-135M")
+        write_drawing(circuit_drawing(drawn, layout.n_heads, layout.n_kv_heads), drawing_path(docs, task))
+        print(f"{drawing_path(docs, task)}: {drawn.title} ({attributed.seconds:.0f} s to attribute)")
 
 
 def _save(path: Path, curve: FaithfulnessCurve, seconds: float, where: str, **extra) -> None:
@@ -254,6 +276,9 @@ def page(out: Path, docs: Path) -> None:
                                      f"{title} (SmolLM2-135M)")
         figure_path, _ = write_figure_files(figure, docs.with_name(f"{docs.stem}-{task}.html"))
         lines += [f"Curves: [{figure_path.name}]({figure_path.name}).\n", figure_markdown(figure_path, f"f(k) on {title}")]
+        if drawing_path(docs, task).exists():  # `draw`'s
+            lines += [f"EAP-IG's {DRAWN} strongest edges (`heurlens draw`; width |score|, colour the sign, line the "
+                      f"input entered):\n", f"![EAP-IG's circuit on {title}]({drawing_path(docs, task).name})\n"]
         if matched is not None:
             lines += ["### One run's ranking against one run per size (node masks, KL)\n",
                       "f of the circuit of each size that a per-target run measured (seeds as measured), beside the "
@@ -323,7 +348,7 @@ def _points(curves: dict[str, FaithfulnessCurve]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("what", choices=("run", "cpu-cost", "keep", "page", "jobs"))
+    parser.add_argument("what", choices=("run", "cpu-cost", "keep", "page", "draw", "jobs"))
     parser.add_argument("job", nargs="?", help="A job of `jobs`, e.g. ioi/edge-kl.")
     parser.add_argument("--out", type=Path, default=Path("runs/mib"))
     parser.add_argument("--examples", type=int, default=EXAMPLES, help="Prompts to prune and to score (a trial: fewer).")
@@ -339,6 +364,8 @@ def main() -> None:
         run(args.job, args.out, args.examples, args.steps, args.seeds)
     elif args.what == "cpu-cost":
         cpu_cost(args.out)
+    elif args.what == "draw":
+        draw(args.out, args.docs)
     elif args.what == "keep":
         keep_scores(args.out, kept_folder(args.docs))
     else:

@@ -16,6 +16,7 @@ from heurlens.models.nli_finetune import FINETUNE_RECORD, finetune_nli, work_dir
 from heurlens.models.settings import CHECKPOINT_EVERY_PAPER, PAPER_LENGTH_MODEL, FinetuneSettings
 from heurlens.runtime.assets import minilm_dir as minilm_dir  # where it was before
 from heurlens.runtime.cache import cache_dir
+from heurlens.runtime.progress import progress_note
 
 
 def finetuned_model_dir(settings: FinetuneSettings) -> Path:
@@ -30,6 +31,9 @@ def default_model_dir(settings: FinetuneSettings = FinetuneSettings()) -> Path:
         raise HeurlensError(f"the cached default model {out} is damaged ({FINETUNE_RECORD} is missing); delete "
                             "that folder and run the command again: heurlens fine-tunes it afresh (about 5 minutes)")
     if not (out / FINETUNE_RECORD).exists():  # a second process on first use waits for the first's model
+        progress_note(f"the default model is not in the cache yet: fine-tuning MiniLM-L6 on SNLI once ({settings.epochs} "
+                      f"epoch(s) of {settings.train_examples:,} pairs, about 5 minutes on a 2-core CPU); later runs "
+                      f"load it from {out}")
         finetune_nli(out, settings, wait=True)
     return out
 

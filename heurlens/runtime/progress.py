@@ -1,6 +1,6 @@
 """heurlens' progress bars: tqdm's (``tqdm.auto``: a widget in a notebook, a line on stderr elsewhere), every one
 of them off at once with ``heurlens --quiet`` (or ``set_quiet()`` in a script) as well as by each call's own
-``progress=False``."""
+``progress=False``; and ``progress_note``, a line on stderr before a long step, off with them."""
 
 from __future__ import annotations
 
@@ -23,3 +23,11 @@ def progress_bar(*args: Any, disable: bool = False, short: bool = False, **kwarg
     if short:
         kwargs.setdefault("delay", SHORT_STEP_DELAY_S)
     return tqdm(*args, disable=disable or _QUIET["on"], **kwargs)
+
+
+def progress_note(text: str) -> None:
+    """``text`` as a line on stderr (``tqdm.write``: above any bar on screen), unless heurlens is quiet."""
+    if not _QUIET["on"]:
+        import sys
+
+        tqdm.write(f"heurlens: {text}", file=sys.stderr)
