@@ -110,8 +110,9 @@ def train_masks(model: PreparedModel, data: Task, full_logits: Float[Tensor, "ex
                      full_logits.to(device), hooks, prunable, config, objective, offsets, examples, pad_token_id,
                      device, context.dtype)
     names = ",".join(map(str, seeds))
-    bar = progress_bar(total=total, desc=f"pruning seed{'s' if len(seeds) > 1 else ''} {names} to {sparsity:.0%}",
-               unit="step", disable=not progress)
+    warm = "" if warm_start is None else f", warm-started from {warm_start.label}"
+    bar = progress_bar(total=total, desc=f"pruning seed{'s' if len(seeds) > 1 else ''} {names} to {sparsity:.0%}{warm}",
+                       unit="step", disable=not progress)
     try:
         model.train(config.dropout)
         with frozen_parameters(model), hooks.attached(model):  # only the masks and the multipliers train

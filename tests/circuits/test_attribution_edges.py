@@ -438,3 +438,32 @@ def test_a_comparison_with_a_node_runs_old_means_mean_ablates_edges_with_the_emb
     expected = ranking_curve(model, run.ranking, prompts, method="mean", means=data.means(model), cache=False)
     assert curves["EAP"].circuits["metric"].tolist() == pytest.approx(expected.circuits["metric"].tolist(), abs=1e-6)
     assert curves["EAP"].empty == pytest.approx(expected.empty, abs=1e-6)
+
+
+def test_a_warm_start_is_named_in_the_progress_line_and_not_warned_of_as_a_cold_start(tmp_path, capsys):
+    """Three steps from log_alpha 10 cannot prune anything (a cold start is warned of: "the masks start at log_alpha
+    10"); warm-started, the masks start from the scores, so that warning does not apply, and the bar says whence."""
+    import warnings
+
+    from planted_edges import build_planted_edges_model
+
+    from heurlens.circuits.attribution_runs import attribute
+    from heurlens.data.run_data import PromptTaskData
+    from heurlens.pruning import PruneSettings
+
+    model = heurlens.load_model(build_planted_edges_model(tmp_path / "planted"))
+    data = PromptTaskData(str(planted_edges_task_file(tmp_path / "task.jsonl")), 16, 0, batch_size=4)
+    run = attribute(model, data, tmp_path / "eap", level="edge", method="eap")
+    settings = PruneSettings(level="edge", ablation="corrupt", total_steps=3)
+    for warm_start in (None, run.ranking):
+        capsys.readouterr()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            heurlens.prune(model, data.train(model), sparsity=0.9, seeds=[0], config=settings, cache=False,
+                           warm_start=warm_start)
+        cold_warning = [w for w in caught if "the masks start at log_alpha 10" in str(w.message)]
+        bar = capsys.readouterr().err
+        if warm_start is None:
+            assert len(cold_warning) == 1 and "warm-started" not in bar
+        else:
+            assert not cold_warning and "pruning seed 0 to 90%, warm-started from EAP" in bar
