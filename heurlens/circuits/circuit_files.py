@@ -9,7 +9,6 @@ score), its line the input it enters (query solid, key dashed, value dotted, MLP
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +19,10 @@ from heurlens.circuits.drawn_edges import DrawnCircuit, node_places, reader_node
 from heurlens.errors import HeurlensError
 from heurlens.interventions.nodes import LOGITS
 from heurlens.runtime.cache import atomic_write_bytes
+from heurlens.runtime.figure_images import IMAGE_SUFFIXES, image_bytes
 
 LINE_STYLES: dict[str, Any] = {"q": "-", "k": "--", "v": ":", "MLP": "-.", LOGITS: "-"}
 POSITIVE, NEGATIVE = "#1f77b4", "#d62728"
-SUFFIXES = (".svg", ".png", ".pdf")
 
 
 def circuit_drawing(circuit: DrawnCircuit, n_heads: int, n_kv_heads: int) -> Figure:
@@ -72,11 +71,6 @@ def write_drawing(figure: Figure, path: Path) -> None:
     Args:
         figure: ``circuit_drawing``'s.
         path: a .svg, .png or .pdf file."""
-    if path.suffix not in SUFFIXES:
-        raise HeurlensError(f"--out {path}: give a file ending in {', '.join(SUFFIXES)}")
-    import matplotlib
-
-    buffer = io.BytesIO()
-    with matplotlib.rc_context({"svg.fonttype": "none"}):  # labels as text an editor (or a search) finds
-        figure.savefig(buffer, format=path.suffix[1:], dpi=200, bbox_inches="tight")
-    atomic_write_bytes(path, buffer.getvalue())
+    if path.suffix not in IMAGE_SUFFIXES:
+        raise HeurlensError(f"--out {path}: give a file ending in {', '.join(IMAGE_SUFFIXES)}")
+    atomic_write_bytes(path, image_bytes(figure, path.suffix, dpi=200, bbox_inches="tight"))

@@ -9,10 +9,9 @@ from collections.abc import Mapping
 
 import plotly.graph_objects as go
 
-from heurlens.circuits.drawn_edges import DrawnCircuit, circuit_to_draw, node_places, reader_node, uniform_ranking
+from heurlens.circuits.drawn_edges import DrawnCircuit, node_places, reader_node, record_to_draw
 from heurlens.circuits.faithfulness_areas import FaithfulnessCurve, areas_text
 from heurlens.interventions.nodes import EMBED, LOGITS
-from heurlens.interventions.rankings import ranking_of
 from heurlens.pruning.circuit import EdgeCircuit
 from heurlens.runtime.caller_warnings import warn_at_caller
 from heurlens.runtime.deprecations import STILL_WORKS
@@ -70,11 +69,7 @@ def circuit_figure(circuit: EdgeCircuit, top: int = DRAWN_BY_DEFAULT) -> go.Figu
 
     Returns:
         A plotly figure."""
-    layout = circuit.layout
-    ranking = (ranking_of(circuit) if circuit.log_alpha_edges is not None
-               else uniform_ranking(layout, str(circuit.label)))
-    drawn = circuit_to_draw(ranking, layout, top, keep=circuit.keep_mask())
-    return edges_figure(drawn, layout.n_heads, layout.n_kv_heads)
+    return edges_figure(record_to_draw(circuit, top), circuit.layout.n_heads, circuit.layout.n_kv_heads)
 
 
 def node_positions(circuit: EdgeCircuit) -> dict[str, tuple[float, float]]:

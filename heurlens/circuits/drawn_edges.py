@@ -22,7 +22,8 @@ from torch import Tensor
 from heurlens.errors import HeurlensError
 from heurlens.interventions.graph import EdgeLayout
 from heurlens.interventions.nodes import EMBED, LOGITS, Edge
-from heurlens.interventions.rankings import Ranking
+from heurlens.interventions.rankings import Ranking, ranking_of
+from heurlens.pruning.circuit import EdgeCircuit
 
 
 @dataclass(frozen=True)
@@ -123,6 +124,16 @@ def circuit_to_draw(ranking: Ranking, layout: EdgeLayout, top: int, size: float 
     edges = layout.edges()
     drawn = [DrawnEdge(edges[index], float(ranking.scores[index])) for index in order[:top].tolist()]
     return DrawnCircuit(drawn, len(order), layout.n_edges, label or ranking.label)
+
+
+def record_to_draw(circuit: EdgeCircuit, top: int, size: float | None = None, label: str | None = None
+                   ) -> DrawnCircuit:
+    """An edge prune record's circuit drawn (``circuit_to_draw``): its kept edges, or with ``size`` its log_alpha
+    ranking cut there; strongest by log_alpha, a record saved without it in the layout's order."""
+    ranking = (ranking_of(circuit) if circuit.log_alpha_edges is not None
+               else uniform_ranking(circuit.layout, label or str(circuit.label)))
+    return circuit_to_draw(ranking, circuit.layout, top, size=size,
+                           keep=None if size is not None else circuit.keep_mask(), label=label)
 
 
 def uniform_ranking(layout: EdgeLayout, label: str) -> Ranking:

@@ -11,10 +11,8 @@ from heurlens.cli.group import cli
 from heurlens.cli.options import device_option, weights_dtype_option
 
 if TYPE_CHECKING:
-    from torch import Tensor
-
+    from heurlens.circuits.drawn_edges import DrawnCircuit
     from heurlens.interventions.graph import EdgeLayout
-    from heurlens.interventions.rankings import Ranking
 
 
 @cli.command()
@@ -42,29 +40,27 @@ def draw(source: str, out: str, top: int, size: float | None, record: str | None
     own), the embeddings at the bottom and the logits on top; width |score|, colour the sign, line the input entered
     (heurlens.circuits.circuit_files)."""
     from heurlens.circuits.circuit_files import circuit_drawing, write_drawing
-    from heurlens.circuits.drawn_edges import circuit_to_draw
     from heurlens.runtime.run_folders import check_writable_file
 
     check_writable_file(Path(out), "--out")
-    ranking, keep, layout, what = _circuit_source(Path(source), record, model, weights_dtype, device)
-    drawn = circuit_to_draw(ranking, layout, top, size=size, keep=None if size is not None else keep, label=what)
+    drawn, layout, what = _circuit_to_draw(Path(source), top, size, record, model, weights_dtype, device)
     write_drawing(circuit_drawing(drawn, layout.n_heads, layout.n_kv_heads), Path(out))
     rest = f" ({drawn.not_drawn:,} more in the circuit, not drawn)" if drawn.not_drawn else ""
     click.echo(f"drew {len(drawn.edges)} edges of {what} into {out}{rest}")
 
 
-def _circuit_source(source: Path, record: str | None, model: str | None, weights_dtype: str | None,
-                    device: str | None) -> tuple[Ranking, Tensor | None, EdgeLayout, str]:
-    """(ranking, keep mask or None, the model's EdgeLayout, a name) of what SOURCE holds, refused by name when it
-    holds no edges."""
+def _circuit_to_draw(source: Path, top: int, size: float | None, record: str | None, model: str | None,
+                     weights_dtype: str | None, device: str | None) -> tuple[DrawnCircuit, EdgeLayout, str]:
+    """(the drawn circuit, the model's EdgeLayout, a name) of what SOURCE holds (``circuit_to_draw``: its ``top``
+    strongest edges of the circuit it holds, or of the ranking's top ``size``), refused by name when it holds no
+    edges."""
     import heurlens
     from heurlens.circuits.attribution_runs import holds_scores, load_attribution, scored_model
-    from heurlens.circuits.drawn_edges import uniform_ranking
+    from heurlens.circuits.drawn_edges import circuit_to_draw, record_to_draw, uniform_ranking
     from heurlens.circuits.mib_files import read_mib_file
     from heurlens.errors import HeurlensError
     from heurlens.interventions.graph import EdgeLayout
     from heurlens.interventions.layouts import layout_of
-    from heurlens.interventions.rankings import ranking_of
     from heurlens.pruning.circuit import EdgeCircuit
     from heurlens.pruning.records import load_record
     from heurlens.pruning.run_folder import find_subnetworks
@@ -81,7 +77,9 @@ def _circuit_source(source: Path, record: str | None, model: str | None, weights
         scored = layout_of(loaded, mib.level)
         if not isinstance(scored, EdgeLayout):
             raise HeurlensError(not_edges)
-        return mib.ranking or uniform_ranking(scored, source.stem), mib.keep, scored, source.stem
+        ranking = mib.ranking or uniform_ranking(scored, source.stem)
+        keep = None if size is not None else mib.keep
+        return circuit_to_draw(ranking, scored, top, size=size, keep=keep, label=source.stem), scored, source.stem
     if holds_scores(source):
         run = load_attribution(source)
         loaded = heurlens.load_model(model or run.model_id, device=device, dtype=weights_dtype)
@@ -89,7 +87,8 @@ def _circuit_source(source: Path, record: str | None, model: str | None, weights
         scored = layout_of(scored_model(loaded, run.level, run.graph), run.level)
         if not isinstance(scored, EdgeLayout):
             raise HeurlensError(not_edges)
-        return run.ranking, None, scored, f"{run.ranking.label} of {run.model_id}"
+        what = f"{run.ranking.label} of {run.model_id}"
+        return circuit_to_draw(run.ranking, scored, top, size=size, label=what), scored, what
     paths = find_subnetworks(source)
     chosen = [path for path in paths if record is None or path.with_suffix("") == source / record]
     if not chosen:
@@ -100,5 +99,4 @@ def _circuit_source(source: Path, record: str | None, model: str | None, weights
     if not isinstance(circuit, EdgeCircuit):
         raise HeurlensError(not_edges)
     what = f"{circuit.label} of {circuit.model_id}"
-    ranking = ranking_of(circuit) if circuit.log_alpha_edges is not None else uniform_ranking(circuit.layout, what)
-    return ranking, circuit.keep_mask(), circuit.layout, what
+    return record_to_draw(circuit, top, size=size, label=what), circuit.layout, what

@@ -159,19 +159,22 @@ def matplotlib_figure(figure: go.Figure) -> Any:
 
 def write_figure_image(figure: go.Figure, path: Path) -> Path:
     """Write ``figure`` as the SVG, PNG or PDF its suffix names (``matplotlib_figure``) and return ``path``."""
-    import matplotlib
-
     path = Path(path)
     if path.suffix.lower() not in IMAGE_SUFFIXES:
         raise HeurlensError(f"{path}: give an image file ending in {', '.join(IMAGE_SUFFIXES)}")
-    buffer = io.BytesIO()
-    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "heurlens"}):  # text as text; stable ids
-        matplotlib_figure(figure).savefig(buffer, format=path.suffix.lower()[1:], dpi=150, metadata=_metadata(path))
-    atomic_write_bytes(path, buffer.getvalue())
+    atomic_write_bytes(path, image_bytes(matplotlib_figure(figure), path.suffix, dpi=150))
     return path
 
 
-def _metadata(path: Path) -> dict[str, Any] | None:
-    """No creation date in SVGs and PDFs, so an image rewritten from the same figure is the same file."""
-    suffix = path.suffix.lower()
-    return {"Date": None} if suffix == ".svg" else {"CreationDate": None} if suffix == ".pdf" else None
+def image_bytes(figure: Any, suffix: str, **savefig: Any) -> bytes:
+    """A matplotlib ``figure`` saved in the format ``suffix`` names (one of ``IMAGE_SUFFIXES``; ``savefig``: more of
+    ``Figure.savefig``'s keywords): an SVG's text as text and its ids stable, and no creation date in an SVG or PDF,
+    so an image rewritten from the same figure is the same file."""
+    import matplotlib
+
+    suffix = suffix.lower()
+    metadata = {"Date": None} if suffix == ".svg" else {"CreationDate": None} if suffix == ".pdf" else None
+    buffer = io.BytesIO()
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "heurlens"}):
+        figure.savefig(buffer, format=suffix[1:], metadata=metadata, **savefig)
+    return buffer.getvalue()
