@@ -132,3 +132,11 @@ def test_node_positions_still_works_with_a_warning_at_the_callers_line():
         positions = node_positions(circuit)
     assert caught[0].filename == __file__
     assert positions["embed"] == (0.5, 0.0) and positions["logits"] == (0.5, 5.0) and positions["L1.MLP"] == (0.5, 4.0)
+
+
+def test_a_file_that_is_not_mibs_json_is_refused_by_name(capsys, tmp_path):
+    notes = tmp_path / "circuit.txt"
+    notes.write_text("L0.H1->L1.H0.v")
+    status, _, err = heurlens_in_process(capsys, "draw", str(notes), "--out", str(tmp_path / "c.svg"))
+    assert status == 2 and "draw takes a run folder or a circuit file in MIB's format (.json)" in err
+    assert not (tmp_path / "c.svg").exists()
