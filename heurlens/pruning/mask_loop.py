@@ -22,6 +22,7 @@ from heurlens.interventions.rankings import Ranking
 from heurlens.protocols import Batch, Loss, MaskHooks, PreparedModel, Task
 from heurlens.pruning.hard_concrete import HardConcrete
 from heurlens.pruning.objective import expected_sparsity, kl_loss, mask_optimizer, sampled_sparsity
+from heurlens.pruning.ranking_budgets import budget_draw, drawn_budget
 from heurlens.pruning.schedule import target_at
 from heurlens.pruning.settings import PruneSettings
 from heurlens.pruning.warm_start import initial_log_alpha
@@ -108,10 +109,11 @@ def train_masks(model: PreparedModel, data: Task, full_logits: Float[Tensor, "ex
     shared = _Shared(model, [to_device(batch, device) for batch in data.batches],
                      None if corruption is None else [to_device(batch, device) for batch in corruption.batches],
                      full_logits.to(device), hooks, prunable, config, objective, offsets, examples, pad_token_id,
-                     device, context.dtype)
+                     device, context.dtype, config.warmup_steps or max(1, total // 2))
     names = ",".join(map(str, seeds))
     warm = "" if warm_start is None else f", warm-started from {warm_start.label}"
-    bar = progress_bar(total=total, desc=f"pruning seed{'s' if len(seeds) > 1 else ''} {names} to {sparsity:.0%}{warm}",
+    aim = "for a ranking of MIB's sizes, cut at" if config.train_for == "ranking" else "to"
+    bar = progress_bar(total=total, desc=f"pruning seed{'s' if len(seeds) > 1 else ''} {names} {aim} {sparsity:.0%}{warm}",
                        unit="step", disable=not progress)
     try:
         model.train(config.dropout)
@@ -141,7 +143,7 @@ def _train_steps(shared: _Shared, runs: list[_SeedRun], steps: range, target_of:
         for run in runs:
             run.optimizer.zero_grad()
         for _ in range(config.grad_accumulation):
-            _micro_batch(shared, runs, target)
+            _micro_batch(shared, runs, target, step)
         for run in runs:
             if config.max_grad_norm is not None:
                 torch.nn.utils.clip_grad_norm_([run.mask.log_alpha, run.lambdas], config.max_grad_norm)
@@ -151,8 +153,8 @@ def _train_steps(shared: _Shared, runs: list[_SeedRun], steps: range, target_of:
         losses.append(torch.stack([run.fit.detach() for run in runs if run.fit is not None]))
         if len(losses) == READ_BACK_EVERY or step == steps[-1]:
             fits = _finite_losses(losses, step + 1, steps.stop, names)
-            bar.set_postfix(sparsity=f"{_item(runs[0].model_sparsity):.3f}", target=f"{target:.3f}",
-                            loss=f"{float(fits[-1, 0]):.4f}")
+            aim = {} if config.train_for == "ranking" else {"target": f"{target:.3f}"}  # a ranking: drawn budgets
+            bar.set_postfix(sparsity=f"{_item(runs[0].model_sparsity):.3f}", **aim, loss=f"{float(fits[-1, 0]):.4f}")
             losses.clear()
 
 
@@ -209,9 +211,10 @@ class _Shared:
     pad_token_id: int
     device: torch.device
     dtype: Precision  # the matrix products' (the call context's)
+    budget_warmup: int  # a ranking's: the steps over which its budgets' floor falls to the smallest (ranking_budgets)
 
 
-def _micro_batch(shared: _Shared, runs: list[_SeedRun], target: float) -> None:
+def _micro_batch(shared: _Shared, runs: list[_SeedRun], target: float, step: int) -> None:
     """One micro-batch of mask training for every seed at once: each seed's next batch and a fresh mask draw, one
     forward pass over the seeds' batches stacked (``stacked_batches``; one seed: its batch as it is), each
     example masked by its seed's draw, then the objective and the Lagrangian terms of every seed backpropagated
@@ -222,7 +225,11 @@ def _micro_batch(shared: _Shared, runs: list[_SeedRun], target: float) -> None:
         if not run.order:
             run.order = shuffled_order(len(shared.batches), run.order_generator).tolist()
         indices.append(run.order.pop())
-        draws.append(run.mask.sample(run.draws).where(shared.prunable, 1.0))
+        if config.train_for == "ranking":  # a budget from MIB's grid, kept by a relaxed top-k (ranking_budgets)
+            keep = drawn_budget(run.order_generator, (step + 1) / shared.budget_warmup)
+            draws.append(budget_draw(run.mask.log_alpha, shared.prunable, keep, run.draws))
+        else:
+            draws.append(run.mask.sample(run.draws).where(shared.prunable, 1.0))
     # each example its seed's draw (sizes from the host: no device-to-host wait, as a tensor of counts would need)
     shared.hooks.set_masks(torch.cat([draw.expand(shared.examples[i], -1) for draw, i in zip(draws, indices)]))
     with autocast(shared.dtype, shared.device):
@@ -238,8 +245,12 @@ def _micro_batch(shared: _Shared, runs: list[_SeedRun], target: float) -> None:
         run.fit = _scalar_loss(shared.objective(logits[start:start + end - first], reference,
                                                 torch.arange(first, end, device="cpu")))
         start += end - first
-        run.model_sparsity = (sampled_sparsity(z, shared.prunable) if config.sparsity_estimate == "sampled"
+        sampled = config.sparsity_estimate == "sampled" or config.train_for == "ranking"  # a ranking: the budget's
+        run.model_sparsity = (sampled_sparsity(z, shared.prunable) if sampled
                               else expected_sparsity(run.mask, shared.prunable))
+        if config.train_for == "ranking":  # the budget is the constraint: no Lagrangian terms
+            lagrangian = lagrangian + run.fit
+            continue
         gap = run.model_sparsity - target
         linear = run.lambdas[0] * gap if config.penalty == "lagrangian" else 0.0  # "quadratic": lambda1 stays 0
         lagrangian = lagrangian + run.fit + linear + run.lambdas[1] * gap ** 2

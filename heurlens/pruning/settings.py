@@ -91,6 +91,11 @@ class PruneSettings:
         "help": "What the masks are trained to keep: kl, the full model's output distribution (KL, the Heuristic "
                 "Core's); logit-diff, the task's logit difference of answer and distractors kept at the full model's "
                 "(MIB's metric; a prompt task with distractors)."})
+    train_for: Literal["target", "ranking"] = field(default="target", metadata={
+        "help": "target: the masks train towards the sparsity asked (the Lagrangian, the paper's); ranking: every "
+                "draw keeps a budget drawn from MIB's circuit sizes (0.1% to 50%) through a relaxed top-k of "
+                "log_alpha, so the masks' order is trained at every size, as MIB's faithfulness curve cuts it "
+                "(pruning.ranking_budgets); the subnetwork is still cut at the sparsity asked."})
     init_from: str | None = field(default=None, metadata={
         "help": "An attribution run folder (heurlens attribute, the same model and level) whose scores set the masks' "
                 "start: log_alpha = log_alpha_init |s| / max |s| (the MIB shared task's warm start; default: every "
@@ -108,6 +113,14 @@ class PruneSettings:
             raise HeurlensError("extend_steps (--extend-steps) trains on after the last step, where the linear learning-"
                                 "rate schedule has reached 0 and the masks no longer move: use lr_schedule='constant' "
                                 "or extend_steps=0")
+        if self.train_for == "ranking" and self.discretization != "top-k":
+            raise HeurlensError(f"masks trained for a ranking (train_for='ranking') are cut by their order, and "
+                                f"discretization={self.discretization!r} cuts by their keep-probabilities, which such "
+                                "masks leave free: use discretization='top-k' (--discretization top-k)")
+        if self.extend_steps and self.train_for == "ranking":
+            raise HeurlensError("extend_steps (--extend-steps) trains on the seeds whose masks are off their target, and "
+                                "masks trained for a ranking (train_for='ranking') have none but the budget of each "
+                                "draw: give more total_steps (--steps) instead")
         wrong = [f"{name}={getattr(self, name)!r}" for name, needed in _LEVEL_NEEDS[self.level]
                  if getattr(self, name) != needed]
         if wrong:
@@ -141,12 +154,13 @@ class PruneSettings:
 
     def to_dict(self) -> dict:
         """The settings as recorded in each subnetwork; ``units``, ``ablation``, ``level``, ``dtype``, ``penalty``,
-        ``settle_steps``, ``extend_steps``, ``objective`` and ``init_from`` only when not what run folders written
+        ``settle_steps``, ``extend_steps``, ``objective``, ``init_from`` and ``train_for`` only when not what run folders
+        written
         before they existed used, so those still match their own settings."""
         settings = asdict(self)
         for name, default in (("units", "all"), ("ablation", "mean"), ("level", "node"), ("dtype", "float32"),
                               ("penalty", "lagrangian"), ("settle_steps", 0), ("extend_steps", 0),
-                              ("objective", "kl"), ("init_from", None)):
+                              ("objective", "kl"), ("init_from", None), ("train_for", "target")):
             if settings[name] == default:
                 del settings[name]
         return settings

@@ -17,7 +17,8 @@ def warn_of_too_few_steps(config: PruneSettings, sparsities: list[float], data: 
     """Before any training: a ``SparsityTargetMissed`` warning for each sparsity whose steps end before a unit
     can be pruned (``steps_before_pruning``)."""
     needed = steps_before_pruning(config.log_alpha_init, config.lr_log_alpha)
-    for target in sparsities if not config.init_from else ():  # warm-started masks start from 0 up, by the scores
+    # warm-started masks start from 0 up, by the scores; a ranking's are cut by their order, whatever their level
+    for target in sparsities if not config.init_from and config.train_for != "ranking" else ():
         total = config.steps_for(target, len(data), data.batches[0]["input_ids"].shape[0])[1]
         if target > 0 and total < needed:
             warn_at_caller(f"sparsity {target:.2f} cannot be reached in {total} steps: the masks start at log_alpha "

@@ -80,28 +80,3 @@ def test_scores_from_hooks_match_hf_attention_and_transformer_lens(tiny_decoder_
     only = head_detector_scores(model, prompts, heads=[Unit(1, 3)])
     assert only["unit"].tolist() == ["L1.H3"]
 
-
-def test_ioi_notebook_runs_on_a_tiny_decoder(tiny_decoder_dirs, tmp_path, monkeypatch):
-    """Executes analyses/ioi_smollm2.ipynb's code cells in order, its parameters pointed at a tiny Llama and
-    a prompt file over the test vocabulary (SmolLM2 itself is checked by the slow model tests)."""
-    import json
-    from pathlib import Path
-
-    import plotly.graph_objects as go
-
-    shown = []
-    monkeypatch.setattr(go.Figure, "show", lambda figure: shown.append(figure))
-    task = tmp_path / "task.jsonl"
-    task.write_text("".join(json.dumps({"prompt": p, "answer": a, "distractors": [d]}) + "\n" for p, a, d in
-                            [("the man sees the dog . the man sees the", " dog", " man"),
-                             ("a cat runs . a cat", " runs", " sleeps"), ("the dog sleeps . the dog", " sleeps", " runs")]))
-    notebook = json.loads((Path(__file__).parents[2] / "analyses" / "ioi_smollm2.ipynb").read_text())
-    cells = ["".join(c["source"]) for c in notebook["cells"] if c["cell_type"] == "code"]
-    assert cells[0].startswith("# Parameters")
-    namespace: dict = {}
-    exec(f"MODEL = {str(tiny_decoder_dirs['llama'])!r}\nTASK = DETECTOR_TASK = {str(task)!r}\n"
-         "EXAMPLES, TOP_HEADS = 3, 3", namespace)
-    for cell in cells[1:]:
-        exec(cell, namespace)
-    assert len(namespace["scores"]) == 8 and len(namespace["heads"]) == 3
-    assert len(namespace["scan"]) == 3 and len(shown) == 1
