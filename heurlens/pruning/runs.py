@@ -289,7 +289,7 @@ def _train_units(job: _PruneJob, target: float, seeds: list[int], full_logits: T
 
 def _train_edges(job: _PruneJob, target: float, seeds: list[int], full_logits: Tensor) -> list[MaskTrainingResult]:
     return train_edge_masks(job.model, job.data, full_logits, target, seeds, job.config, job.progress, job.loss,
-                            job.context, job.warm_start)
+                            job.context, job.warm_start, job.means)
 
 
 _LEVELS = {"node": (_train_units, _unit_subnetwork), "edge": (_train_edges, _edge_circuit)}  # trainer, record

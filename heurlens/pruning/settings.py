@@ -18,8 +18,8 @@ from heurlens.runtime.deprecations import ablation_name
 from heurlens.runtime.precision import Precision
 from heurlens.runtime.settings_checks import check_settings
 
-# what each level of pruning needs of the other settings (edges: Edge Pruning's recipe, the only one defined)
-_LEVEL_NEEDS = {"node": (), "edge": (("ablation", "corrupt"), ("discretization", "top-k"), ("units", "all"))}
+# what each level of pruning needs of the other settings (edges: top-k over every edge, Edge Pruning's cut)
+_LEVEL_NEEDS = {"node": (), "edge": (("discretization", "top-k"), ("units", "all"))}
 
 
 @dataclass(frozen=True)
@@ -85,8 +85,9 @@ class PruneSettings:
                 "interchange: corrupt's name before, deprecated."})
     level: Literal["node", "edge"] = field(default="node", metadata={
         "help": "What the masks prune: node (heads and MLPs, the Heuristic Core's) or edge (which component reads "
-                "which other's output, Edge Pruning's; needs --ablation corrupt, a decoder TransformerLens splits "
-                "per head, and a sparsity over edges, e.g. 0.95)."})
+                "which other's output, Edge Pruning's; a pruned edge carries its writer's output on the corrupted "
+                "prompt with --ablation corrupt, Edge Pruning's, or its mean with mean; needs a decoder "
+                "TransformerLens splits per head, and a sparsity over edges, e.g. 0.95)."})
     objective: Literal["kl", "logit-diff"] = field(default="kl", metadata={
         "help": "What the masks are trained to keep: kl, the full model's output distribution (KL, the Heuristic "
                 "Core's); logit-diff, the task's logit difference of answer and distractors kept at the full model's "
@@ -124,9 +125,8 @@ class PruneSettings:
         wrong = [f"{name}={getattr(self, name)!r}" for name, needed in _LEVEL_NEEDS[self.level]
                  if getattr(self, name) != needed]
         if wrong:
-            raise HeurlensError(f"edge-level pruning ({', '.join(wrong)}) replaces a pruned edge by its writer's "
-                                "output on the example's corrupted input and keeps the top-k edges of every edge: "
-                                "use ablation='corrupt' (--ablation corrupt), discretization='top-k' and units='all'")
+            raise HeurlensError(f"edge-level pruning ({', '.join(wrong)}) keeps the top-k edges of every edge: use "
+                                "discretization='top-k' (--discretization top-k) and units='all'")
 
     @classmethod
     def released(cls, **changes) -> PruneSettings:

@@ -19,7 +19,8 @@ paper's definition (footnote 2: "the fraction of attention heads and MLPs that h
 
 The same loop (``heurlens.pruning.mask_loop``) trains edge masks (``train_edge_masks``, Edge Pruning's recipe: one
 mask per edge of ``heurlens.interventions.graph``, applied by ``heurlens.interventions.edge_masks``, a pruned edge
-carrying its writer's output on the corrupted input, t the fraction of edges pruned); it asks of its hooks only
+carrying its writer's output on the corrupted input, or with ``ablation="mean"`` its mean output, t the fraction of
+edges pruned); it asks of its hooks only
 ``set_masks`` and ``use_corrupted`` (``heurlens.protocols.MaskHooks``).
 
 After the budget, with ``PruneSettings(extend_steps=N)``, each seed whose masks are still off target (its subnetwork
@@ -38,6 +39,7 @@ import torch
 from jaxtyping import Bool, Float
 from torch import Tensor
 
+from heurlens.errors import HeurlensError
 from heurlens.interventions.circuits import mask_hooks
 from heurlens.interventions.graph import edge_layout
 from heurlens.interventions.means import UnitMeans
@@ -98,10 +100,11 @@ def train_unit_masks(model: PreparedModel, data: Task, full_logits: Float[Tensor
 def train_edge_masks(model: PreparedModel, data: Task, full_logits: Float[Tensor, "example label"], sparsity: float,
                      seeds: Sequence[int], config: PruneSettings = PruneSettings(), progress: bool = True,
                      loss: Loss | None = None, context: CallContext | None = None,
-                     warm_start: Ranking | None = None) -> list[MaskTrainingResult]:
+                     warm_start: Ranking | None = None, means: UnitMeans | None = None) -> list[MaskTrainingResult]:
     """``train_unit_masks`` on the model's edges (Edge Pruning, Bhaskar et al. 2024): one hard-concrete mask per edge
-    (``heurlens.interventions.graph``), a pruned edge carrying its writer's output on the example's corrupted input,
-    the sparsity the fraction of edges pruned; every other part of the recipe (objective, Lagrangian, schedule,
+    (``heurlens.interventions.graph``), a pruned edge carrying its writer's output on the example's corrupted input
+    (``config.ablation="corrupt"``) or its mean output (``"mean"``: ``means``, with the embeddings'), the sparsity the
+    fraction of edges pruned; every other part of the recipe (objective, Lagrangian, schedule,
     stacked seeds, ``context``) as for units.
 
     Args:
@@ -115,12 +118,17 @@ def train_edge_masks(model: PreparedModel, data: Task, full_logits: Float[Tensor
         loss: in place of the KL to the full model.
         context: the call's context (``runtime.call_context``: device, precision, cache use).
         warm_start: a ranking of the edges whose scores set every seed's start.
+        means: what a pruned edge carries under mean ablation (``compute_means``; needed then, unused otherwise).
 
     Returns:
         One result per seed."""
     context = context or call_context(model, config.dtype, cache=False)
     layout = edge_layout(model)
-    hooks = mask_hooks(model, "edge", device=context.device)
+    if config.ablation == "mean" and means is None:
+        raise HeurlensError("mean-ablated edge masks need the writers' means: pass means=heurlens.compute_means(model, "
+                            "data), or train with ablation='corrupt'")
+    hooks = mask_hooks(model, "edge", means.to(context.device) if config.ablation == "mean" and means else None,
+                       context.device)
     prunable = torch.ones(layout.n_edges, dtype=torch.bool, device=context.device)
     return train_masks(model, data, full_logits, hooks, prunable, sparsity, seeds, config, progress, loss,
                        partial(edges_off_target, target=sparsity), context, warm_start)

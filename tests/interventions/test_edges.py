@@ -156,8 +156,8 @@ def test_edge_pruning_is_refused_by_name_where_it_cannot_run(tiny_bert_dir, tiny
         edge_layout(heurlens.load_model(tiny_bert_dir))  # an encoder: no split query/key/value inputs
     with pytest.raises(HeurlensError, match="in parallel"):
         edge_layout(heurlens.load_model(tiny_decoder_dirs["gpt_neox"]))  # its MLP does not read the layer's heads
-    with pytest.raises(HeurlensError, match="ablation='corrupt'"):
-        PruneSettings(level="edge")  # pruned edges carry the corrupted input's outputs, not means
+    with pytest.raises(HeurlensError, match="discretization='top-k'"):
+        PruneSettings(level="edge", ablation="corrupt", discretization="per-layer")  # edges: top-k over every edge
     no_corruption = as_task(planted, torch.tensor([[2], [3]]))
     with pytest.raises(HeurlensError, match="corrupted"):
         heurlens.prune(planted, no_corruption, sparsity=0.5, seeds=[0], config=EDGE_LEVEL, progress=False, cache=False)
@@ -357,3 +357,34 @@ def test_an_edge_circuit_asked_for_another_ablation_is_scored_with_it(planted, t
         table = heurlens.evaluate_subnetworks(planted, [circuit], [task], means=means, method=method, cache=False)
         assert table["kl"].iloc[-1] == pytest.approx(mean_kl(full, scores), abs=1e-6), method  # after the full model
     assert abs(metrics["mean"] - metrics["corrupt"]) > 1e-3  # the methods differ: the comparison can tell
+
+
+def test_edge_masks_trained_with_mean_ablation_keep_the_planted_path_and_score_as_mean_ablated(planted):
+    """``PruneSettings(level="edge", ablation="mean")``: a pruned edge carries its writer's mean output over the data
+    (no corrupted prompts needed). On the planted path the circuit of 3 edges is ``PATH``, and its recorded KL is the
+    KL of ``PATH`` with every other edge mean-ablated, computed here through ``edge_mask_forward`` with the means
+    (trained with zero means instead, by hand: another circuit was kept and the test failed)."""
+    import torch.nn.functional as F
+
+    data = planted_edges_task()
+    means = heurlens.compute_means(planted, data, progress=False)
+    circuits = heurlens.prune(planted, data, sparsity=1 - 3 / N_EDGES, seeds=[0, 1], means=means, progress=False,
+                              cache=False, config=PruneSettings(level="edge", ablation="mean", total_steps=300))
+    keep = edge_layout(planted).keep_mask(PATH).float()
+    kl, rows = 0.0, 0
+    for one in data.batches:
+        with torch.no_grad():
+            full = planted(**one)
+            masked = edge_mask_forward(planted, keep, one, means=means)
+        kl += float(F.kl_div(F.log_softmax(masked, -1), F.log_softmax(full, -1), log_target=True,
+                             reduction="sum"))
+        rows += full.shape[0]
+    for circuit in circuits:
+        assert sorted(map(str, circuit.edges)) == sorted(PATH) and not circuit.missed_target
+        assert "ablation" not in circuit.hyperparameters  # mean, as recorded for node runs
+        assert circuit.metrics["subnetwork_train_kl"] == pytest.approx(kl / rows, rel=1e-4)
+    assert kl / rows > 0.01  # the means are not the corrupted prompts' outputs: the path alone still moves the KL
+    with pytest.raises(HeurlensError, match="need the writers' means"):
+        from heurlens.pruning.train import train_edge_masks
+
+        train_edge_masks(planted, data, torch.zeros(16, 11), 0.9, [0], PruneSettings(level="edge"), progress=False)
