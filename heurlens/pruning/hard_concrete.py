@@ -30,6 +30,18 @@ LIMIT_RIGHT = 1.1
 EPS = 1e-6
 
 
+def logistic_noise(shape: torch.Size, generator: torch.Generator | None = None,
+                   device: torch.device | str = "cpu") -> Tensor:
+    """log u - log(1 - u), u ~ U(eps, 1 - eps): the noise a hard-concrete draw adds to log_alpha."""
+    u = torch.rand(shape, generator=generator, device=device).clamp(EPS, 1 - EPS)
+    return torch.log(u) - torch.log(1 - u)
+
+
+def stretched(s: Tensor, left: float = LIMIT_LEFT, right: float = LIMIT_RIGHT) -> Tensor:
+    """z = min(1, max(0, s (r - l) + l)): a sigmoid's output stretched to [l, r] and clamped, so 0 and 1 get mass."""
+    return (s * (right - left) + left).clamp(0, 1)
+
+
 class HardConcrete(nn.Module):
     """A vector of hard-concrete mask entries, one per unit, parameterised by ``log_alpha``."""
 
@@ -43,9 +55,8 @@ class HardConcrete(nn.Module):
     def sample(self, generator: torch.Generator | None = None) -> Float[Tensor, " unit"]:
         """A training-time mask draw (differentiable in log_alpha through the reparameterisation), on
         log_alpha's device (``generator``, when given, must be on it too: draws are reproducible per device)."""
-        u = torch.rand(self.log_alpha.shape, generator=generator, device=self.log_alpha.device).clamp(EPS, 1 - EPS)
-        s = torch.sigmoid((torch.log(u) - torch.log(1 - u) + self.log_alpha) / self.beta)
-        return (s * (self.right - self.left) + self.left).clamp(0, 1)
+        noise = logistic_noise(self.log_alpha.shape, generator, self.log_alpha.device)
+        return stretched(torch.sigmoid((noise + self.log_alpha) / self.beta), self.left, self.right)
 
     def prob_nonzero(self) -> Float[Tensor, " unit"]:
         """P(z_i > 0) for each entry; its sum is the expected L0 norm."""

@@ -153,8 +153,9 @@ def _train_steps(shared: _Shared, runs: list[_SeedRun], steps: range, target_of:
         losses.append(torch.stack([run.fit.detach() for run in runs if run.fit is not None]))
         if len(losses) == READ_BACK_EVERY or step == steps[-1]:
             fits = _finite_losses(losses, step + 1, steps.stop, names)
-            aim = {} if config.train_for == "ranking" else {"target": f"{target:.3f}"}  # a ranking: drawn budgets
-            bar.set_postfix(sparsity=f"{_item(runs[0].model_sparsity):.3f}", **aim, loss=f"{float(fits[-1, 0]):.4f}")
+            shown_target = {} if config.train_for == "ranking" else {"target": f"{target:.3f}"}  # a ranking's: drawn
+            bar.set_postfix(sparsity=f"{_item(runs[0].model_sparsity):.3f}", **shown_target,
+                            loss=f"{float(fits[-1, 0]):.4f}")
             losses.clear()
 
 
@@ -225,7 +226,7 @@ def _micro_batch(shared: _Shared, runs: list[_SeedRun], target: float, step: int
         if not run.order:
             run.order = shuffled_order(len(shared.batches), run.order_generator).tolist()
         indices.append(run.order.pop())
-        if config.train_for == "ranking":  # a budget from MIB's grid, kept by a relaxed top-k (ranking_budgets)
+        if config.train_for == "ranking":  # a budget from MIB's range of sizes, kept in sum (ranking_budgets)
             keep = drawn_budget(run.order_generator, (step + 1) / shared.budget_warmup)
             draws.append(budget_draw(run.mask.log_alpha, shared.prunable, keep, run.draws))
         else:

@@ -154,9 +154,8 @@ class PruneSettings:
 
     def to_dict(self) -> dict:
         """The settings as recorded in each subnetwork; ``units``, ``ablation``, ``level``, ``dtype``, ``penalty``,
-        ``settle_steps``, ``extend_steps``, ``objective``, ``init_from`` and ``train_for`` only when not what run folders
-        written
-        before they existed used, so those still match their own settings."""
+        ``settle_steps``, ``extend_steps``, ``objective``, ``init_from`` and ``train_for`` only when not what run
+        folders written before they existed used, so those still match their own settings."""
         settings = asdict(self)
         for name, default in (("units", "all"), ("ablation", "mean"), ("level", "node"), ("dtype", "float32"),
                               ("penalty", "lagrangian"), ("settle_steps", 0), ("extend_steps", 0),

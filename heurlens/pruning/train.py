@@ -124,11 +124,13 @@ def train_edge_masks(model: PreparedModel, data: Task, full_logits: Float[Tensor
         One result per seed."""
     context = context or call_context(model, config.dtype, cache=False)
     layout = edge_layout(model)
-    if config.ablation == "mean" and means is None:
-        raise HeurlensError("mean-ablated edge masks need the writers' means: pass means=heurlens.compute_means(model, "
-                            "data), or train with ablation='corrupt'")
-    hooks = mask_hooks(model, "edge", means.to(context.device) if config.ablation == "mean" and means else None,
-                       context.device)
+    replacement = None  # corrupt ablation: the writers' outputs on the corrupted batch, set per micro-batch
+    if config.ablation == "mean":
+        if means is None:
+            raise HeurlensError("mean-ablated edge masks need the writers' means: pass means=heurlens.compute_means("
+                                "model, data), or train with ablation='corrupt'")
+        replacement = means.to(context.device)
+    hooks = mask_hooks(model, "edge", replacement, context.device)
     prunable = torch.ones(layout.n_edges, dtype=torch.bool, device=context.device)
     return train_masks(model, data, full_logits, hooks, prunable, sparsity, seeds, config, progress, loss,
                        partial(edges_off_target, target=sparsity), context, warm_start)
