@@ -64,12 +64,15 @@ ATTRIBUTIONS = {"eap-ig-edge": ("edge", "eap-ig", "heurlens"), "eap-edge": ("edg
 
 def jobs() -> list[str]:
     """Every job: per task the four mask runs (level x objective), the baselines, the attribution runs (EAP-IG and
-    EAP of the edges, EAP-IG of the units), edge masks (KL) warm-started from EAP-IG and random rankings of the edges
+    EAP of the edges, EAP-IG of the units), edge masks (KL) warm-started from EAP-IG, masks trained for a ranking
+    (``--train-for ranking``; level x objective, cold or warm-started from EAP-IG) and random rankings of the edges
     of MIB's graph (beside EAP-IG's there); on IOI one node (KL) run per target of the sweep."""
     return ([f"{task}/{level}-{objective}" for task in TASKS for level in ("node", "edge")
              for objective in ("kl", "logit-diff")] + [f"{task}/baselines" for task in TASKS]
             + [f"{task}/{name}" for task in TASKS for name in ATTRIBUTIONS]
             + [f"{task}/edge-kl-warm" for task in TASKS] + [f"{task}/random-edge-mib" for task in TASKS]
+            + [f"{task}/{level}-{objective}-ranking{start}" for task in TASKS for level in ("node", "edge")
+               for objective in ("kl", "logit-diff") for start in ("", "-warm")]
             + [f"ioi/node-kl-target-{target:g}" for target in SWEEP] + [f"{task}/attribution" for task in TASKS])
 
 
@@ -117,7 +120,8 @@ def run(job: str, out: Path, examples: int = EXAMPLES, steps: int | None = None,
     if rest.endswith("-warm"):
         warm = attribute(model, data, out / "runs" / task / f"{name}-eap-ig", level=level, method="eap-ig")
     config = heurlens.PruneSettings(level=level, ablation="corrupt", objective=objective, total_steps=steps,
-                                    init_from=None if warm is None else str(warm.path))
+                                    init_from=None if warm is None else str(warm.path),
+                                    train_for="ranking" if "-ranking" in rest else "target")
     records = heurlens.prune(model, train, sparsity=target, seeds=range(seeds), out=out / "runs" / task / name,
                              config=config, progress=False, warm_start=None if warm is None else warm.ranking)
     seconds = sum(record.metrics["train_seconds"] for record in records)
@@ -195,7 +199,10 @@ METHODS = {"node-kl": "node masks, KL", "node-logit-diff": "node masks, logit di
            "eap-ig-edge": "EAP-IG (edges)", "eap-edge": "EAP (edges)", "eap-ig-node": "EAP-IG (nodes)",
            "eap-ig-edge-mib": "EAP-IG (edges of MIB's graph, 123,211)",
            "edge-kl-warm": "edge masks, KL, warm-started from EAP-IG",
-           "random-edge-mib": "random (edges of MIB's graph, 123,211)"}
+           "random-edge-mib": "random (edges of MIB's graph, 123,211)",
+           **{f"{level}-{objective}-ranking{start}": f"{level} masks, {name}, trained for a ranking{how}"
+              for level in ("node", "edge") for objective, name in (("kl", "KL"), ("logit-diff", "logit difference"))
+              for start, how in (("", ""), ("-warm", ", warm-started from EAP-IG"))}}
 
 
 def keep_scores(out: Path, kept: Path) -> None:
