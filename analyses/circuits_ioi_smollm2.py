@@ -13,6 +13,7 @@ Run (one job a process, resumable run folders; a GPU's work, about 5 min on an H
     OMP_NUM_THREADS=1 python analyses/circuits_ioi_smollm2.py cpu-cost --out runs/mib   # a step's time on this CPU
     python analyses/circuits_ioi_smollm2.py keep --out runs/mib                 # the scores into the page's record
     python analyses/circuits_ioi_smollm2.py page --out runs/mib                 # keep, then the page from the record
+    python analyses/circuits_ioi_smollm2.py table --out runs/mib                # keep, then the edge rows kept, as markdown
     OMP_NUM_THREADS=1 python analyses/circuits_ioi_smollm2.py draw --out runs/mib      # EAP-IG's circuit drawn, per task
 Jobs: ``jobs()``.
 """
@@ -297,6 +298,30 @@ def page(out: Path, docs: Path) -> None:
     print("\n".join(lines))
 
 
+def table(out: Path, docs: Path) -> str:
+    """Every kept score of the edge axis (the scores under ``out`` kept first), per task: CPR, CMD, f at MIB's sizes and
+    the discovery time where it ran, as one markdown table (for the page's hand-written part while ``page`` is
+    refused for jobs whose scores were lost)."""
+    kept = kept_folder(docs)
+    keep_scores(out, kept)
+    rows = []
+    for task, title in TASKS.items():
+        for path in sorted((kept / "scores" / task).glob("*.json")):
+            curve, stored = _load(path)
+            if "edges_kept" not in curve.circuits or path.stem.startswith("random"):
+                continue
+            f = curve.curve.set_index("kept_fraction")["faithfulness"]
+            rows.append({"task": title, "method": METHODS[path.stem], "curves": curve.circuits["curve"].nunique(),
+                         "CPR": curve.cpr, "CMD": curve.cmd,
+                         "f at 0.1 / 1 / 5 / 20 / 50%": " / ".join(f"{f.get(size, math.nan):.2f}"
+                                                                   for size in (0.001, 0.01, 0.05, 0.2, 0.5)),
+                         "steps": stored.get("steps", "-"),
+                         "discovery (min, where)": f"{stored['seconds'] / 60:.1f} ({stored['where']})"})
+    text = pd.DataFrame(rows).to_markdown(index=False, floatfmt=".3f")
+    print(text)
+    return text
+
+
 def _step_times(cpu: dict) -> str:
     """The measured CPU seconds per mask step, as text."""
     steps = {name: seconds for name, seconds in cpu.items() if name not in ("attribution", "where")}
@@ -355,7 +380,7 @@ def _points(curves: dict[str, FaithfulnessCurve]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("what", choices=("run", "cpu-cost", "keep", "page", "draw", "jobs"))
+    parser.add_argument("what", choices=("run", "cpu-cost", "keep", "page", "table", "draw", "jobs"))
     parser.add_argument("job", nargs="?", help="A job of `jobs`, e.g. ioi/edge-kl.")
     parser.add_argument("--out", type=Path, default=Path("runs/mib"))
     parser.add_argument("--examples", type=int, default=EXAMPLES, help="Prompts to prune and to score (a trial: fewer).")
@@ -375,6 +400,8 @@ def main() -> None:
         draw(args.out, args.docs)
     elif args.what == "keep":
         keep_scores(args.out, kept_folder(args.docs))
+    elif args.what == "table":
+        table(args.out, args.docs)
     else:
         page(args.out, args.docs)
 

@@ -2,8 +2,10 @@
 Heuristic Core paper's recipe written out there): per optimizer step, ``grad_accumulation`` micro-batches, each one
 forward pass over every seed's own batch stacked (``stacked_batches``), the objective plus the Lagrangian terms, the
 mask parameters stepped down and the multipliers up; then, with ``PruneSettings(extend_steps=N)``, the seeds still
-off target train on (``_extend``). It asks of the hooks that mask the model only what ``heurlens.protocols.MaskHooks``
-promises."""
+off target train on (``_extend``). With node masks beside edge masks (``PruneSettings(node_sparsity=)``), each seed
+has a second hard-concrete vector over the units with its own target and multipliers, drawn after the edges' and
+handed to the hooks after them (``heurlens.interventions.joint_masks``). It asks of the hooks that mask the model only
+what ``heurlens.protocols.MaskHooks`` promises."""
 
 from __future__ import annotations
 
@@ -42,6 +44,8 @@ class MaskTrainingResult:
     steps: int
     multipliers: tuple[float, float]  # lambda1, lambda2 at the end (lambda1 stays 0 with penalty="quadratic")
     extension_steps: int = 0  # of ``steps``, those after the budget (``PruneSettings.extend_steps``)
+    node_log_alpha: Float[Tensor, " unit"] | None = None  # node masks beside edge masks: theirs (``UnitLayout``'s order)
+    node_sparsity: float | None = None  # their expected sparsity at the end
 
 
 def stacked_batches(batches: Sequence[Batch], pad_token_id: int = 0) -> Batch:
@@ -70,17 +74,21 @@ class _SeedRun:
     fit: Tensor | None = None
     model_sparsity: Tensor | None = None
     extension_steps: int = 0  # trained after the budget, while its masks were off target
+    nodes: HardConcrete | None = None  # node masks beside edge masks, and their multipliers
+    node_lambdas: Tensor = field(default_factory=lambda: torch.zeros(0))
+    node_sparsity: Tensor | None = None
 
 
 def train_masks(model: PreparedModel, data: Task, full_logits: Float[Tensor, "example label"], hooks: MaskHooks,
                 prunable: Bool[Tensor, " mask"], sparsity: float, seeds: Sequence[int], config: PruneSettings,
                 progress: bool, loss: Loss | None, off_target: Callable[[Tensor], bool], context: CallContext,
-                warm_start: Ranking | None = None) -> list[MaskTrainingResult]:
+                warm_start: Ranking | None = None, node_masks: int = 0) -> list[MaskTrainingResult]:
     """The loop of ``train_unit_masks`` and ``train_edge_masks``: one hard-concrete mask per entry of ``prunable``
     (those False kept at 1), applied through ``hooks``, on ``context.device`` with the matrix products in
     ``context.dtype``; with ``config.extend_steps``, the seeds whose masks are still ``off_target(log_alpha)`` after
     the budget train on (``_extend``); with ``warm_start``, every seed's masks start from its scores
-    (``pruning.warm_start``)."""
+    (``pruning.warm_start``); with ``node_masks``, that many node masks beside them (from log_alpha_init, warm start
+    or not) trained towards ``config.node_sparsity``, the hooks given both (the masks, then the node masks)."""
     if len(set(seeds)) != len(seeds) or not seeds:
         raise HeurlensError(f"seeds {list(seeds)}: give at least one seed, each once")
     objective = loss or kl_loss
@@ -95,10 +103,14 @@ def train_masks(model: PreparedModel, data: Task, full_logits: Float[Tensor, "ex
         if start is not None:  # warm-started: every seed from the ranking's scores
             mask.log_alpha.data.copy_(start)
         lambdas = torch.zeros(2, requires_grad=True, device=device)
-        optimizer, schedule = mask_optimizer(mask, lambdas, config, total)
+        nodes = HardConcrete(node_masks, config.log_alpha_init, config.log_alpha_init_std, device=device) \
+            if node_masks else None
+        node_lambdas = torch.zeros(2 if node_masks else 0, requires_grad=True, device=device)
+        optimizer, schedule = mask_optimizer(mask, lambdas, config, total, nodes, node_lambdas)
         order_generator = torch.Generator(device="cpu").manual_seed(seed)
         mask_draws = order_generator if device.type == "cpu" else torch.Generator(device=device).manual_seed(seed)
-        runs.append(_SeedRun(mask, lambdas, optimizer, schedule, order_generator, mask_draws))
+        runs.append(_SeedRun(mask, lambdas, optimizer, schedule, order_generator, mask_draws, nodes=nodes,
+                             node_lambdas=node_lambdas))
     examples = [b["input_ids"].shape[0] for b in data.batches]  # each seed's mask draw covers its batch's examples
     offsets = torch.tensor([0] + [batch_rows(b) for b in data.batches], device="cpu").cumsum(0)  # rows of scores
     tokenizer = getattr(model, "tokenizer", None)
@@ -109,7 +121,7 @@ def train_masks(model: PreparedModel, data: Task, full_logits: Float[Tensor, "ex
     shared = _Shared(model, [to_device(batch, device) for batch in data.batches],
                      None if corruption is None else [to_device(batch, device) for batch in corruption.batches],
                      full_logits.to(device), hooks, prunable, config, objective, offsets, examples, pad_token_id,
-                     device, context.dtype, config.warmup_steps or max(1, total // 2))
+                     device, context.dtype, config.warmup_steps or max(1, total // 2), warmup)
     names = ",".join(map(str, seeds))
     warm = "" if warm_start is None else f", warm-started from {warm_start.label}"
     aim = "for a ranking of MIB's sizes, cut at" if config.train_for == "ranking" else "to"
@@ -126,9 +138,11 @@ def train_masks(model: PreparedModel, data: Task, full_logits: Float[Tensor, "ex
     results = []
     for run in runs:
         lambda1, lambda2 = run.lambdas.tolist()
-        results.append(MaskTrainingResult(run.mask.log_alpha.detach().cpu().clone(), _item(run.fit),
-                                          expected_sparsity(run.mask, prunable).item(), total + run.extension_steps,
-                                          (lambda1, lambda2), run.extension_steps))
+        results.append(MaskTrainingResult(
+            run.mask.log_alpha.detach().cpu().clone(), _item(run.fit), expected_sparsity(run.mask, prunable).item(),
+            total + run.extension_steps, (lambda1, lambda2), run.extension_steps,
+            None if run.nodes is None else run.nodes.log_alpha.detach().cpu().clone(),
+            None if run.nodes is None else expected_sparsity(run.nodes).item()))
     return results
 
 
@@ -146,7 +160,8 @@ def _train_steps(shared: _Shared, runs: list[_SeedRun], steps: range, target_of:
             _micro_batch(shared, runs, target, step)
         for run in runs:
             if config.max_grad_norm is not None:
-                torch.nn.utils.clip_grad_norm_([run.mask.log_alpha, run.lambdas], config.max_grad_norm)
+                nodes = [] if run.nodes is None else [run.nodes.log_alpha, run.node_lambdas]
+                torch.nn.utils.clip_grad_norm_([run.mask.log_alpha, run.lambdas, *nodes], config.max_grad_norm)
             run.optimizer.step()
             run.schedule.step()
         bar.update(1)
@@ -154,7 +169,8 @@ def _train_steps(shared: _Shared, runs: list[_SeedRun], steps: range, target_of:
         if len(losses) == READ_BACK_EVERY or step == steps[-1]:
             fits = _finite_losses(losses, step + 1, steps.stop, names)
             shown_target = {} if config.train_for == "ranking" else {"target": f"{target:.3f}"}  # a ranking's: drawn
-            bar.set_postfix(sparsity=f"{_item(runs[0].model_sparsity):.3f}", **shown_target,
+            shown_nodes = {} if runs[0].nodes is None else {"node_sparsity": f"{_item(runs[0].node_sparsity):.3f}"}
+            bar.set_postfix(sparsity=f"{_item(runs[0].model_sparsity):.3f}", **shown_target, **shown_nodes,
                             loss=f"{float(fits[-1, 0]):.4f}")
             losses.clear()
 
@@ -213,6 +229,7 @@ class _Shared:
     device: torch.device
     dtype: Precision  # the matrix products' (the call context's)
     budget_warmup: int  # a ranking's: the steps over which its budgets' floor falls to the smallest (ranking_budgets)
+    target_warmup: int  # the steps over which the target sparsity rises (node masks beside edge masks: theirs too)
 
 
 def _micro_batch(shared: _Shared, runs: list[_SeedRun], target: float, step: int) -> None:
@@ -221,7 +238,7 @@ def _micro_batch(shared: _Shared, runs: list[_SeedRun], target: float, step: int
     example masked by its seed's draw, then the objective and the Lagrangian terms of every seed backpropagated
     (each seed's depend on its own rows and mask only)."""
     config = shared.config
-    indices, draws = [], []
+    indices, draws, node_draws = [], [], []
     for run in runs:
         if not run.order:
             run.order = shuffled_order(len(shared.batches), run.order_generator).tolist()
@@ -231,8 +248,10 @@ def _micro_batch(shared: _Shared, runs: list[_SeedRun], target: float, step: int
             draws.append(budget_draw(run.mask.log_alpha, shared.prunable, keep, run.draws))
         else:
             draws.append(run.mask.sample(run.draws).where(shared.prunable, 1.0))
+        node_draws.append(None if run.nodes is None else run.nodes.sample(run.draws))
+    masks = [draw if nodes is None else torch.cat([draw, nodes]) for draw, nodes in zip(draws, node_draws)]
     # each example its seed's draw (sizes from the host: no device-to-host wait, as a tensor of counts would need)
-    shared.hooks.set_masks(torch.cat([draw.expand(shared.examples[i], -1) for draw, i in zip(draws, indices)]))
+    shared.hooks.set_masks(torch.cat([mask.expand(shared.examples[i], -1) for mask, i in zip(masks, indices)]))
     with autocast(shared.dtype, shared.device):
         if shared.corrupted is not None:  # corrupt ablation: the activations on the corrupted batches
             corrupted = stacked_batches([shared.corrupted[i] for i in indices], shared.pad_token_id)
@@ -240,7 +259,7 @@ def _micro_batch(shared: _Shared, runs: list[_SeedRun], target: float, step: int
         logits = shared.model(**stacked_batches([shared.batches[i] for i in indices], shared.pad_token_id)).float()
     lagrangian = torch.zeros((), device=shared.device)
     start = 0
-    for run, index, z in zip(runs, indices, draws):
+    for run, index, z, nodes in zip(runs, indices, draws, node_draws):
         first, end = int(shared.offsets[index]), int(shared.offsets[index + 1])
         reference = shared.full_logits[first:end]
         run.fit = _scalar_loss(shared.objective(logits[start:start + end - first], reference,
@@ -249,13 +268,21 @@ def _micro_batch(shared: _Shared, runs: list[_SeedRun], target: float, step: int
         sampled = config.sparsity_estimate == "sampled" or config.train_for == "ranking"  # a ranking: the budget's
         run.model_sparsity = (sampled_sparsity(z, shared.prunable) if sampled
                               else expected_sparsity(run.mask, shared.prunable))
-        if config.train_for == "ranking":  # the budget is the constraint: no Lagrangian terms
-            lagrangian = lagrangian + run.fit
-            continue
-        gap = run.model_sparsity - target
-        linear = run.lambdas[0] * gap if config.penalty == "lagrangian" else 0.0  # "quadratic": lambda1 stays 0
-        lagrangian = lagrangian + run.fit + linear + run.lambdas[1] * gap ** 2
+        lagrangian = lagrangian + run.fit
+        if config.train_for != "ranking":  # a ranking's budget is its constraint: no Lagrangian terms
+            lagrangian = _with_penalty(lagrangian, run.model_sparsity - target, run.lambdas, config)
+        if nodes is not None and run.nodes is not None:  # node masks beside edge masks: their own target, always
+            run.node_sparsity = (sampled_sparsity(nodes) if config.sparsity_estimate == "sampled"
+                                 else expected_sparsity(run.nodes))
+            node_target = target_at(step, shared.target_warmup, float(config.node_sparsity or 0.0))
+            lagrangian = _with_penalty(lagrangian, run.node_sparsity - node_target, run.node_lambdas, config)
     (lagrangian / config.grad_accumulation).backward()
+
+
+def _with_penalty(total: Tensor, gap: Tensor, lambdas: Tensor, config: PruneSettings) -> Tensor:
+    """total + lambda1 (s - t) + lambda2 (s - t)^2, added in that order (``penalty="quadratic"``: lambda1 held at 0)."""
+    linear = lambdas[0] * gap if config.penalty == "lagrangian" else 0.0
+    return total + linear + lambdas[1] * gap ** 2
 
 
 def _scalar_loss(value: object) -> Tensor:

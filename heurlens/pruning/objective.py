@@ -89,13 +89,18 @@ def subnetwork_loss(scores: Float[Tensor, "row output"], data: Task, full_logits
     return total / start
 
 
-def mask_optimizer(mask: HardConcrete, lambdas: Tensor, config: PruneSettings, total_steps: int):
+def mask_optimizer(mask: HardConcrete, lambdas: Tensor, config: PruneSettings, total_steps: int,
+                   nodes: HardConcrete | None = None, node_lambdas: Tensor | None = None):
     """One AdamW over two groups, log_alpha (descent) and the Lagrange multipliers (ascent), and its
-    learning-rate schedule (transformers' linear warm-up and decay, or constant)."""
+    learning-rate schedule (transformers' linear warm-up and decay, or constant); node masks beside edge masks
+    (``nodes``, ``node_lambdas``) join the two groups."""
     from transformers import get_constant_schedule, get_linear_schedule_with_warmup
 
-    optimizer = torch.optim.AdamW([{"params": [mask.log_alpha], "lr": config.lr_log_alpha},
-                                   {"params": [lambdas], "lr": config.lr_lambda, "maximize": True}],
+    masks, multipliers = [mask.log_alpha], [lambdas]
+    if nodes is not None and node_lambdas is not None:
+        masks, multipliers = [*masks, nodes.log_alpha], [*multipliers, node_lambdas]
+    optimizer = torch.optim.AdamW([{"params": masks, "lr": config.lr_log_alpha},
+                                   {"params": multipliers, "lr": config.lr_lambda, "maximize": True}],
                                   weight_decay=config.weight_decay)
     if config.lr_schedule == "linear":
         return optimizer, get_linear_schedule_with_warmup(optimizer, config.lr_warmup_steps, total_steps)

@@ -229,14 +229,15 @@ def _metrics(job: _PruneJob, target: float, result: MaskTrainingResult, grid: fl
     """What a subnetwork records of its training: the last step's loss and expected sparsity, the Lagrange
     multipliers at the end (a lambda1 in the hundreds says the constraint wound up), the masks' sparsity on the
     paper's threshold grid, the time (a stacked run's shared over its seeds) and where it was spent (``trained_on``),
-    whether it missed its target, and with ``PruneSettings.extend_steps`` the steps it trained on after the budget
-    (``extension_steps``)."""
+    whether it missed its target, with ``PruneSettings.extend_steps`` the steps it trained on after the budget
+    (``extension_steps``), and with node masks beside edge masks their expected sparsity (``final_node_sparsity``)."""
     loss_name = "train_kl" if job.loss is None else "train_loss"
     ranking = job.config.train_for == "ranking"  # its masks' level is free (ranking_budgets): only their order counts
     return {f"final_{loss_name}": result.final_loss, "final_expected_sparsity": result.final_expected_sparsity,
             "final_lambda1": result.multipliers[0], "final_lambda2": result.multipliers[1],
             "grid_sparsity": grid, "train_seconds": seconds, "trained_on": describe_device(job.context.device),
             **({"extension_steps": result.extension_steps} if job.config.extend_steps else {}),
+            **({"final_node_sparsity": result.node_sparsity} if result.node_sparsity is not None else {}),
             **({"missed_target": True} if abs(reached - target) > SPARSITY_TOLERANCE and not ranking else {})}
 
 

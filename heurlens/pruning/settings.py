@@ -97,6 +97,10 @@ class PruneSettings:
                 "draw keeps a budget drawn from MIB's circuit sizes (0.1% to 50%) through a relaxed top-k of "
                 "log_alpha, so the masks' order is trained at every size, as MIB's faithfulness curve cuts it "
                 "(pruning.ranking_budgets); the subnetwork is still cut at the sparsity asked."})
+    node_sparsity: float | None = field(default=None, metadata={
+        "help": "Edge level: node masks beside the edge masks (Edge Pruning's), one per head and MLP, trained towards "
+                "this fraction of the units pruned with their own Lagrangian; an edge is kept only while its writer's "
+                "and reader's nodes are (default: edge masks alone).", "max": 1})
     init_from: str | None = field(default=None, metadata={
         "help": "An attribution run folder (heurlens attribute, the same model and level) whose scores set the masks' "
                 "start: log_alpha = log_alpha_init |s| / max |s| (the MIB shared task's warm start; default: every "
@@ -122,6 +126,10 @@ class PruneSettings:
             raise HeurlensError("extend_steps (--extend-steps) trains on the seeds whose masks are off their target, and "
                                 "masks trained for a ranking (train_for='ranking') have none but the budget of each "
                                 "draw: give more total_steps (--steps) instead")
+        if self.node_sparsity is not None and self.level != "edge":
+            raise HeurlensError(f"node_sparsity={self.node_sparsity} (--node-sparsity) trains node masks beside edge "
+                                "masks; unit masks are node masks already: give their target as the sparsity, or "
+                                "prune edges (level='edge', --level edge)")
         wrong = [f"{name}={getattr(self, name)!r}" for name, needed in _LEVEL_NEEDS[self.level]
                  if getattr(self, name) != needed]
         if wrong:
@@ -154,12 +162,13 @@ class PruneSettings:
 
     def to_dict(self) -> dict:
         """The settings as recorded in each subnetwork; ``units``, ``ablation``, ``level``, ``dtype``, ``penalty``,
-        ``settle_steps``, ``extend_steps``, ``objective``, ``init_from`` and ``train_for`` only when not what run
-        folders written before they existed used, so those still match their own settings."""
+        ``settle_steps``, ``extend_steps``, ``objective``, ``init_from``, ``train_for`` and ``node_sparsity`` only
+        when not what run folders written before they existed used, so those still match their own settings."""
         settings = asdict(self)
         for name, default in (("units", "all"), ("ablation", "mean"), ("level", "node"), ("dtype", "float32"),
                               ("penalty", "lagrangian"), ("settle_steps", 0), ("extend_steps", 0),
-                              ("objective", "kl"), ("init_from", None), ("train_for", "target")):
+                              ("objective", "kl"), ("init_from", None), ("train_for", "target"),
+                              ("node_sparsity", None)):
             if settings[name] == default:
                 del settings[name]
         return settings

@@ -33,6 +33,7 @@ Its settings are ``PruneSettings`` (``heurlens.pruning.settings``).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from functools import partial
 
 import torch
@@ -42,6 +43,7 @@ from torch import Tensor
 from heurlens.errors import HeurlensError
 from heurlens.interventions.circuits import mask_hooks
 from heurlens.interventions.graph import edge_layout
+from heurlens.interventions.joint_masks import EdgeEnds, JointMaskHooks, edge_ends, joint_log_alpha
 from heurlens.interventions.means import UnitMeans
 from heurlens.interventions.rankings import Ranking
 from heurlens.interventions.units import UnitLayout
@@ -104,8 +106,9 @@ def train_edge_masks(model: PreparedModel, data: Task, full_logits: Float[Tensor
     """``train_unit_masks`` on the model's edges (Edge Pruning, Bhaskar et al. 2024): one hard-concrete mask per edge
     (``heurlens.interventions.graph``), a pruned edge carrying its writer's output on the example's corrupted input
     (``config.ablation="corrupt"``) or its mean output (``"mean"``: ``means``, with the embeddings'), the sparsity the
-    fraction of edges pruned; every other part of the recipe (objective, Lagrangian, schedule,
-    stacked seeds, ``context``) as for units.
+    fraction of edges pruned; with ``config.node_sparsity``, node masks beside them (``interventions.joint_masks``),
+    each result's log_alpha then the joint ranking's and its ``node_log_alpha`` the node masks'; every other part of
+    the recipe (objective, Lagrangian, schedule, stacked seeds, ``context``) as for units.
 
     Args:
         model: a prepared model (``as_model``).
@@ -130,10 +133,23 @@ def train_edge_masks(model: PreparedModel, data: Task, full_logits: Float[Tensor
             raise HeurlensError("mean-ablated edge masks need the writers' means: pass means=heurlens.compute_means("
                                 "model, data), or train with ablation='corrupt'")
         replacement = means.to(context.device)
-    hooks = mask_hooks(model, "edge", replacement, context.device)
+    joint = config.node_sparsity is not None  # node masks beside the edge masks (interventions.joint_masks)
+    hooks = JointMaskHooks(layout, replacement, context.device) if joint else mask_hooks(
+        model, "edge", replacement, context.device)
     prunable = torch.ones(layout.n_edges, dtype=torch.bool, device=context.device)
-    return train_masks(model, data, full_logits, hooks, prunable, sparsity, seeds, config, progress, loss,
-                       partial(edges_off_target, target=sparsity), context, warm_start)
+    results = train_masks(model, data, full_logits, hooks, prunable, sparsity, seeds, config, progress, loss,
+                          partial(edges_off_target, target=sparsity), context, warm_start,
+                          UnitLayout(layout.n_layers, layout.n_heads).n_units if joint else 0)
+    return [_with_nodes(result, edge_ends(layout)) for result in results] if joint else results
+
+
+def _with_nodes(result: MaskTrainingResult, ends: EdgeEnds) -> MaskTrainingResult:
+    """A joint run's result with each edge's log_alpha its place in the joint ranking (``joint_log_alpha``: an edge
+    ranks no higher than its nodes) and the expected sparsity of the edges that ranking keeps in effect."""
+    assert result.node_log_alpha is not None
+    log_alpha = joint_log_alpha(result.log_alpha, result.node_log_alpha, ends)
+    return replace(result, log_alpha=log_alpha,
+                   final_expected_sparsity=1 - float(HardConcrete.keep_probability(log_alpha).mean()))
 
 
 def units_off_target(log_alpha: Float[Tensor, " unit"], prunable: Bool[Tensor, " unit"], target: float) -> bool:
