@@ -304,16 +304,19 @@ def page(out: Path, docs: Path) -> None:
 
 def table(out: Path, docs: Path) -> str:
     """Every kept score of the edge axis (the scores under ``out`` kept first), per task: CPR, CMD, f at MIB's sizes and
-    the discovery time where it ran, as one markdown table (for the page's hand-written part while ``page`` is
-    refused for jobs whose scores were lost)."""
+    the discovery time where it ran, as one markdown table, and each task's curves drawn beside the page
+    (``PAGE-TASK-edges.svg``; for the page's hand-written part while ``page`` is refused for jobs whose scores were
+    lost)."""
     kept = kept_folder(docs)
     keep_scores(out, kept)
     rows = []
     for task, title in TASKS.items():
+        curves = {}
         for path in sorted((kept / "scores" / task).glob("*.json")):
             curve, stored = _load(path)
             if "edges_kept" not in curve.circuits or path.stem.startswith("random"):
                 continue
+            curves[_method(path.stem)] = curve
             f = curve.curve.set_index("kept_fraction")["faithfulness"]
             rows.append({"task": title, "method": _method(path.stem), "curves": curve.circuits["curve"].nunique(),
                          "CPR": curve.cpr, "CMD": curve.cmd,
@@ -321,6 +324,9 @@ def table(out: Path, docs: Path) -> str:
                                                                    for size in (0.001, 0.01, 0.05, 0.2, 0.5)),
                          "steps": stored.get("steps", "-"),
                          "discovery (min, where)": f"{stored['seconds'] / 60:.1f} ({stored['where']})"})
+        if curves:
+            write_figure_files(faithfulness_figure(curves, f"{title}, edges (SmolLM2-135M)"),
+                               docs.with_name(f"{docs.stem}-{task}-edges.html"))
     text = pd.DataFrame(rows).to_markdown(index=False, floatfmt=".3f")
     print(text)
     return text

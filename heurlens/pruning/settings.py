@@ -108,7 +108,7 @@ class PruneSettings:
     dtype: Precision = field(default="float32", metadata={
         "help": "Precision of the model's matrix products while the masks train and in the evaluation "
                 "(torch.autocast; log_alpha, the multipliers and the KL stay float32): bfloat16 or float16 on a "
-                "GPU."})
+                "GPU; bfloat16 also on a CPU with AVX-512 BF16 or AMX, where a SmolLM2 mask step ran ~3x faster."})
 
     def __post_init__(self) -> None:
         """Refuse NaN and infinite values and values outside each field's range up front."""
