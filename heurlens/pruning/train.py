@@ -140,7 +140,10 @@ def train_edge_masks(model: PreparedModel, data: Task, full_logits: Float[Tensor
     results = train_masks(model, data, full_logits, hooks, prunable, sparsity, seeds, config, progress, loss,
                           partial(edges_off_target, target=sparsity), context, warm_start,
                           UnitLayout(layout.n_layers, layout.n_heads).n_units if joint else 0)
-    return [_with_nodes(result, edge_ends(layout)) for result in results] if joint else results
+    if not joint:
+        return results
+    ends = edge_ends(layout)  # once for every seed's result
+    return [_with_nodes(result, ends) for result in results]
 
 
 def _with_nodes(result: MaskTrainingResult, ends: EdgeEnds) -> MaskTrainingResult:
