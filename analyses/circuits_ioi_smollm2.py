@@ -55,6 +55,7 @@ TASKS = {"ioi": "IOI", "greater-than": "greater-than"}
 CORRUPT = FaithfulnessSettings(ablation="corrupt")  # every curve: MIB's patching
 EXAMPLES, SEEDS = 200, 3
 TARGETS = {"node": 0.8, "edge": 0.95}  # the ranking runs' targets
+NODES_BESIDE = 0.72  # a joint job's node masks' target (Edge Pruning's default for its layer masks)
 N_UNITS = 30 * 10  # SmolLM2: 30 layers of 9 heads and an MLP
 SWEEP = [round(1 - grid_count(size, N_UNITS) / N_UNITS, 6) for size in MIB_GRID if 0 < grid_count(size, N_UNITS) < N_UNITS]
 RANDOM_SEEDS = 3
@@ -66,7 +67,8 @@ ATTRIBUTIONS = {"eap-ig-edge": ("edge", "eap-ig", "heurlens"), "eap-edge": ("edg
 def jobs() -> list[str]:
     """Every job: per task the four mask runs (level x objective), the baselines, the attribution runs (EAP-IG and
     EAP of the edges, EAP-IG of the units), edge masks (KL) warm-started from EAP-IG, masks trained for a ranking
-    (``--train-for ranking``; level x objective, cold or warm-started from EAP-IG) and random rankings of the edges
+    (``--train-for ranking``; level x objective, cold or warm-started from EAP-IG; edges, KL, with node masks
+    beside them: ``-joint``, node target ``NODES_BESIDE``) and random rankings of the edges
     of MIB's graph (beside EAP-IG's there); on IOI one node (KL) run per target of the sweep."""
     return ([f"{task}/{level}-{objective}" for task in TASKS for level in ("node", "edge")
              for objective in ("kl", "logit-diff")] + [f"{task}/baselines" for task in TASKS]
@@ -74,6 +76,7 @@ def jobs() -> list[str]:
             + [f"{task}/edge-kl-warm" for task in TASKS] + [f"{task}/random-edge-mib" for task in TASKS]
             + [f"{task}/{level}-{objective}-ranking{start}" for task in TASKS for level in ("node", "edge")
                for objective in ("kl", "logit-diff") for start in ("", "-warm")]
+            + [f"{task}/edge-kl-joint-ranking{start}" for task in TASKS for start in ("", "-warm")]
             + [f"ioi/node-kl-target-{target:g}" for target in SWEEP] + [f"{task}/attribution" for task in TASKS])
 
 
@@ -125,7 +128,8 @@ def run(job: str, out: Path, examples: int = EXAMPLES, steps: int | None = None,
     config = heurlens.PruneSettings(level=level, ablation="corrupt", objective=objective, total_steps=steps,
                                     init_from=None if warm is None else str(warm.path),
                                     train_for="ranking" if "-ranking" in rest else "target",
-                                    dtype=cast(Literal["float32", "bfloat16"], dtype))
+                                    dtype=cast(Literal["float32", "bfloat16"], dtype),
+                                    node_sparsity=NODES_BESIDE if "-joint" in rest else None)
     stored = name + ("-bf16" if dtype == "bfloat16" else "")
     records = heurlens.prune(model, train, sparsity=target, seeds=range(seeds), out=out / "runs" / task / stored,
                              config=config, progress=False, warm_start=None if warm is None else warm.ranking)
@@ -207,7 +211,9 @@ METHODS = {"node-kl": "node masks, KL", "node-logit-diff": "node masks, logit di
            "random-edge-mib": "random (edges of MIB's graph, 123,211)",
            **{f"{level}-{objective}-ranking{start}": f"{level} masks, {name}, trained for a ranking{how}"
               for level in ("node", "edge") for objective, name in (("kl", "KL"), ("logit-diff", "logit difference"))
-              for start, how in (("", ""), ("-warm", ", warm-started from EAP-IG"))}}
+              for start, how in (("", ""), ("-warm", ", warm-started from EAP-IG"))},
+           **{f"edge-kl-joint-ranking{start}": f"edge masks, KL, node masks beside them (target {NODES_BESIDE}), "
+              f"trained for a ranking{how}" for start, how in (("", ""), ("-warm", ", warm-started from EAP-IG"))}}
 
 
 def keep_scores(out: Path, kept: Path) -> None:
