@@ -6,8 +6,8 @@ output only while its own mask and both its nodes' are on,
 
 z_w the node mask of the unit that writes (1 for the embeddings), z_r that of the unit that reads (1 for the logits;
 a grouped key-value input, which several query heads share, the largest of theirs: it stays while one of them does).
-A pruned node so takes every edge out of it and into it along. The masks come as one flat vector, the edges'
-(``EdgeLayout``'s order) then the units'; what the edge hooks apply is the product (``EdgeMaskHooks``).
+A pruned node so takes every edge out of it and into it along. What the edge hooks (``EdgeMaskHooks``) apply is
+the product, computed once per seed's draw (``NodeMasksBeside``), not once per example.
 """
 
 from __future__ import annotations
@@ -18,9 +18,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from heurlens.interventions.edge_masks import EdgeMaskHooks
 from heurlens.interventions.graph import EdgeLayout
-from heurlens.interventions.means import UnitMeans
 from heurlens.interventions.nodes import Node
 
 
@@ -78,15 +76,14 @@ def joint_log_alpha(edges: Float[Tensor, " edge"], nodes: Float[Tensor, " unit"]
     return torch.minimum(edges, torch.minimum(padded[ends.writer], padded[ends.readers].amax(dim=-1)))
 
 
-class JointMaskHooks(EdgeMaskHooks):
-    """``EdgeMaskHooks`` whose masks are the joint vector (edges, then units): each pass applies
-    ``joint_edge_masks``."""
+@dataclass(frozen=True)
+class NodeMasksBeside:
+    """Node masks beside edge masks, as mask training takes them: how many (one per unit) and how a seed's draw of
+    both becomes the edge masks the hooks apply (``joint_edge_masks``, once per seed, before the seed's draw is
+    repeated for each of its examples)."""
 
-    def __init__(self, layout: EdgeLayout, means: UnitMeans | None = None, device: torch.device | str = "cpu"):
-        super().__init__(layout, torch.ones(layout.n_edges, device=device), means)
-        self.ends = edge_ends(layout).to(device)
+    n_units: int
+    ends: EdgeEnds
 
-    def set_masks(self, flat: Float[Tensor, "*example mask"]) -> None:
-        """The joint masks (edges, then units) the next pass applies, as the edge masks they make."""
-        n_edges = self.layout.n_edges
-        super().set_masks(joint_edge_masks(flat[..., :n_edges], flat[..., n_edges:], self.ends))
+    def edge_masks(self, edges: Float[Tensor, " edge"], nodes: Float[Tensor, " unit"]) -> Float[Tensor, " edge"]:
+        return joint_edge_masks(edges, nodes, self.ends)

@@ -3,8 +3,8 @@ Heuristic Core paper's recipe written out there): per optimizer step, ``grad_acc
 forward pass over every seed's own batch stacked (``stacked_batches``), the objective plus the Lagrangian terms, the
 mask parameters stepped down and the multipliers up; then, with ``PruneSettings(extend_steps=N)``, the seeds still
 off target train on (``_extend``). With node masks beside edge masks (``PruneSettings(node_sparsity=)``), each seed
-has a second hard-concrete vector over the units with its own target and multipliers, drawn after the edges' and
-handed to the hooks after them (``heurlens.interventions.joint_masks``). It asks of the hooks that mask the model only
+has a second hard-concrete vector over the units with its own target and multipliers, each draw of both made into
+the edge masks the hooks apply (``heurlens.interventions.joint_masks``). It asks of the hooks that mask the model only
 what ``heurlens.protocols.MaskHooks`` promises."""
 
 from __future__ import annotations
@@ -20,9 +20,11 @@ from tqdm.auto import tqdm
 
 from heurlens.errors import HeurlensError
 from heurlens.interventions.corruption import corruption_of
+from heurlens.interventions.joint_masks import NodeMasksBeside
 from heurlens.interventions.rankings import Ranking
 from heurlens.protocols import Batch, Loss, MaskHooks, PreparedModel, Task
 from heurlens.pruning.hard_concrete import HardConcrete
+from heurlens.pruning.loss_checks import finite_losses, scalar_loss
 from heurlens.pruning.objective import expected_sparsity, kl_loss, mask_optimizer, sampled_sparsity
 from heurlens.pruning.ranking_budgets import budget_draw, drawn_budget
 from heurlens.pruning.schedule import target_at
@@ -82,13 +84,14 @@ class _SeedRun:
 def train_masks(model: PreparedModel, data: Task, full_logits: Float[Tensor, "example label"], hooks: MaskHooks,
                 prunable: Bool[Tensor, " mask"], sparsity: float, seeds: Sequence[int], config: PruneSettings,
                 progress: bool, loss: Loss | None, off_target: Callable[[Tensor], bool], context: CallContext,
-                warm_start: Ranking | None = None, node_masks: int = 0) -> list[MaskTrainingResult]:
+                warm_start: Ranking | None = None, node_masks: NodeMasksBeside | None = None
+                ) -> list[MaskTrainingResult]:
     """The loop of ``train_unit_masks`` and ``train_edge_masks``: one hard-concrete mask per entry of ``prunable``
     (those False kept at 1), applied through ``hooks``, on ``context.device`` with the matrix products in
     ``context.dtype``; with ``config.extend_steps``, the seeds whose masks are still ``off_target(log_alpha)`` after
     the budget train on (``_extend``); with ``warm_start``, every seed's masks start from its scores
-    (``pruning.warm_start``); with ``node_masks``, that many node masks beside them (from log_alpha_init, warm start
-    or not) trained towards ``config.node_sparsity``, the hooks given both (the masks, then the node masks)."""
+    (``pruning.warm_start``); with ``node_masks``, node masks beside them (from log_alpha_init, warm start or not)
+    trained towards ``config.node_sparsity``, the hooks given the edge masks each seed's draw of both makes."""
     if len(set(seeds)) != len(seeds) or not seeds:
         raise HeurlensError(f"seeds {list(seeds)}: give at least one seed, each once")
     objective = loss or kl_loss
@@ -103,9 +106,9 @@ def train_masks(model: PreparedModel, data: Task, full_logits: Float[Tensor, "ex
         if start is not None:  # warm-started: every seed from the ranking's scores
             mask.log_alpha.data.copy_(start)
         lambdas = torch.zeros(2, requires_grad=True, device=device)
-        nodes = HardConcrete(node_masks, config.log_alpha_init, config.log_alpha_init_std, device=device) \
-            if node_masks else None
-        node_lambdas = torch.zeros(2 if node_masks else 0, requires_grad=True, device=device)
+        nodes = None if node_masks is None else HardConcrete(node_masks.n_units, config.log_alpha_init,
+                                                             config.log_alpha_init_std, device=device)
+        node_lambdas = torch.zeros(0 if nodes is None else 2, requires_grad=True, device=device)
         optimizer, schedule = mask_optimizer(mask, lambdas, config, total, nodes, node_lambdas)
         order_generator = torch.Generator(device="cpu").manual_seed(seed)
         mask_draws = order_generator if device.type == "cpu" else torch.Generator(device=device).manual_seed(seed)
@@ -121,7 +124,7 @@ def train_masks(model: PreparedModel, data: Task, full_logits: Float[Tensor, "ex
     shared = _Shared(model, [to_device(batch, device) for batch in data.batches],
                      None if corruption is None else [to_device(batch, device) for batch in corruption.batches],
                      full_logits.to(device), hooks, prunable, config, objective, offsets, examples, pad_token_id,
-                     device, context.dtype, config.warmup_steps or max(1, total // 2), warmup)
+                     device, context.dtype, config.warmup_steps or max(1, total // 2), warmup, node_masks)
     names = ",".join(map(str, seeds))
     warm = "" if warm_start is None else f", warm-started from {warm_start.label}"
     aim = "for a ranking of MIB's sizes, cut at" if config.train_for == "ranking" else "to"
@@ -167,7 +170,7 @@ def _train_steps(shared: _Shared, runs: list[_SeedRun], steps: range, target_of:
         bar.update(1)
         losses.append(torch.stack([run.fit.detach() for run in runs if run.fit is not None]))
         if len(losses) == READ_BACK_EVERY or step == steps[-1]:
-            fits = _finite_losses(losses, step + 1, steps.stop, names)
+            fits = finite_losses(losses, step + 1, steps.stop, names)
             shown_target = {} if config.train_for == "ranking" else {"target": f"{target:.3f}"}  # a ranking's: drawn
             shown_nodes = {} if runs[0].nodes is None else {"node_sparsity": f"{_item(runs[0].node_sparsity):.3f}"}
             bar.set_postfix(sparsity=f"{_item(runs[0].model_sparsity):.3f}", **shown_target, **shown_nodes,
@@ -197,19 +200,6 @@ def _extend(shared: _Shared, runs: list[_SeedRun], total: int, sparsity: float,
 READ_BACK_EVERY = 25  # steps between reading the losses back to the host (where a GPU's queue would drain)
 
 
-def _finite_losses(losses: list[Tensor], steps_done: int, planned: int, names: str) -> Tensor:
-    """The last ``len(losses)`` steps' losses ([step, seed], on the CPU), refused in one line at the first step
-    where one is NaN or inf (losses are read back every ``READ_BACK_EVERY`` steps, not every step)."""
-    fits = torch.stack(losses).cpu()
-    finite = fits.isfinite().all(dim=1)
-    if not bool(finite.all()):
-        first = int((~finite).nonzero()[0])
-        raise HeurlensError(f"the loss was {fits[first].tolist()} at step {steps_done - len(losses) + first + 1} of "
-                            f"{planned} (seeds {names}): masks cannot be trained on NaN or inf. Check the loss "
-                            "function and the data (a division by zero, a log of 0)")
-    return fits
-
-
 @dataclass(frozen=True)
 class _Shared:
     """What every micro-batch of one ``train_unit_masks`` call reads (and the hooks it sets each time), the
@@ -230,6 +220,7 @@ class _Shared:
     dtype: Precision  # the matrix products' (the call context's)
     budget_warmup: int  # a ranking's: the steps over which its budgets' floor falls to the smallest (ranking_budgets)
     target_warmup: int  # the steps over which the target sparsity rises (node masks beside edge masks: theirs too)
+    node_masks: NodeMasksBeside | None  # node masks beside edge masks: how a draw of both becomes edge masks
 
 
 def _micro_batch(shared: _Shared, runs: list[_SeedRun], target: float, step: int) -> None:
@@ -249,7 +240,9 @@ def _micro_batch(shared: _Shared, runs: list[_SeedRun], target: float, step: int
         else:
             draws.append(run.mask.sample(run.draws).where(shared.prunable, 1.0))
         node_draws.append(None if run.nodes is None else run.nodes.sample(run.draws))
-    masks = [draw if nodes is None else torch.cat([draw, nodes]) for draw, nodes in zip(draws, node_draws)]
+    beside = shared.node_masks
+    masks = [draw if nodes is None or beside is None else beside.edge_masks(draw, nodes)
+             for draw, nodes in zip(draws, node_draws)]
     # each example its seed's draw (sizes from the host: no device-to-host wait, as a tensor of counts would need)
     shared.hooks.set_masks(torch.cat([mask.expand(shared.examples[i], -1) for mask, i in zip(masks, indices)]))
     with autocast(shared.dtype, shared.device):
@@ -262,7 +255,7 @@ def _micro_batch(shared: _Shared, runs: list[_SeedRun], target: float, step: int
     for run, index, z, nodes in zip(runs, indices, draws, node_draws):
         first, end = int(shared.offsets[index]), int(shared.offsets[index + 1])
         reference = shared.full_logits[first:end]
-        run.fit = _scalar_loss(shared.objective(logits[start:start + end - first], reference,
+        run.fit = scalar_loss(shared.objective(logits[start:start + end - first], reference,
                                                 torch.arange(first, end, device="cpu")))
         start += end - first
         sampled = config.sparsity_estimate == "sampled" or config.train_for == "ranking"  # a ranking: the budget's
@@ -283,17 +276,6 @@ def _with_penalty(total: Tensor, gap: Tensor, lambdas: Tensor, config: PruneSett
     """total + lambda1 (s - t) + lambda2 (s - t)^2, added in that order (``penalty="quadratic"``: lambda1 held at 0)."""
     linear = lambdas[0] * gap if config.penalty == "lagrangian" else 0.0
     return total + linear + lambdas[1] * gap ** 2
-
-
-def _scalar_loss(value: object) -> Tensor:
-    """The loss function's value, refused in one line unless it is a one-element tensor (a Python float carries no
-    gradient to the masks)."""
-    if not isinstance(value, Tensor) or value.numel() != 1:
-        shape = f" of shape {tuple(value.shape)}" if isinstance(value, Tensor) else ""
-        raise HeurlensError(f"the loss must return a one-element torch tensor computed from the scores it is given "
-                            f"(got a {type(value).__name__}{shape}): e.g. (scores - full_scores).pow(2).mean(), "
-                            "without .item() or float()")
-    return value.reshape(())
 
 
 def _item(value: Tensor | None) -> float:

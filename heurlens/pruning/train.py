@@ -43,7 +43,7 @@ from torch import Tensor
 from heurlens.errors import HeurlensError
 from heurlens.interventions.circuits import mask_hooks
 from heurlens.interventions.graph import edge_layout
-from heurlens.interventions.joint_masks import EdgeEnds, JointMaskHooks, edge_ends, joint_log_alpha
+from heurlens.interventions.joint_masks import EdgeEnds, NodeMasksBeside, edge_ends, joint_log_alpha
 from heurlens.interventions.means import UnitMeans
 from heurlens.interventions.rankings import Ranking
 from heurlens.interventions.units import UnitLayout
@@ -134,15 +134,15 @@ def train_edge_masks(model: PreparedModel, data: Task, full_logits: Float[Tensor
                                 "model, data), or train with ablation='corrupt'")
         replacement = means.to(context.device)
     joint = config.node_sparsity is not None  # node masks beside the edge masks (interventions.joint_masks)
-    hooks = JointMaskHooks(layout, replacement, context.device) if joint else mask_hooks(
-        model, "edge", replacement, context.device)
+    hooks = mask_hooks(model, "edge", replacement, context.device)
+    ends = edge_ends(layout)  # once for every seed's draws and results
+    beside = NodeMasksBeside(UnitLayout(layout.n_layers, layout.n_heads).n_units, ends.to(context.device))
     prunable = torch.ones(layout.n_edges, dtype=torch.bool, device=context.device)
     results = train_masks(model, data, full_logits, hooks, prunable, sparsity, seeds, config, progress, loss,
                           partial(edges_off_target, target=sparsity), context, warm_start,
-                          UnitLayout(layout.n_layers, layout.n_heads).n_units if joint else 0)
+                          beside if joint else None)
     if not joint:
         return results
-    ends = edge_ends(layout)  # once for every seed's result
     return [_with_nodes(result, ends) for result in results]
 
 
