@@ -108,7 +108,8 @@ def ranking_of_attribution(model: PreparedModel, task: Task, metric: Metric, set
             corrupted = None if corruption is None else to_device(corruption.batches[index], device)
             view = task.batch_task(index) if hasattr(task, "batch_task") else task
             scores = batch_rows(batch) / total_rows * batch_scores(
-                model, Pass(batch, corrupted, view, metric), replacement, layout, settings.ig_steps)
+                model, Pass(batch, corrupted, view, metric), replacement, layout, settings.ig_steps,
+                settings.ig_points_per_pass)
             total = scores if total is None else total + scores
     assert total is not None
     return Ranking(settings.label, settings.level, -total.float(), signed=True)

@@ -36,8 +36,9 @@ class Pass:
 
 
 def batch_scores(model: PreparedModel, inputs: Pass, replacement: UnitMeans | None, layout: EdgeLayout | None,
-                  ig_steps: int | None) -> Float[Tensor, " item"]:
-    """sum (r - a) . g on one batch, g averaged over the gradient's points, for every unit or edge."""
+                 ig_steps: int | None, points_a_pass: int | None = 1) -> Float[Tensor, " item"]:
+    """sum (r - a) . g on one batch, g averaged over the gradient's points, for every unit or edge; EAP-IG's points
+    ``points_a_pass`` at a time (None: all), each such pass over as many copies of the batch stacked."""
     writers = writer_hook_names(model.n_layers)
     clean = captured(model, inputs.batch, writers)
     other = (captured(model, inputs.corrupted, writers) if inputs.corrupted is not None
@@ -46,12 +47,15 @@ def batch_scores(model: PreparedModel, inputs: Pass, replacement: UnitMeans | No
              else [name for name in writers if name != EMBED_HOOK])
     if layout is not None:
         difference = _writer_outputs(model, {name: other[name] - clean[name] for name in writers})  # linear in them
-    points: list[float | None] = [None] if ig_steps is None else [k / ig_steps for k in range(ig_steps)]
+    points = [None] if ig_steps is None else [k / ig_steps for k in range(ig_steps)]
+    per_pass = len(points) if points_a_pass is None else points_a_pass
     mean_gradient: dict[str, Tensor] = {}
-    for alpha in points:
-        embeddings = None if alpha is None else other[EMBED_HOOK] + alpha * (clean[EMBED_HOOK] - other[EMBED_HOOK])
-        for name, gradient in zip(sites, _gradients(model, inputs, sites, embeddings)):
-            share = gradient.float() / len(points)
+    for first in range(0, len(points), per_pass):
+        alphas = points[first:first + per_pass]
+        embeddings = None if alphas[0] is None else torch.cat([
+            other[EMBED_HOOK] + alpha * (clean[EMBED_HOOK] - other[EMBED_HOOK]) for alpha in alphas])
+        for name, gradient in zip(sites, _gradients(model, inputs, sites, embeddings, len(alphas))):
+            share = gradient.float().unflatten(0, (len(alphas), -1)).sum(0) / len(points)
             mean_gradient[name] = mean_gradient[name] + share if name in mean_gradient else share
     if layout is not None:
         return _edge_products(layout, mean_gradient, difference)
@@ -70,9 +74,11 @@ def _replacement_of(model: PreparedModel, replacement: UnitMeans | None, clean: 
     return other
 
 
-def _gradients(model: PreparedModel, inputs: Pass, sites: list[str], embeddings: Tensor | None) -> tuple[Tensor, ...]:
-    """dm/dx at every site of one pass over the clean batch, its input embeddings replaced by ``embeddings`` when
-    given (EAP-IG's points)."""
+def _gradients(model: PreparedModel, inputs: Pass, sites: list[str], embeddings: Tensor | None, copies: int = 1
+               ) -> tuple[Tensor, ...]:
+    """dm/dx at every site of one pass over ``copies`` copies of the clean batch stacked, their input embeddings
+    replaced by ``embeddings`` when given (EAP-IG's points, one per copy): the gradient of the sum of each copy's
+    metric, so each copy's rows hold its own point's gradient."""
     zeros: dict[str, Tensor] = {}
 
     def through_a_zero(name: str, activation: Tensor, hook: Any) -> Tensor:
@@ -85,16 +91,20 @@ def _gradients(model: PreparedModel, inputs: Pass, sites: list[str], embeddings:
 
     hooks: HookList = [(EMBED_HOOK, interpolated)] if embeddings is not None else []
     hooks += [(name, partial(through_a_zero, name)) for name in sites]
+    batch = inputs.batch if copies == 1 else {key: value.repeat(copies, *[1] * (value.dim() - 1))
+                                              for key, value in inputs.batch.items()}
     with torch.enable_grad(), model.hooks(hooks):
-        value = metric_output(inputs.metric, model(**inputs.batch).float(), inputs.view)
-        if not isinstance(value, Tensor) or not value.requires_grad:
+        values = [metric_output(inputs.metric, scores, inputs.view)
+                  for scores in model(**batch).float().chunk(copies)]
+        if not all(isinstance(value, Tensor) and value.requires_grad for value in values):
             raise HeurlensError("attribution needs a metric with a gradient: return a tensor computed from the scores "
                                 "in torch (e.g. a logit difference), not a float")
+        value = torch.stack([value.reshape(()) for value in values]).sum()
         missing = [name for name in sites if name not in zeros]
         if missing:
             raise HeurlensError(f"attribution: {missing[0]} did not fire in the forward pass, so its gradient is "
                                 "unknown: this bridge does not run the hook points TransformerLens was asked to turn on")
-        return torch.autograd.grad(value.reshape(()), [zeros[name] for name in sites])
+        return torch.autograd.grad(value, [zeros[name] for name in sites])
 
 
 def _unit_products(model: PreparedModel, gradients: dict[str, Tensor], clean: dict[str, Tensor],

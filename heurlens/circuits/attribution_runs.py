@@ -152,7 +152,7 @@ def scored_model(model: PreparedModel, level: Level, graph: GraphName) -> Prepar
 
 def attribute(model: PreparedModel, data: PromptTaskData, out: str | Path, *, level: Level = "edge",
               method: AttributionMethod = "eap-ig", ig_steps: int = IG_STEPS, ablation: MethodName = "corrupt",
-              graph: GraphName = "heurlens") -> AttributionRun:
+              graph: GraphName = "heurlens", ig_points_per_pass: int | None = 1) -> AttributionRun:
     """Attribute ``data``'s training prompts' logit difference to every unit or edge of ``model`` and keep the scores
     in the folder ``out`` (read back when it holds them: a second call with the same settings computes nothing;
     other settings are refused).
@@ -167,6 +167,8 @@ def attribute(model: PreparedModel, data: PromptTaskData, out: str | Path, *, le
         ablation: what an ablated item carries: "corrupt" (the only one for EAP-IG), "mean" or "zero".
         graph: the edges scored: "heurlens" (a grouped-query model's key-value inputs once per key-value head) or
             "mib" (its ungrouped copy's, MIB's graph).
+        ig_points_per_pass: EAP-IG's points a forward and backward pass runs (1, MIB's way; None: all in one pass).
+            Not recorded: the scores are the same up to float rounding.
 
     Returns:
         The finished ``AttributionRun`` (its ranking: signed, on the graph scored)."""
@@ -186,7 +188,7 @@ def attribute(model: PreparedModel, data: PromptTaskData, out: str | Path, *, le
         train = data.train(target)
         means = data.means(target) if ablation == "mean" else None
         ranking = ranking_of_attribution(target, train, logit_difference, AttributionSettings(
-            level, ig_steps if method == "eap-ig" else None, ablation), means)
+            level, ig_steps if method == "eap-ig" else None, ablation, ig_points_per_pass), means)
         return replace(ranking, label=label, graph=graph), time.perf_counter() - start
 
     def written() -> tuple[Ranking, float]:

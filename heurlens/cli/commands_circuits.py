@@ -42,6 +42,10 @@ if TYPE_CHECKING:
                    "input embeddings from the corrupted prompt to the clean one (MIB's EAP-IG-inputs).")
 @click.option("--ig-steps", type=click.IntRange(min=1), default=5, show_default=True,
               help="EAP-IG's points on the path (MIB's 5).")
+@click.option("--ig-points-per-pass", type=click.IntRange(min=1), default=1, show_default=True,
+              help="EAP-IG's points one forward and backward pass runs, over as many copies of the batch (1: one pass "
+                   "per point, MIB's way; --ig-steps: all in one pass, that many times the memory; on a 2-core CPU "
+                   "0.84x as fast). The scores are the same up to float rounding.")
 @click.option("--ablation", type=click.Choice(["corrupt", "mean", "zero"]), default="corrupt", show_default=True,
               help="What an ablated item carries: its output on the corrupted prompt (MIB's patching; the only one for "
                    "eap-ig), or its mean over the training prompts or zero (eap; MIB's mean and zero ablations).")
@@ -57,8 +61,9 @@ if TYPE_CHECKING:
 @weights_dtype_option
 @device_option
 @table_output_options
-def attribute(task: str, task_examples: int, seed: int, level: str, method: str, ig_steps: int, ablation: str,
-              graph: str, out: str, top: int, model: str, device: str | None, weights_dtype: str | None,
+def attribute(task: str, task_examples: int, seed: int, level: str, method: str, ig_steps: int,
+              ig_points_per_pass: int, ablation: str, graph: str, out: str, top: int, model: str,
+              device: str | None, weights_dtype: str | None,
               as_json: bool, as_csv: bool) -> None:
     """Score every edge (or unit) by attribution patching: the first-order change of the task's logit difference m
     (its mean over the prompts) when the item alone is ablated, the sum over prompts and positions of (r - a) . dm/dx
@@ -77,7 +82,8 @@ def attribute(task: str, task_examples: int, seed: int, level: str, method: str,
     hooked = heurlens.load_model(model, device=device, dtype=weights_dtype)
     run = attribute_run(hooked, PromptTaskData(task, task_examples, seed), out, level=cast("Level", level),
                         method=cast("AttributionMethod", method), ig_steps=ig_steps,
-                        ablation=cast("MethodName", ablation), graph=cast("GraphName", graph))
+                        ablation=cast("MethodName", ablation), graph=cast("GraphName", graph),
+                        ig_points_per_pass=ig_points_per_pass)
     names = item_names(hooked, run.level, run.graph)
     order = run.ranking.order("|score|")[:top].tolist()
     table = pd.DataFrame({"rank": range(1, len(order) + 1), level: [names[i] for i in order],

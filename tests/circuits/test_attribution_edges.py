@@ -176,6 +176,21 @@ def test_grouped_edges_are_the_sums_of_their_query_heads_edges_on_the_ungrouped_
         assert ours[kv_edges].abs().max() > 1e-3  # the key-value edges are not all zero
 
 
+def test_eap_igs_points_give_the_same_scores_in_one_pass_as_one_pass_each(tiny_decoder_dirs, task):
+    """EAP-IG's points stacked into one pass (the default), one pass each (MIB's code) and two a pass (5 points: 2, 2,
+    1) give the same edge and unit scores, on a grouped-query Llama. Broken by giving every stacked copy the first
+    point's embeddings: the stacked scores moved off the one-pass-each ones, failed."""
+    from heurlens.circuits.settings import AttributionSettings
+
+    model = heurlens.load_model(tiny_decoder_dirs["llama"])
+    for level in ("edge", "node"):
+        scores = [attribution_ranking(model, task, metric, AttributionSettings(level, 5, ig_points_per_pass=per_pass),
+                                      progress=False).scores for per_pass in (1, 2, None)]
+        assert scores[0].abs().max() > 1e-3
+        for other in scores[1:]:
+            torch.testing.assert_close(other, scores[0], atol=1e-6, rtol=1e-5)
+
+
 @pytest.mark.parametrize("family", ["gpt2", "llama"])
 def test_a_units_score_is_the_sum_of_its_outgoing_edges(family, tiny_gpt2_dirs, tiny_decoder_dirs, task):
     model = heurlens.load_model({"gpt2": tiny_gpt2_dirs["lm"], "llama": tiny_decoder_dirs["llama"]}[family])

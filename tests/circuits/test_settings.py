@@ -31,7 +31,8 @@ def prompts(tiny_decoder_dirs, tmp_path_factory):
 
 @pytest.mark.parametrize("wrong, message", [
     (dict(level="unit"), "level 'unit'"), (dict(ig_steps=0), "one step or more"), (dict(ig_steps=True), "whole number"),
-    (dict(ig_steps=3, ablation="mean"), "use corrupt ablation"), (dict(ablation="resample"), "resample")])
+    (dict(ig_steps=3, ablation="mean"), "use corrupt ablation"), (dict(ablation="resample"), "resample"),
+    (dict(ig_steps=5, ig_points_per_pass=0), "from 1"), (dict(ig_steps=5, ig_points_per_pass=2.5), "whole number")])
 def test_attribution_settings_are_checked_when_made(wrong, message):
     with pytest.raises(HeurlensError, match=message):
         AttributionSettings(**wrong)
