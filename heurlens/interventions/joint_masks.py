@@ -87,3 +87,9 @@ class NodeMasksBeside:
 
     def edge_masks(self, edges: Float[Tensor, " edge"], nodes: Float[Tensor, " unit"]) -> Float[Tensor, " edge"]:
         return joint_edge_masks(edges, nodes, self.ends)
+
+    def unit_scores(self, edge_scores: Float[Tensor, " edge"]) -> Float[Tensor, " unit"]:
+        """Each unit's score from an edge ranking's: the sum of its outgoing edges' (for attribution, the unit's own
+        score; the embeddings' dropped), to warm-start the node masks from the same ranking as the edges."""
+        scores = edge_scores.new_zeros(self.n_units + 1)
+        return scores.index_add_(0, self.ends.writer.to(scores.device), edge_scores)[:self.n_units]

@@ -29,7 +29,7 @@ from heurlens.pruning.objective import expected_sparsity, kl_loss, mask_optimize
 from heurlens.pruning.ranking_budgets import budget_draw, drawn_budget
 from heurlens.pruning.schedule import target_at
 from heurlens.pruning.settings import PruneSettings
-from heurlens.pruning.warm_start import initial_log_alpha
+from heurlens.pruning.warm_start import initial_log_alpha, warm_start_log_alpha
 from heurlens.runtime.call_context import CallContext
 from heurlens.runtime.devices import to_device
 from heurlens.runtime.precision import Precision, autocast
@@ -90,8 +90,9 @@ def train_masks(model: PreparedModel, data: Task, full_logits: Float[Tensor, "ex
     (those False kept at 1), applied through ``hooks``, on ``context.device`` with the matrix products in
     ``context.dtype``; with ``config.extend_steps``, the seeds whose masks are still ``off_target(log_alpha)`` after
     the budget train on (``_extend``); with ``warm_start``, every seed's masks start from its scores
-    (``pruning.warm_start``); with ``node_masks``, node masks beside them (from log_alpha_init, warm start or not)
-    trained towards ``config.node_sparsity``, the hooks given the edge masks each seed's draw of both makes."""
+    (``pruning.warm_start``); with ``node_masks``, node masks beside them (from log_alpha_init; warm-started, from
+    the units' summed edge scores) trained towards ``config.node_sparsity``, the hooks given the edge masks each
+    seed's draw of both makes."""
     if len(set(seeds)) != len(seeds) or not seeds:
         raise HeurlensError(f"seeds {list(seeds)}: give at least one seed, each once")
     objective = loss or kl_loss
@@ -100,6 +101,8 @@ def train_masks(model: PreparedModel, data: Task, full_logits: Float[Tensor, "ex
     warmup, total = config.steps_for(sparsity, len(data), batch_size)
     runs = []
     start = None if warm_start is None else initial_log_alpha(warm_start, len(prunable), config.log_alpha_init)
+    node_start = None if warm_start is None or node_masks is None else warm_start_log_alpha(  # units' summed scores
+        node_masks.unit_scores(warm_start.scores.float()), config.log_alpha_init).to(device)
     for seed in seeds:
         torch.manual_seed(seed)  # log_alpha's initial draw, as for one seed alone
         mask = HardConcrete(len(prunable), config.log_alpha_init, config.log_alpha_init_std, device=device)
@@ -108,6 +111,8 @@ def train_masks(model: PreparedModel, data: Task, full_logits: Float[Tensor, "ex
         lambdas = torch.zeros(2, requires_grad=True, device=device)
         nodes = None if node_masks is None else HardConcrete(node_masks.n_units, config.log_alpha_init,
                                                              config.log_alpha_init_std, device=device)
+        if nodes is not None and node_start is not None:
+            nodes.log_alpha.data.copy_(node_start)
         node_lambdas = torch.zeros(0 if nodes is None else 2, requires_grad=True, device=device)
         optimizer, schedule = mask_optimizer(mask, lambdas, config, total, nodes, node_lambdas)
         order_generator = torch.Generator(device="cpu").manual_seed(seed)

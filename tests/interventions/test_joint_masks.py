@@ -88,3 +88,31 @@ def test_node_masks_beside_unit_masks_are_refused_by_name():
         PruneSettings(node_sparsity=0.5)
     with pytest.raises(HeurlensError, match="at most 1"):
         PruneSettings(level="edge", ablation="corrupt", node_sparsity=1.5)
+
+
+def test_warm_started_node_masks_start_from_each_units_summed_edge_scores(tmp_path):
+    """A joint run warm-started from EAP of the planted path's edges: its node masks start from each unit's score
+    (``NodeMasksBeside.unit_scores``: the sum of its outgoing edges', here checked against EAP of the units) mapped as
+    the edges' are, the path's heads near log_alpha_init and the idle units near 0 (lr 1e-9: one step moves nothing).
+    Broken by leaving the node masks at log_alpha_init: failed."""
+    from heurlens.circuits.attribution import attribution_ranking
+    from heurlens.circuits.settings import AttributionSettings
+    from heurlens.data.prompt_tasks import logit_difference
+    from heurlens.interventions.activation_cache import full_model_logits
+    from heurlens.interventions.joint_masks import NodeMasksBeside
+    from heurlens.pruning.train import train_edge_masks
+    from heurlens.pruning.warm_start import warm_start_log_alpha
+    from heurlens.runtime.call_context import call_context
+
+    model, data = heurlens.load_model(str(build_planted_edges_model(tmp_path / "planted"))), planted_edges_task()
+    edges = attribution_ranking(model, data, logit_difference, AttributionSettings("edge"), progress=False)
+    units = attribution_ranking(model, data, logit_difference, AttributionSettings("node"), progress=False)
+    beside = NodeMasksBeside(6, edge_ends(edge_layout(model)))
+    torch.testing.assert_close(beside.unit_scores(edges.scores), units.scores, atol=1e-5, rtol=1e-4)
+    full = full_model_logits(model, data, call_context(model, "float32", cache=False))
+    config = PruneSettings(level="edge", ablation="corrupt", total_steps=1, lr_log_alpha=1e-9, node_sparsity=0.5)
+    [result] = train_edge_masks(model, data, full, 0.5, [0], config, progress=False, warm_start=edges)
+    expected = warm_start_log_alpha(units.scores, config.log_alpha_init)
+    torch.testing.assert_close(result.node_log_alpha, expected, atol=1e-3, rtol=1e-3)
+    names = [str(unit) for unit in UnitLayout(2, 2).units()]
+    assert {names[i] for i in range(6) if result.node_log_alpha[i] > 5} == {"L0.H1", "L1.H0"}
