@@ -194,6 +194,32 @@ def test_prune_on_two_ray_workers_matches_in_process_and_survives_a_killed_worke
                                           for ext in ("json", "safetensors")], "unit-means.safetensors"]
 
 
+def test_a_warm_started_joint_ranking_run_on_two_ray_workers_matches_in_process(local_ray, tmp_path):
+    """Edge masks with node masks beside them, trained for a ranking and warm-started from EAP (issue 76's recipe),
+    on the planted path: two Ray workers give each seed the circuit, the edge log_alpha and the node log_alpha of the
+    run in this process (the warm start and the node masks travel with the job). Broken by dropping the warm start
+    from the workers' job: failed."""
+    from planted_edges import N_EDGES, build_planted_edges_model, planted_edges_task
+
+    from heurlens.circuits.attribution import attribution_ranking
+    from heurlens.circuits.settings import AttributionSettings
+    from heurlens.data.prompt_tasks import logit_difference
+    from heurlens.models import load_model
+    from heurlens.pruning import PruneSettings, prune
+
+    model, data = load_model(str(build_planted_edges_model(tmp_path / "planted"))), planted_edges_task()
+    eap = attribution_ranking(model, data, logit_difference, AttributionSettings("edge"), progress=False)
+    config = PruneSettings(level="edge", ablation="corrupt", total_steps=40, train_for="ranking", node_sparsity=0.5)
+    runs = {where: prune(model, data, sparsity=1 - 3 / N_EDGES, seeds=range(2), out=tmp_path / where, config=config,
+                         progress=False, warm_start=eap, workers=workers)
+            for where, workers in (("here", None), ("ray", Workers(2)))}
+    for a, b in zip(runs["here"], runs["ray"]):
+        assert sorted(map(str, a.edges)) == sorted(map(str, b.edges)) and len(a.edges) == 3
+        torch.testing.assert_close(a.log_alpha_edges, b.log_alpha_edges, rtol=1e-4, atol=1e-4)
+        assert a.metrics["final_node_sparsity"] == pytest.approx(b.metrics["final_node_sparsity"], abs=1e-4)
+        assert a.hyperparameters["node_sparsity"] == b.hyperparameters["node_sparsity"] == 0.5
+
+
 def test_pair_interactions_on_ray_are_the_hand_derived_ones(local_ray):
     from hand_model import build_hand_model, one_sequence
 
