@@ -213,7 +213,10 @@ METHODS = {"node-kl": "node masks, KL", "node-logit-diff": "node masks, logit di
               for level in ("node", "edge") for objective, name in (("kl", "KL"), ("logit-diff", "logit difference"))
               for start, how in (("", ""), ("-warm", ", warm-started from EAP-IG"))},
            **{f"edge-kl-joint-ranking{start}": f"edge masks, KL, node masks beside them (target {NODES_BESIDE}), "
-              f"trained for a ranking{how}" for start, how in (("", ""), ("-warm", ", warm-started from EAP-IG"))}}
+              f"trained for a ranking{how}" for start, how in (("", ""), ("-warm", ", warm-started from EAP-IG"))},
+           # the joint warm job before its node masks were warm-started too (2026-12-03; its score file renamed)
+           "edge-kl-joint-ranking-warm-cold-nodes": f"edge masks, KL, node masks beside them (target {NODES_BESIDE}) "
+           "from log_alpha 10, trained for a ranking, the edges warm-started from EAP-IG"}
 
 
 def keep_scores(out: Path, kept: Path) -> None:
