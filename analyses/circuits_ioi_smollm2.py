@@ -67,7 +67,8 @@ ATTRIBUTIONS = {"eap-ig-edge": ("edge", "eap-ig", "heurlens"), "eap-edge": ("edg
 def jobs() -> list[str]:
     """Every job: per task the four mask runs (level x objective), the baselines, the attribution runs (EAP-IG and
     EAP of the edges, EAP-IG of the units), edge masks (KL) warm-started from EAP-IG, masks trained for a ranking
-    (``--train-for ranking``; level x objective, cold or warm-started from EAP-IG; edges, KL, with node masks
+    (``--train-for ranking``; level x objective, the logit difference raised too, ``logit-diff-max``, cold or
+    warm-started from EAP-IG; edges, KL, with node masks
     beside them: ``-joint``, node target ``NODES_BESIDE``) and random rankings of the edges
     of MIB's graph (beside EAP-IG's there); on IOI one node (KL) run per target of the sweep."""
     return ([f"{task}/{level}-{objective}" for task in TASKS for level in ("node", "edge")
@@ -75,7 +76,7 @@ def jobs() -> list[str]:
             + [f"{task}/{name}" for task in TASKS for name in ATTRIBUTIONS]
             + [f"{task}/edge-kl-warm" for task in TASKS] + [f"{task}/random-edge-mib" for task in TASKS]
             + [f"{task}/{level}-{objective}-ranking{start}" for task in TASKS for level in ("node", "edge")
-               for objective in ("kl", "logit-diff") for start in ("", "-warm")]
+               for objective in ("kl", "logit-diff", "logit-diff-max") for start in ("", "-warm")]
             + [f"{task}/edge-kl-joint-ranking{start}" for task in TASKS for start in ("", "-warm")]
             + [f"ioi/node-kl-target-{target:g}" for target in SWEEP] + [f"{task}/attribution" for task in TASKS])
 
@@ -120,7 +121,9 @@ def run(job: str, out: Path, examples: int = EXAMPLES, steps: int | None = None,
         return
     part, _, rest = name.partition("-")
     level = cast(Level, part)
-    objective: Literal["kl", "logit-diff"] = "logit-diff" if rest.startswith("logit-diff") else "kl"
+    objective: Literal["kl", "logit-diff", "logit-diff-max"] = (
+        "logit-diff-max" if rest.startswith("logit-diff-max") else "logit-diff" if rest.startswith("logit-diff")
+        else "kl")
     target = float(rest.rpartition("target-")[2]) if "target-" in rest else TARGETS[level]
     warm = None  # the warm-started job's own EAP-IG run (jobs run side by side: none writes another's folder)
     if rest.endswith("-warm"):
@@ -210,7 +213,8 @@ METHODS = {"node-kl": "node masks, KL", "node-logit-diff": "node masks, logit di
            "edge-kl-warm": "edge masks, KL, warm-started from EAP-IG",
            "random-edge-mib": "random (edges of MIB's graph, 123,211)",
            **{f"{level}-{objective}-ranking{start}": f"{level} masks, {name}, trained for a ranking{how}"
-              for level in ("node", "edge") for objective, name in (("kl", "KL"), ("logit-diff", "logit difference"))
+              for level in ("node", "edge") for objective, name in (("kl", "KL"), ("logit-diff", "logit difference"),
+                                                                    ("logit-diff-max", "logit difference raised"))
               for start, how in (("", ""), ("-warm", ", warm-started from EAP-IG"))},
            **{f"edge-kl-joint-ranking{start}": f"edge masks, KL, node masks beside them (target {NODES_BESIDE}), "
               f"trained for a ranking{how}" for start, how in (("", ""), ("-warm", ", warm-started from EAP-IG"))},

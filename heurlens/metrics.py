@@ -14,7 +14,7 @@ it the loss (m(masked scores) - m(full scores))^2 on each batch, the task seen a
 from __future__ import annotations
 
 import inspect
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 from jaxtyping import Float
 from torch import Tensor
@@ -63,13 +63,15 @@ def metric_value(metric: Metric, scores: Float[Tensor, "row output"], task: Task
                             "one-element tensor") from error
 
 
-def metric_loss(metric: Metric, data: Task) -> Loss:
+def metric_loss(metric: Metric, data: Task, aim: Literal["keep", "raise"] = "keep") -> Loss:
     """Pruning's loss that keeps ``metric`` at the full model's value: on each batch,
-    (metric(masked scores) - metric(full scores))^2, the task seen as that batch alone (``batch_task``).
+    (metric(masked scores) - metric(full scores))^2, the task seen as that batch alone (``batch_task``); with
+    ``aim="raise"``, metric(full scores) - metric(masked scores), lowest where the circuit's metric is highest.
 
     Args:
         metric: a differentiable ``Metric``.
         data: the pruning data.
+        aim: "keep" the full model's value, or "raise" the metric as far as the masks can.
 
     Returns:
         A ``Loss`` for ``prune(loss=...)``."""
@@ -93,7 +95,8 @@ def metric_loss(metric: Metric, data: Task) -> Loss:
                                 f"{type(masked).__name__} that does not depend on the scores in torch; accuracy and "
                                 ".item() have none): prune to a metric computed from the scores in torch, such as a "
                                 "logit difference")
-        return (masked - full.detach()).pow(2).reshape(())
+        gap = masked - full.detach()
+        return (-gap if aim == "raise" else gap.pow(2)).reshape(())
 
     loss.__qualname__ = f"metric {name}"  # how the run folder records what was pruned for
     return loss

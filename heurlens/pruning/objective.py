@@ -56,19 +56,21 @@ def kl_loss(scores: Float[Tensor, "batch output"], reference: Float[Tensor, "bat
 
 def pruning_loss(config: PruneSettings, data: Task, loss: Loss | None, metric: Metric | None) -> Loss | None:
     """The loss the masks train on: ``loss`` when given; else ``metric`` kept at the full model's value
-    (``metric_loss``); else ``config.objective``'s: None for "kl" (``kl_loss``), and for "logit-diff" the task's
-    logit difference kept at the full model's, (LD(masked) - LD(full))^2 over each batch (MIB's metric)."""
+    (``metric_loss``); else ``config.objective``'s: None for "kl" (``kl_loss``), for "logit-diff" the task's
+    logit difference kept at the full model's, (LD(masked) - LD(full))^2 over each batch (MIB's metric), and for
+    "logit-diff-max" LD(full) - LD(masked), the logit difference raised (MIB's CPR's aim)."""
     given = [name for name, value in (("loss", loss), ("metric", metric)) if value is not None]
     if config.objective != "kl" and given:
         raise HeurlensError(f"objective={config.objective!r} and {given[0]}= both say what to prune for: give one")
     if len(given) == 2:
         raise HeurlensError("give a loss or a metric to prune for, not both")
-    if config.objective == "logit-diff":
+    if config.objective in ("logit-diff", "logit-diff-max"):
         if not isinstance(data, PromptSet) or not data.distractors.shape[1]:
-            raise HeurlensError(f"objective='logit-diff' (--objective logit-diff) keeps the logit difference of answer "
-                                f"and distractors, and the task {data.name!r} has no distractors: prune a prompt task "
-                                "with distractors (ioi, greater-than, a .jsonl file), or use objective='kl'")
-        metric = logit_difference
+            raise HeurlensError(f"objective={config.objective!r} (--objective {config.objective}) trains on the logit "
+                                f"difference of answer and distractors, and the task {data.name!r} has no distractors: "
+                                "prune a prompt task with distractors (ioi, greater-than, a .jsonl file), or use "
+                                "objective='kl'")
+        return metric_loss(logit_difference, data, "raise" if config.objective == "logit-diff-max" else "keep")
     return loss if metric is None else metric_loss(metric, data)
 
 

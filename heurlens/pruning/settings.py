@@ -88,10 +88,11 @@ class PruneSettings:
                 "which other's output, Edge Pruning's; a pruned edge carries its writer's output on the corrupted "
                 "prompt with --ablation corrupt, Edge Pruning's, or its mean with mean; needs a decoder "
                 "TransformerLens splits per head, and a sparsity over edges, e.g. 0.95)."})
-    objective: Literal["kl", "logit-diff"] = field(default="kl", metadata={
+    objective: Literal["kl", "logit-diff", "logit-diff-max"] = field(default="kl", metadata={
         "help": "What the masks are trained to keep: kl, the full model's output distribution (KL, the Heuristic "
                 "Core's); logit-diff, the task's logit difference of answer and distractors kept at the full model's "
-                "(MIB's metric; a prompt task with distractors)."})
+                "(MIB's metric; a prompt task with distractors); logit-diff-max, that logit difference made as large "
+                "as the circuit can make it (what MIB's CPR rewards, f above 1 included; CMD charges the overshoot)."})
     train_for: Literal["target", "ranking"] = field(default="target", metadata={
         "help": "target: the masks train towards the sparsity asked (the Lagrangian, the paper's); ranking: every "
                 "draw keeps a budget drawn from MIB's circuit sizes (0.1% to 50%) through a relaxed top-k of "

@@ -62,3 +62,28 @@ def test_the_objective_is_refused_where_it_has_no_meaning(planted):
                        metric=lambda scores: scores.mean(), cache=False)
     with pytest.raises(HeurlensError, match="objective"):
         PruneSettings(objective="accuracy")
+
+
+def test_the_raised_logit_difference_objective_drops_a_path_that_lowers_it(tmp_path):
+    """objective='logit-diff-max': the loss is LD(full) - LD(masked) on a batch (by hand); on the tiered planted model
+    with the second path read -2x (on the clean prompt it lowers the answer's logit, broken anywhere it carries the
+    corrupted prompt's token and lowers the distractor's), a circuit of 6 edges keeps the answer's path and breaks the
+    second: the logit difference raised to 6 units from the full model's 2 (both paths kept, the only 6 edges that
+    keep the full model's, would give 2). Broken by keeping the full value (aim "keep") for logit-diff-max: failed."""
+    from planted_edges import SECOND_PATH
+
+    task = planted_edges_task()
+    rows = task.batches[0]["input_ids"].shape[0]
+    masked, full = torch.randn(2, rows, 11, generator=torch.Generator().manual_seed(0))
+    answers, distractors = task.answers[:rows, 0], task.distractors[:rows, 0]
+    gap = lambda s: (s[torch.arange(rows), answers] - s[torch.arange(rows), distractors]).mean()  # noqa: E731
+    loss = pruning_loss(PruneSettings(objective="logit-diff-max"), task, None, None)
+    value = loss(masked.requires_grad_(), full, torch.arange(rows))
+    assert float(value.detach()) == pytest.approx(float(gap(full) - gap(masked.detach())), rel=1e-6)
+
+    tiered = heurlens.load_model(build_planted_edges_model(tmp_path / "tiered", second_path=-2.0))
+    config = PruneSettings(level="edge", ablation="corrupt", objective="logit-diff-max", total_steps=300)
+    [circuit] = heurlens.prune(tiered, task, sparsity=1 - 6 / N_EDGES, seeds=[0], config=config, progress=False,
+                               cache=False)
+    kept = set(map(str, circuit.edges))
+    assert set(PATH) <= kept and not set(SECOND_PATH) <= kept
