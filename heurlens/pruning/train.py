@@ -135,13 +135,13 @@ def train_edge_masks(model: PreparedModel, data: Task, full_logits: Float[Tensor
         replacement = means.to(context.device)
     joint = config.node_sparsity is not None  # node masks beside the edge masks (interventions.joint_masks)
     hooks = mask_hooks(model, "edge", replacement, context.device)
-    ends = edge_ends(layout)  # once for every seed's draws and results
-    beside = NodeMasksBeside(UnitLayout(layout.n_layers, layout.n_heads).n_units, ends.to(context.device))
+    ends = edge_ends(layout) if joint else None  # once for every seed's draws and results
+    beside = None if ends is None else NodeMasksBeside(UnitLayout(layout.n_layers, layout.n_heads).n_units,
+                                                       ends.to(context.device))
     prunable = torch.ones(layout.n_edges, dtype=torch.bool, device=context.device)
     results = train_masks(model, data, full_logits, hooks, prunable, sparsity, seeds, config, progress, loss,
-                          partial(edges_off_target, target=sparsity), context, warm_start,
-                          beside if joint else None)
-    if not joint:
+                          partial(edges_off_target, target=sparsity), context, warm_start, beside)
+    if ends is None:
         return results
     return [_with_nodes(result, ends) for result in results]
 
