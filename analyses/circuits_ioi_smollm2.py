@@ -68,8 +68,8 @@ def jobs() -> list[str]:
     """Every job: per task the four mask runs (level x objective), the baselines, the attribution runs (EAP-IG and
     EAP of the edges, EAP-IG of the units), edge masks (KL) warm-started from EAP-IG, masks trained for a ranking
     (``--train-for ranking``; level x objective, the logit difference raised too, ``logit-diff-max``, cold or
-    warm-started from EAP-IG; edges, KL, with node masks
-    beside them: ``-joint``, node target ``NODES_BESIDE``) and random rankings of the edges
+    warm-started from EAP-IG; edges, KL or the logit difference raised, with node masks beside them: ``-joint``, node
+    target ``NODES_BESIDE``) and random rankings of the edges
     of MIB's graph (beside EAP-IG's there); on IOI one node (KL) run per target of the sweep."""
     return ([f"{task}/{level}-{objective}" for task in TASKS for level in ("node", "edge")
              for objective in ("kl", "logit-diff")] + [f"{task}/baselines" for task in TASKS]
@@ -77,7 +77,8 @@ def jobs() -> list[str]:
             + [f"{task}/edge-kl-warm" for task in TASKS] + [f"{task}/random-edge-mib" for task in TASKS]
             + [f"{task}/{level}-{objective}-ranking{start}" for task in TASKS for level in ("node", "edge")
                for objective in ("kl", "logit-diff", "logit-diff-max") for start in ("", "-warm")]
-            + [f"{task}/edge-kl-joint-ranking{start}" for task in TASKS for start in ("", "-warm")]
+            + [f"{task}/edge-{objective}-joint-ranking{start}" for task in TASKS
+               for objective in ("kl", "logit-diff-max") for start in ("", "-warm")]
             + [f"ioi/node-kl-target-{target:g}" for target in SWEEP] + [f"{task}/attribution" for task in TASKS])
 
 
@@ -216,8 +217,10 @@ METHODS = {"node-kl": "node masks, KL", "node-logit-diff": "node masks, logit di
               for level in ("node", "edge") for objective, name in (("kl", "KL"), ("logit-diff", "logit difference"),
                                                                     ("logit-diff-max", "logit difference raised"))
               for start, how in (("", ""), ("-warm", ", warm-started from EAP-IG"))},
-           **{f"edge-kl-joint-ranking{start}": f"edge masks, KL, node masks beside them (target {NODES_BESIDE}), "
-              f"trained for a ranking{how}" for start, how in (("", ""), ("-warm", ", warm-started from EAP-IG"))},
+           **{f"edge-{objective}-joint-ranking{start}": f"edge masks, {name}, node masks beside them (target "
+              f"{NODES_BESIDE}), trained for a ranking{how}"
+              for objective, name in (("kl", "KL"), ("logit-diff-max", "logit difference raised"))
+              for start, how in (("", ""), ("-warm", ", warm-started from EAP-IG"))},
            # the joint warm job before its node masks were warm-started too (2026-12-03; its score file renamed)
            "edge-kl-joint-ranking-warm-cold-nodes": f"edge masks, KL, node masks beside them (target {NODES_BESIDE}) "
            "from log_alpha 10, trained for a ranking, the edges warm-started from EAP-IG"}
