@@ -338,6 +338,7 @@ def table(out: Path, docs: Path) -> str:
                          "CPR": curve.cpr, "CMD": curve.cmd,
                          "f at 0.1 / 1 / 5 / 20 / 50%": " / ".join(f"{f.get(size, math.nan):.2f}"
                                                                    for size in (0.001, 0.01, 0.05, 0.2, 0.5)),
+                         "each ranking alone: CPR / CMD": _each_ranking(curve),
                          "steps": stored.get("steps", "-"),
                          "discovery (min, where)": f"{stored['seconds'] / 60:.1f} ({stored['where']})"})
         if curves:
@@ -346,6 +347,15 @@ def table(out: Path, docs: Path) -> str:
     text = pd.DataFrame(rows).to_markdown(index=False, floatfmt=".3f")
     print(text)
     return text
+
+
+def _each_ranking(curve: FaithfulnessCurve) -> str:
+    """Both areas of each ranking a curve's two areas came from (signed scores: CPR by score, CMD by |score|), "-"
+    when both came from one; one ranking's CMD is at least |0.999 - CPR|, so no one order has EAP-IG's pair."""
+    if curve.cpr_from == curve.cmd_from:
+        return "-"
+    alone = [replace(curve, cpr_from=by, cmd_from=by) for by in (curve.cpr_from, curve.cmd_from)]
+    return "; ".join(f"by {str(one.cpr_from).replace('|', '&#124;')} {one.cpr:.3f} / {one.cmd:.3f}" for one in alone)
 
 
 def _method(stem: str) -> str:

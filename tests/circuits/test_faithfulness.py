@@ -10,6 +10,7 @@ from planted import PLANTED, build_planted_model
 
 import heurlens
 from heurlens.circuits.faithfulness import FaithfulnessCurve, faithfulness_curve, ranking_curve
+from heurlens.circuits.faithfulness_areas import MIB_GRID, cpr_and_cmd
 from heurlens.errors import HeurlensError
 from heurlens.interventions.rankings import Ranking, random_ranking, ranking_of
 from heurlens.interventions.units import UnitLayout
@@ -231,3 +232,17 @@ def test_each_area_comes_from_its_own_ranking_as_mibs_print_results_takes_them()
     assert curve.curve["faithfulness"].tolist() == pytest.approx([0.2, 1.0])  # the figure draws CPR's order
     one = FaithfulnessCurve(pd.DataFrame(rows[:2]), 1.0, 0.0, 2, (0.5, 1.0), cpr_from="score", cmd_from="score")
     assert (one.cpr, one.cmd) == (pytest.approx(0.3), pytest.approx(0.2)) and one.area_rankings == "score"
+
+
+def test_one_rankings_cmd_is_at_least_its_cprs_distance_from_the_whole_grid():
+    """For one ranking CMD = sum w_i |1 - f_i| >= |sum w_i (1 - f_i)| = |0.999 - CPR| (the trapezoid's weights w_i are
+    positive and sum to the grid's width, 1 - 0.001), equal when f never passes 1: a single ranking cannot be above
+    EAP-IG's CPR c > 1 and below a CMD of c - 0.999 (why MIB reads EAP-IG's two areas from two rankings). 200
+    random curves, half of them overshooting."""
+    generator = torch.Generator().manual_seed(0)
+    for i in range(200):
+        f = (torch.rand(len(MIB_GRID), generator=generator) * (3.0 if i % 2 else 1.0)).tolist()
+        cpr, cmd = cpr_and_cmd(MIB_GRID, f)
+        assert cmd >= abs(0.999 - cpr) - 1e-12
+        if max(f) <= 1:
+            assert cmd == pytest.approx(0.999 - cpr, abs=1e-12)
