@@ -16,9 +16,11 @@ node sees.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -192,6 +194,14 @@ def run_each(work: Callable[[Shared, Item], Result], shared: Shared, items: Sequ
     order of ``items``."""
     if workers is None or not items:
         return [work(shared, item) for item in progress_bar(items, desc=desc, unit="run", disable=not progress)]
+    with contextlib.redirect_stdout(sys.stderr):  # Ray prints its raylet's news (a worker died) on stdout
+        return _run_on_ray(work, shared, items, workers, desc, progress)
+
+
+def _run_on_ray(work: Callable[[Shared, Item], Result], shared: Shared, items: Sequence[Item], workers: Workers,
+                desc: str, progress: bool) -> list[Result]:
+    """``run_each``'s Ray tasks, the driver's stdout on stderr meanwhile, so that stdout carries only what the caller
+    prints (a command's ``--json`` table)."""
     ray = import_ray()
     if not ray.is_initialized():
         if workers.address is not None:  # the library's way in; the CLI checked its --ray-address already

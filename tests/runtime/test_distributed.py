@@ -6,6 +6,7 @@ import sys
 import threading
 import time
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 import torch
@@ -148,6 +149,24 @@ def test_a_task_error_reaches_the_caller_as_itself(local_ray):
     assert run_each(_fails_on_three, 10, [1, 2], Workers(2), progress=False) == [11, 12]
     with pytest.raises(HeurlensError, match="three is refused"):
         run_each(_fails_on_three, 10, [1, 2, 3], Workers(2), progress=False)
+
+
+def _ends_its_worker_once(tried: Path, item: int) -> int:
+    """``item`` squared; the first try of item 1 ends its worker's process (no exception: the process is gone)."""
+    marker = tried / f"item-{item}"
+    if item == 1 and not marker.exists():
+        marker.touch()
+        os._exit(1)
+    return item * item
+
+
+def test_a_dead_workers_news_goes_to_stderr_and_stdout_keeps_only_the_callers_output(local_ray, tmp_path, capfd):
+    """Ray's driver prints its raylet's messages (a worker died, its task run again) on stdout, where they corrupted a
+    ``heurlens ablate --scan --json --workers 2`` table printed after them; run_each puts them on stderr."""
+    assert run_each(_ends_its_worker_once, tmp_path, [1, 2], Workers(2), progress=False) == [1, 4]
+    out, err = capfd.readouterr()
+    assert (tmp_path / "item-1").exists() and "worker died" in err  # the worker did die, and Ray said so
+    assert out == ""
 
 
 def _kill_first_busy_worker(killed: list[int], stop: threading.Event) -> None:
