@@ -300,7 +300,7 @@ def page(out: Path, docs: Path) -> None:
         lines += [f"## {title}\n", f"m(full) {first.full:.3f}, m(empty) {first.empty:.3f}.\n",
                   table.to_markdown(index=False, floatfmt=".3f"), "",
                   "f at each size (mean over the curves):\n", _points(curves), ""]
-        figure = faithfulness_figure({METHODS[name]: curve for name, curve in curves.items()},
+        figure = faithfulness_figure({_method(name): curve for name, curve in curves.items()},
                                      f"{title} (SmolLM2-135M)")
         figure_path, _ = write_figure_files(figure, docs.with_name(f"{docs.stem}-{task}.html"))
         lines += [f"Curves: [{figure_path.name}]({figure_path.name}).\n", figure_markdown(figure_path, f"f(k) on {title}")]
@@ -379,7 +379,7 @@ def _row(name: str, curve: FaithfulnessCurve, stored: dict, cpu: dict) -> dict:
                    cpu.get("attribution", math.nan) / 60 if name == "attribution" else 0.0 if "random" in name
                    else stored["seconds"] / 60 if name in ATTRIBUTIONS and stored["where"].startswith("cpu")
                    else math.nan)
-    return {"method": METHODS[name], "axis": level, "curves": curves,
+    return {"method": _method(name), "axis": level, "curves": curves,
             "CPR": curve.cpr, "CMD": curve.cmd, "areas from": _areas_from(name, curve),
             "discovery (min, where)": f"{stored['seconds'] / 60:.1f} ({stored['where']})",
             "on this CPU (min)": round(cpu_minutes, 1)}
@@ -413,7 +413,7 @@ def _ranking_against_targets(curves: dict[str, FaithfulnessCurve]) -> pd.DataFra
 
 
 def _points(curves: dict[str, FaithfulnessCurve]) -> str:
-    columns = {METHODS[name]: curve.curve.set_index("kept_fraction")["faithfulness"] for name, curve in curves.items()}
+    columns = {_method(name): curve.curve.set_index("kept_fraction")["faithfulness"] for name, curve in curves.items()}
     table = pd.DataFrame(columns)
     table.index = [f"{100 * size:g}%" for size in table.index]
     return table.T.to_markdown(floatfmt=".3f")
