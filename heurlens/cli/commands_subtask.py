@@ -29,8 +29,7 @@ if TYPE_CHECKING:
 @settings_options(SweepSettings, skip=("conditions",))
 @device_option
 @workers_options
-@click.option("--json", "as_json", is_flag=True, help="Print every run as JSON records.")
-@click.option("--csv", "as_csv", is_flag=True, help="Print every run as CSV.")
+@table_output_options
 def transfer(out: str, preset: str, conditions: str | None, device: str | None, workers: Workers | None,
              as_json: bool, as_csv: bool, **given: Any) -> None:
     """Subtask Induction on modular arithmetic: train on T1, find the subtask's subnetwork, transfer it

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
+import sys
+from typing import TextIO
 
 import click
 
@@ -105,14 +109,27 @@ def workers_options(function):
              "another in this process.")(with_workers)
 
 
+# Where ``print_table`` writes: the command's stdout, kept while a --json / --csv command runs with stdout on stderr
+_TABLE_STREAM: contextvars.ContextVar[TextIO | None] = contextvars.ContextVar("table_stream", default=None)
+
+
 def table_output_options(function):
     """--json / --csv: print the command's table machine-readably (see ``print_table``); both together are
-    refused before the command does any work."""
+    refused before the command does any work. Meanwhile everything else printed on stdout (by heurlens, a library,
+    or Ray's driver threads, which print a dead worker's news there at any time) goes to stderr, so that stdout
+    carries the table alone for the program reading it."""
     @functools.wraps(function)
     def checked(*args, as_json: bool, as_csv: bool, **kwargs):
         if as_json and as_csv:
             raise HeurlensError("choose one of --json and --csv")
-        return function(*args, as_json=as_json, as_csv=as_csv, **kwargs)
+        if not (as_json or as_csv):
+            return function(*args, as_json=as_json, as_csv=as_csv, **kwargs)
+        token = _TABLE_STREAM.set(sys.stdout)
+        try:
+            with contextlib.redirect_stdout(sys.stderr):
+                return function(*args, as_json=as_json, as_csv=as_csv, **kwargs)
+        finally:
+            _TABLE_STREAM.reset(token)
 
     checked = click.option("--csv", "as_csv", is_flag=True, help="Print the table as CSV.")(checked)
     return click.option("--json", "as_json", is_flag=True, help="Print the table as JSON records.")(checked)
@@ -153,10 +170,11 @@ def nli_data(data: str = "snli", in_domain_examples: int = 2000, per_subcase: in
 
 
 def print_table(table, as_json: bool, as_csv: bool, pretty) -> None:
+    """A command's table on its stdout: JSON records, CSV, or ``pretty(table)`` for a reader."""
     if as_json:
-        click.echo(table.to_json(orient="records", indent=2))
+        click.echo(table.to_json(orient="records", indent=2), file=_TABLE_STREAM.get())
     elif as_csv:
-        click.echo(table.to_csv(index=False), nl=False)
+        click.echo(table.to_csv(index=False), nl=False, file=_TABLE_STREAM.get())
     else:
         click.echo(pretty(table))
 
