@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import plotly.colors
 import plotly.graph_objects as go
 
 from heurlens.circuits.drawn_edges import DrawnCircuit, node_places, reader_node, record_to_draw
@@ -20,6 +21,8 @@ __all__ = ["circuit_figure", "edges_figure", "faithfulness_figure", "reader_node
 
 INPUT_COLOURS = {"q": "#1f77b4", "k": "#2ca02c", "v": "#d62728", "MLP": "#9467bd", LOGITS: "#7f7f7f"}
 INPUT_DASHES = {"q": "solid", "k": "dash", "v": "dot", "MLP": "dashdot", LOGITS: "solid"}
+# a method's curve and its circuits one colour, no two methods alike: plotly's 10 colours, Dark24's 24 past them
+METHOD_COLOURS = plotly.colors.qualitative.Dark24
 DRAWN_BY_DEFAULT = 50  # edges: legible in a notebook cell or a page; the rest are counted in the title
 
 
@@ -92,7 +95,8 @@ def node_positions(circuit: EdgeCircuit) -> dict[str, tuple[float, float]]:
 
 def faithfulness_figure(curves: Mapping[str, FaithfulnessCurve], task_name: str) -> go.Figure:
     """The curves, one per discovery method: mean f against the size k (MIB's grid, a log axis), each circuit a
-    point, CPR and CMD in the legend (n/a where a size is missing).
+    faint point of its method's colour (one legend entry for both), CPR and CMD in the legend (n/a where a size is
+    missing).
 
     Args:
         curves: the curves by method (``compare_runs``' result).
@@ -101,13 +105,16 @@ def faithfulness_figure(curves: Mapping[str, FaithfulnessCurve], task_name: str)
     Returns:
         A plotly figure."""
     figure = go.Figure()
-    for name, curve in curves.items():
-        means = curve.curve.dropna()
+    palette = METHOD_COLOURS if len(curves) > len(plotly.colors.qualitative.Plotly) else plotly.colors.qualitative.Plotly
+    for index, (name, curve) in enumerate(curves.items()):
+        means, colour = curve.curve.dropna(), palette[index % len(palette)]
         figure.add_trace(go.Scatter(x=means["kept_fraction"], y=means["faithfulness"], mode="lines+markers",
-                                    name=f"{name} ({areas_text(curve)})"))
+                                    name=f"{name} ({areas_text(curve)})", legendgroup=name,
+                                    line={"color": colour}, marker={"color": colour}))
         figure.add_trace(go.Scatter(x=curve.circuits["kept_fraction"], y=curve.circuits["faithfulness"],
                                     mode="markers", text=curve.circuits["circuit"], name=f"{name}: circuits",
-                                    marker={"symbol": "x"}))
+                                    legendgroup=name, showlegend=False, opacity=0.5,
+                                    marker={"symbol": "x", "color": colour}))
     figure.add_hline(y=1.0, line_dash="dot")
     figure.update_layout(title=f"Faithfulness on {task_name}", xaxis_title="fraction of units or edges kept (k)",
                          yaxis_title="f(k)", xaxis_type="log")

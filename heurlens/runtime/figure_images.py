@@ -2,14 +2,15 @@
 
 plotly's own ``write_image`` needs kaleido and a browser it downloads; the figures heurlens makes use a few plotly
 features only, and matplotlib draws those with nothing else installed. Supported: ``scatter`` traces (lines, markers,
-``error_y`` arrays, dash and width), ``heatmap`` traces (colourscale, ``zmin``/``zmax``, colour bar title), subplots
-placed by their axes' ``domain``, log axes, titles, straight ``line`` shapes and text annotations. Anything else is
-refused by name rather than drawn wrong.
+``error_y`` arrays, dash and width, one colour a trace, opacity, ``showlegend``), ``heatmap`` traces (colourscale,
+``zmin``/``zmax``, colour bar title), subplots placed by their axes' ``domain``, log axes, titles, straight ``line``
+shapes and text annotations. Anything else is refused by name rather than drawn wrong.
 """
 
 from __future__ import annotations
 
 import io
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from heurlens.runtime.cache import atomic_write_bytes
 IMAGE_SUFFIXES = (".svg", ".png", ".pdf")
 _DASHES = {"solid": "-", "dot": ":", "dash": "--", "dashdot": "-.", "longdash": "--", "longdashdot": "-."}
 _HEIGHT = 0.74  # of the figure, for the plots; the rest holds the axis labels and the title
+_LEGEND_CHARACTERS = 70  # a longer legend entry is wrapped onto more lines (the image has a fixed width)
 _MARKERS = {"circle": "o", "x": "x", "square": "s", "diamond": "D", "cross": "P", "triangle-up": "^", "star": "*"}
 
 
@@ -61,9 +63,14 @@ def _draw_scatter(axes: Any, trace: dict[str, Any]) -> None:
     x, y = _values(trace["x"]), _values(trace["y"]).astype(float)
     mode = trace.get("mode", "lines+markers")
     line, marker = trace.get("line") or {}, trace.get("marker") or {}
+    shown = trace.get("name") and trace.get("showlegend", True)
     style = {"linestyle": _DASHES.get(line.get("dash", "solid"), "-") if "lines" in mode else "none",
              "marker": _MARKERS.get(marker.get("symbol", "circle"), "o") if "markers" in mode else None,
-             "linewidth": line.get("width", 2) * 0.75, "label": trace.get("name"), "markersize": 4}
+             "linewidth": line.get("width", 2) * 0.75, "markersize": 4, "alpha": trace.get("opacity", 1.0),
+             "label": textwrap.fill(trace["name"], _LEGEND_CHARACTERS) if shown else "_nolegend_"}
+    colour = line.get("color") or marker.get("color")
+    if isinstance(colour, str):  # one colour for the trace (plotly's per-point colour arrays are not drawn)
+        style["color"] = colour
     error = (trace.get("error_y") or {}).get("array")
     if error is not None:
         axes.errorbar(x, y, yerr=_values(error).astype(float), capsize=2, **style)

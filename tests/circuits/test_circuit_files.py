@@ -140,3 +140,25 @@ def test_a_file_that_is_not_mibs_json_is_refused_by_name(capsys, tmp_path):
     status, _, err = heurlens_in_process(capsys, "draw", str(notes), "--out", str(tmp_path / "c.svg"))
     assert status == 2 and "draw takes a run folder or a circuit file in MIB's format (.json)" in err
     assert not (tmp_path / "c.svg").exists()
+
+
+def test_each_methods_curve_and_circuits_share_one_colour_no_other_method_has():
+    """Eleven methods on one page: past plotly's ten colours they repeated, two methods alike, and every method's
+    circuits took a legend entry and a colour of their own (the SmolLM2 page's edge figure)."""
+    import pandas as pd
+
+    from heurlens.circuits.drawing import faithfulness_figure
+    from heurlens.circuits.faithfulness_areas import MIB_GRID, FaithfulnessCurve, grid_count
+
+    curves = {f"method {m}": FaithfulnessCurve(pd.DataFrame(
+        [{"curve": "seed 0", "circuit": f"top {grid_count(size, 1000)}", "units_kept": grid_count(size, 1000),
+          "kept_fraction": size, "faithfulness": min(1.0, size * (m + 1))} for size in MIB_GRID]), 2.0, 0.0, 1000)
+        for m in range(11)}
+    figure = faithfulness_figure(curves, "a task")
+    lines = [trace for trace in figure.data if trace.mode == "lines+markers"]
+    points = [trace for trace in figure.data if trace.mode == "markers"]
+    assert len({trace.line.color for trace in lines}) == 11
+    for line, circuits in zip(lines, points, strict=True):
+        assert circuits.marker.color == line.line.color and circuits.legendgroup == line.legendgroup
+        assert circuits.showlegend is False and line.showlegend is not False
+    assert [trace.name.split(" (")[0] for trace in lines] == list(curves)

@@ -40,6 +40,19 @@ def test_scatter_traces_are_drawn_with_their_values_errors_and_axes():
     assert len(dotted) == 1 and list(dotted[0].get_ydata()) == [1.0, 1.0]  # the hline at y = 1, across the axes
 
 
+def test_a_traces_colour_opacity_and_legend_entry_carry_into_the_image():
+    """A long name wraps (the image has a fixed width: it was cut at the edge), a trace out of the legend stays out."""
+    long_name = "edge masks, KL, node masks beside them (target 0.72), trained for a ranking, warm-started from EAP-IG"
+    figure = go.Figure([go.Scatter(x=[1, 2], y=[3, 4], name=long_name, line={"color": "#E15F99"}),
+                        go.Scatter(x=[1, 2], y=[3.5, 4.5], name="its circuits", mode="markers", showlegend=False,
+                                   opacity=0.5, marker={"symbol": "x", "color": "#E15F99"})])
+    axes = matplotlib_figure(figure).axes[0]
+    curve, circuits = axes.get_lines()
+    assert curve.get_color() == circuits.get_color() == "#E15F99" and circuits.get_alpha() == 0.5
+    [label] = axes.get_legend_handles_labels()[1]
+    assert label.replace("\n", " ") == long_name and max(len(line) for line in label.splitlines()) <= 70
+
+
 def test_subplots_keep_their_places_and_heatmaps_their_rows():
     figure = make_subplots(rows=1, cols=2, subplot_titles=("left", "right"))
     figure.add_trace(go.Scatter(x=[1, 2], y=[3, 4], name="a"), row=1, col=1)
