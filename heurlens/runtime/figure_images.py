@@ -59,15 +59,19 @@ def _colormap(scale: list[list[Any]]) -> Any:
     return LinearSegmentedColormap.from_list("plotly", [(float(at), rgb(colour)) for at, colour in scale])
 
 
+def _in_legend(trace: dict[str, Any]) -> bool:
+    """Whether plotly lists ``trace`` in its legend: it has a name and is not ``showlegend=False``."""
+    return bool(trace.get("name")) and trace.get("showlegend", True) is not False
+
+
 def _draw_scatter(axes: Any, trace: dict[str, Any]) -> None:
     x, y = _values(trace["x"]), _values(trace["y"]).astype(float)
     mode = trace.get("mode", "lines+markers")
     line, marker = trace.get("line") or {}, trace.get("marker") or {}
-    shown = trace.get("name") and trace.get("showlegend", True)
     style = {"linestyle": _DASHES.get(line.get("dash", "solid"), "-") if "lines" in mode else "none",
              "marker": _MARKERS.get(marker.get("symbol", "circle"), "o") if "markers" in mode else None,
              "linewidth": line.get("width", 2) * 0.75, "markersize": 4, "alpha": trace.get("opacity", 1.0),
-             "label": textwrap.fill(trace["name"], _LEGEND_CHARACTERS) if shown else "_nolegend_"}
+             "label": textwrap.fill(trace["name"], _LEGEND_CHARACTERS) if _in_legend(trace) else "_nolegend_"}
     colour = line.get("color") or marker.get("color")
     if isinstance(colour, str):  # one colour for the trace (plotly's per-point colour arrays are not drawn)
         style["color"] = colour
@@ -138,7 +142,7 @@ def matplotlib_figure(figure: go.Figure) -> Any:
     unknown = sorted({trace.get("type", "scatter") for trace in traces} - {"scatter", "heatmap"})
     if unknown:
         raise HeurlensError(f"cannot draw {', '.join(unknown)} traces as a static image (only scatter and heatmap)")
-    named = [trace for trace in traces if trace.get("name") and trace.get("showlegend", True)]
+    named = [trace for trace in traces if _in_legend(trace)]
     legend_outside = len(named) > 6
     width = 0.45 if legend_outside else 0.84
     image = Figure(figsize=(13, 6) if legend_outside else (9, 5.4))
